@@ -1,0 +1,318 @@
+"""Build the sandbox's upstream components from their Go modules, pinned in one place.
+
+Every Kubernetes part the sandbox runs (API server, controller-manager, etcd, the coscheduling
+scheduler and its PodGroup controller, kwok, the Kubeflow training operator) is compiled here from
+the Go module proxy, because there is no container engine to pull images from. The pins below are
+the only place a version is written; the Go modules we build from are generated from them into the
+cache, and the cache is keyed by them, so a warm cache compiles nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from fleet.sandbox.errors import SandboxError
+
+#: Kubernetes release for every control-plane binary. scheduler-plugins must be on the same minor.
+KUBERNETES = "v1.34.4"
+#: Newest scheduler-plugins release on the 1.34 minor; its replace block is re-pinned to
+#: KUBERNETES because the proxy this project is built against lacks some v0.34.7 staging modules.
+SCHEDULER_PLUGINS = "v0.34.7"
+#: The etcd server that k8s.io/kubernetes KUBERNETES itself requires (keeps one module graph).
+ETCD = "v3.6.4"
+KWOK = "v0.8.0"
+TRAINING_OPERATOR = "v1.9.3"
+
+#: Staging modules of k8s.io/kubernetes, all replaced with their published versions.
+_STAGING = (
+    "api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider "
+    "cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api "
+    "cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms "
+    "kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics "
+    "mount-utils pod-security-admission sample-apiserver"
+).split()
+
+#: Staging modules whose KUBERNETES-matching release is missing from the module proxy. None of
+#: them is compiled into a binary we build; they only need to resolve in the module graph.
+_STAGING_OVERRIDES = {
+    "cli-runtime": "v0.34.2",
+    "code-generator": "v0.34.2",
+    "kube-proxy": "v0.34.2",
+    "sample-apiserver": "v0.34.2",
+}
+
+#: Bumped whenever the recipe below changes in a way that changes the binaries.
+_RECIPE = 3
+
+
+def _staging_version(name: str) -> str:
+    return _STAGING_OVERRIDES.get(name, "v0." + KUBERNETES.removeprefix("v1."))
+
+
+@dataclasses.dataclass(frozen=True)
+class Binary:
+    """One executable and the Go package it is built from."""
+
+    name: str
+    package: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GoModule:
+    """A Go module of our own that requires upstream modules, so their mains can be built."""
+
+    name: str
+    go: str
+    requires: Mapping[str, str]
+    replaces: Mapping[str, str]
+    binaries: Sequence[Binary]
+    ldflags: str = ""
+
+    def go_mod(self) -> str:
+        lines = [f"module fleet.sandbox/toolchain/{self.name}", "", f"go {self.go}", "", "require ("]
+        lines += [f"\t{path} {version}" for path, version in sorted(self.requires.items())]
+        lines.append(")")
+        if self.replaces:
+            lines += ["", "replace ("]
+            lines += [f"\t{p} => {p} {v}" for p, v in sorted(self.replaces.items())]
+            lines.append(")")
+        return "\n".join(lines) + "\n"
+
+    def tools_go(self) -> str:
+        imports = "\n".join(f'\t_ "{b.package}"' for b in self.binaries)
+        return f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n"
+
+
+def _k8s_ldflags(version: str) -> str:
+    major, minor = version.removeprefix("v").split(".")[:2]
+    pkg = "k8s.io/component-base/version"
+    return (
+        f"-s -w -X {pkg}.gitVersion={version} -X {pkg}.gitMajor={major} "
+        f"-X {pkg}.gitMinor={minor} -X {pkg}.gitTreeState=clean"
+    )
+
+
+MODULES: tuple[GoModule, ...] = (
+    GoModule(
+        name="kubernetes",
+        go="1.24.0",
+        requires={
+            "k8s.io/kubernetes": KUBERNETES,
+            "sigs.k8s.io/scheduler-plugins": SCHEDULER_PLUGINS,
+            "go.etcd.io/etcd/server/v3": ETCD,
+        },
+        replaces={"k8s.io/kubernetes": KUBERNETES}
+        | {f"k8s.io/{name}": _staging_version(name) for name in _STAGING},
+        binaries=(
+            Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+            Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+            Binary("etcd", "go.etcd.io/etcd/server/v3"),
+            Binary("kube-scheduler", "sigs.k8s.io/scheduler-plugins/cmd/scheduler"),
+            Binary("podgroup-controller", "sigs.k8s.io/scheduler-plugins/cmd/controller"),
+        ),
+        ldflags=_k8s_ldflags(KUBERNETES),
+    ),
+    GoModule(
+        name="kwok",
+        go="1.26.0",
+        requires={"sigs.k8s.io/kwok": KWOK},
+        replaces={},
+        binaries=(Binary("kwok", "sigs.k8s.io/kwok/cmd/kwok"),),
+        ldflags="-s -w",
+    ),
+    GoModule(
+        name="training-operator",
+        go="1.23",
+        requires={"github.com/kubeflow/training-operator": TRAINING_OPERATOR},
+        replaces={},
+        binaries=(
+            Binary("training-operator", "github.com/kubeflow/training-operator/cmd/training-operator.v1"),
+        ),
+        ldflags="-s -w",
+    ),
+)
+
+#: CRDs the members need, taken from the very module versions we build (never copied into the repo).
+CRD_SOURCES: tuple[tuple[str, str], ...] = (
+    ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_pytorchjobs.yaml"),
+    ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_tfjobs.yaml"),
+    ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_mpijobs.yaml"),
+    ("sigs.k8s.io/scheduler-plugins", "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml"),
+    ("sigs.k8s.io/scheduler-plugins", "config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml"),
+)
+
+
+def pins() -> dict[str, object]:
+    """Everything that decides what the binaries are: the cache key is a hash of it."""
+    return {
+        "recipe": _RECIPE,
+        "platform": f"{sys.platform}-{os.uname().machine}",
+        "modules": [
+            {
+                "name": m.name,
+                "go.mod": m.go_mod(),
+                "binaries": [dataclasses.asdict(b) for b in m.binaries],
+                "ldflags": m.ldflags,
+            }
+            for m in MODULES
+        ],
+        "crds": [list(src) for src in CRD_SOURCES],
+    }
+
+
+def cache_root() -> Path:
+    """Where built toolchains live: outside the repository, shared by every checkout."""
+    if env := os.environ.get("FLEET_CACHE_DIR"):
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fleet"
+
+
+@dataclasses.dataclass(frozen=True)
+class Toolchain:
+    """A built toolchain on disk: one folder of binaries and one of CRD manifests."""
+
+    root: Path
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def crd_dir(self) -> Path:
+        return self.root / "crds"
+
+    @property
+    def stamp(self) -> Path:
+        return self.root / "toolchain.json"
+
+    def binary(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    def crds(self) -> list[Path]:
+        return sorted(self.crd_dir.glob("*.yaml"))
+
+    def is_complete(self) -> bool:
+        if not self.stamp.is_file():
+            return False
+        wanted = [b.name for m in MODULES for b in m.binaries]
+        return all(os.access(self.binary(n), os.X_OK) for n in wanted) and len(self.crds()) == len(
+            CRD_SOURCES
+        )
+
+
+def toolchain_for_pins() -> Toolchain:
+    digest = hashlib.sha256(json.dumps(pins(), sort_keys=True).encode()).hexdigest()[:16]
+    return Toolchain(cache_root() / "toolchain" / f"k8s-{KUBERNETES}-{digest}")
+
+
+Progress = Callable[[str], None]
+
+
+def _default_progress(message: str) -> None:
+    print(f"[toolchain] {message}", file=sys.stderr, flush=True)
+
+
+def ensure_toolchain(progress: Progress | None = None) -> Toolchain:
+    """Return the pinned toolchain, building whatever is missing (cold: ~15-25 min on 2 cores)."""
+    say = progress or _default_progress
+    toolchain = toolchain_for_pins()
+    if toolchain.is_complete():
+        return toolchain
+    go = _find_go()
+    started = time.monotonic()
+    say(f"building the sandbox toolchain into {toolchain.root} (Kubernetes {KUBERNETES}); "
+        "a cold build takes 15-25 minutes on 2 cores, later runs reuse it")
+    toolchain.bin_dir.mkdir(parents=True, exist_ok=True)
+    toolchain.crd_dir.mkdir(parents=True, exist_ok=True)
+    logs = toolchain.root / "logs"
+    logs.mkdir(exist_ok=True)
+    module_dirs: dict[str, Path] = {}
+    for module in MODULES:
+        src = toolchain.root / "src" / module.name
+        src.mkdir(parents=True, exist_ok=True)
+        (src / "go.mod").write_text(module.go_mod())
+        (src / "tools.go").write_text(module.tools_go())
+        log = logs / f"{module.name}-modules.log"
+        t0 = time.monotonic()
+        say(f"[{module.name}] resolving modules ({', '.join(module.requires.values())})")
+        _run_go(go, ["mod", "tidy"], src, log, component=module.name)
+        say(f"[{module.name}] modules ready in {_elapsed(t0)}")
+        module_dirs[module.name] = src
+        for binary in module.binaries:
+            target = toolchain.binary(binary.name)
+            if os.access(target, os.X_OK):
+                continue
+            t0 = time.monotonic()
+            say(f"[{binary.name}] compiling {binary.package} ...")
+            tmp = target.with_suffix(".partial")
+            args = ["build", "-trimpath", "-buildvcs=false", "-o", str(tmp)]
+            if module.ldflags:
+                args += ["-ldflags", module.ldflags]
+            _run_go(go, [*args, binary.package], src, logs / f"{binary.name}.log", binary.name)
+            tmp.replace(target)
+            say(f"[{binary.name}] built in {_elapsed(t0)}")
+    _collect_crds(go, toolchain, module_dirs)
+    toolchain.stamp.write_text(json.dumps(pins(), indent=2, sort_keys=True))
+    say(f"toolchain ready in {_elapsed(started)}")
+    return toolchain
+
+
+def _collect_crds(go: str, toolchain: Toolchain, module_dirs: Mapping[str, Path]) -> None:
+    owner = {req: name for name, m in ((m.name, m) for m in MODULES) for req in m.requires}
+    for module_path, rel in CRD_SOURCES:
+        src = module_dirs[owner[module_path]]
+        out = subprocess.run(
+            [go, "list", "-m", "-json", module_path],
+            cwd=src, capture_output=True, text=True, env=_go_env(), check=False,
+        )
+        if out.returncode != 0:
+            raise SandboxError(f"cannot locate module {module_path}: {out.stderr.strip()}")
+        module_dir = Path(json.loads(out.stdout)["Dir"])
+        shutil.copyfile(module_dir / rel, toolchain.crd_dir / Path(rel).name)
+
+
+def _find_go() -> str:
+    go = os.environ.get("FLEET_GO") or shutil.which("go")
+    if not go:
+        raise SandboxError(
+            "the sandbox builds Kubernetes components from Go modules, but no `go` is on PATH; "
+            "install Go >= 1.24 (https://go.dev/doc/install) or set FLEET_GO to its path"
+        )
+    return go
+
+
+def _go_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("GOFLAGS", "-mod=mod")
+    env["GOFLAGS"] = env["GOFLAGS"].replace("-mod=vendor", "-mod=mod")
+    return env
+
+
+def _run_go(go: str, args: list[str], cwd: Path, log: Path, component: str) -> None:
+    with log.open("w") as out:
+        out.write(f"$ go {' '.join(args)}  (in {cwd})\n")
+        out.flush()
+        proc = subprocess.run(
+            [go, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=_go_env(), check=False
+        )
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        raise SandboxError(
+            f"building {component} failed (go {args[0]} exited {proc.returncode}); "
+            f"full log: {log}\n{tail}"
+        )
+
+
+def _elapsed(since: float) -> str:
+    seconds = int(time.monotonic() - since)
+    return f"{seconds // 60}m{seconds % 60:02d}s"
