@@ -1,0 +1,278 @@
+"""Command lines of the sandbox's components, one function each.
+
+Pure: they turn a cluster's layout (folders, ports, certificates) into `Component`s and write no
+files, so what every process is started with can be read, and tested, in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from fleet.sandbox.pki import ClusterPki, tls_context
+from fleet.sandbox.process import Component
+from fleet.sandbox.toolchain import Toolchain
+
+#: Ports each cluster needs, in this order. Members use all of them, the fleet the first four.
+PORT_NAMES = (
+    "etcd",
+    "etcd_peer",
+    "apiserver",
+    "controller_manager",
+    "scheduler",
+    "kwok",
+    "podgroup_metrics",
+    "podgroup_probe",
+    "operator_metrics",
+    "operator_probe",
+    "operator_webhook",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterLayout:
+    """Where one sandbox cluster keeps its files, and which ports it listens on."""
+
+    name: str
+    root: Path
+    ports: dict[str, int]
+
+    @property
+    def pki(self) -> ClusterPki:
+        return ClusterPki(self.root / "pki")
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def endpoint(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    def log(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def config(self, name: str) -> Path:
+        return self.root / "config" / name
+
+
+def _http_ok(url: str, verify: ssl.SSLContext | bool = False) -> Callable[[], bool]:
+    """A readiness probe: does `url` answer 200? (Self-signed health ports are not verified.)"""
+
+    def probe() -> bool:
+        try:
+            r = httpx.get(url, verify=verify, timeout=2.0)
+        except httpx.HTTPError:
+            return False
+        return r.status_code == 200
+
+    return probe
+
+
+def etcd(tc: Toolchain, c: ClusterLayout) -> Component:
+    client = f"http://127.0.0.1:{c.ports['etcd']}"
+    peer = f"http://127.0.0.1:{c.ports['etcd_peer']}"
+    return Component(
+        name=f"{c.name}/etcd",
+        argv=[
+            str(tc.binary("etcd")),
+            f"--name={c.name}",
+            f"--data-dir={c.root / 'etcd'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster={c.name}={peer}",
+            "--initial-cluster-state=new",
+            # A throwaway test cluster: durability costs more than it buys here.
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=2147483648",
+            "--log-level=warn",
+        ],
+        log=c.log("etcd"),
+        ports=[c.ports["etcd"], c.ports["etcd_peer"]],
+        ready=_http_ok(f"{client}/health"),
+    )
+
+
+def kube_apiserver(tc: Toolchain, c: ClusterLayout) -> Component:
+    pki = c.pki
+    return Component(
+        name=f"{c.name}/kube-apiserver",
+        argv=[
+            str(tc.binary("kube-apiserver")),
+            f"--etcd-servers=http://127.0.0.1:{c.ports['etcd']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={c.ports['apiserver']}",
+            f"--tls-cert-file={pki.serving_crt}",
+            f"--tls-private-key-file={pki.serving_key}",
+            f"--client-ca-file={pki.ca_crt}",
+            f"--service-account-key-file={pki.sa_pub}",
+            f"--service-account-signing-key-file={pki.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--enable-priority-and-fairness=false",
+            "--endpoint-reconciler-type=none",
+            # Nodes would start with a not-ready taint that only the node-lifecycle controller
+            # lifts; the sandbox runs without it (see kube_controller_manager).
+            "--disable-admission-plugins=TaintNodesByCondition",
+            "--profiling=false",
+            "--v=1",
+        ],
+        log=c.log("kube-apiserver"),
+        ports=[c.ports["apiserver"]],
+        ready=_http_ok(f"{c.endpoint}/readyz", tls_context(pki.ca_crt, pki.admin_crt, pki.admin_key)),
+    )
+
+
+def _delegated_auth(c: ClusterLayout) -> list[str]:
+    return [
+        f"--kubeconfig={c.kubeconfig}",
+        f"--authentication-kubeconfig={c.kubeconfig}",
+        f"--authorization-kubeconfig={c.kubeconfig}",
+        "--bind-address=127.0.0.1",
+        # Health endpoints are always allowed; skipping the front-proxy CA lookup keeps the
+        # logs free of errors about a CA the sandbox does not use.
+        "--authentication-skip-lookup=true",
+    ]
+
+
+def kube_controller_manager(tc: Toolchain, c: ClusterLayout) -> Component:
+    return Component(
+        name=f"{c.name}/kube-controller-manager",
+        argv=[
+            str(tc.binary("kube-controller-manager")),
+            *_delegated_auth(c),
+            f"--secure-port={c.ports['controller_manager']}",
+            f"--service-account-private-key-file={c.pki.sa_key}",
+            f"--root-ca-file={c.pki.ca_crt}",
+            "--use-service-account-credentials=false",
+            "--leader-elect=false",
+            # Fake nodes send no heartbeats; without this controller they never go stale.
+            "--controllers=*,-nodelifecycle",
+            "--concurrent-gc-syncs=5",
+            "--v=1",
+        ],
+        log=c.log("kube-controller-manager"),
+        ports=[c.ports["controller_manager"]],
+        ready=_http_ok(f"https://127.0.0.1:{c.ports['controller_manager']}/healthz"),
+    )
+
+
+def scheduler_config(c: ClusterLayout, gang_scheduler_name: str) -> dict[str, object]:
+    """Two profiles, both with Coscheduling (profiles must share one queue-sort plugin)."""
+
+    def profile(name: str) -> dict[str, object]:
+        return {
+            "schedulerName": name,
+            "plugins": {
+                "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+            },
+            "pluginConfig": [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}],
+        }
+
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(c.kubeconfig), "qps": 100, "burst": 200},
+        "profiles": [profile("default-scheduler"), profile(gang_scheduler_name)],
+    }
+
+
+def kube_scheduler(tc: Toolchain, c: ClusterLayout) -> Component:
+    return Component(
+        name=f"{c.name}/kube-scheduler",
+        argv=[
+            str(tc.binary("kube-scheduler")),
+            f"--config={c.config('scheduler.yaml')}",
+            f"--authentication-kubeconfig={c.kubeconfig}",
+            f"--authorization-kubeconfig={c.kubeconfig}",
+            "--authentication-skip-lookup=true",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={c.ports['scheduler']}",
+            "--v=1",
+        ],
+        log=c.log("kube-scheduler"),
+        ports=[c.ports["scheduler"]],
+        ready=_http_ok(f"https://127.0.0.1:{c.ports['scheduler']}/healthz"),
+    )
+
+
+def podgroup_controller(tc: Toolchain, c: ClusterLayout) -> Component:
+    return Component(
+        name=f"{c.name}/podgroup-controller",
+        argv=[
+            str(tc.binary("podgroup-controller")),
+            f"--kubeconfig={c.kubeconfig}",
+            f"--metricsAddr=127.0.0.1:{c.ports['podgroup_metrics']}",
+            f"--probeAddr=127.0.0.1:{c.ports['podgroup_probe']}",
+            "--qps=50",
+            "--burst=100",
+        ],
+        log=c.log("podgroup-controller"),
+        ports=[c.ports["podgroup_metrics"], c.ports["podgroup_probe"]],
+        ready=_http_ok(f"http://127.0.0.1:{c.ports['podgroup_probe']}/readyz"),
+    )
+
+
+def kwok(tc: Toolchain, c: ClusterLayout, stages: Path) -> Component:
+    return Component(
+        name=f"{c.name}/kwok",
+        argv=[
+            str(tc.binary("kwok")),
+            f"--kubeconfig={c.kubeconfig}",
+            f"--config={stages}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address=127.0.0.1:{c.ports['kwok']}",
+            "--node-lease-duration-seconds=0",
+            # Addresses written into fake node and pod status only; no traffic goes to them.
+            "--node-ip=127.0.0.1",
+            "--cidr=10.244.0.1/16",
+        ],
+        log=c.log("kwok"),
+        ports=[c.ports["kwok"]],
+        ready=_http_ok(f"http://127.0.0.1:{c.ports['kwok']}/healthz"),
+    )
+
+
+def training_operator(tc: Toolchain, c: ClusterLayout, gang_scheduler_name: str) -> Component:
+    """The Kubeflow training operator, making scheduler-plugins PodGroups for every job.
+
+    Its webhook certificate rotator only needs the Secret to exist and a cert file in the
+    serving-cert folder; the webhook itself is never registered, so nothing calls it. TMPDIR gives
+    each member's operator its own serving-cert folder.
+    """
+    return Component(
+        name=f"{c.name}/training-operator",
+        argv=[
+            str(tc.binary("training-operator")),
+            f"--kubeconfig={c.kubeconfig}",
+            f"--gang-scheduler-name={gang_scheduler_name}",
+            "--enable-scheme=pytorchjob",
+            "--enable-scheme=tfjob",
+            "--enable-scheme=mpijob",
+            f"--metrics-bind-address=127.0.0.1:{c.ports['operator_metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{c.ports['operator_probe']}",
+            f"--webhook-server-port={c.ports['operator_webhook']}",
+            "--controller-threads=4",
+            "--zap-log-level=info",
+        ],
+        env={"MY_POD_NAMESPACE": "kubeflow", "TMPDIR": str(c.root / "tmp")},
+        log=c.log("training-operator"),
+        ports=[c.ports["operator_metrics"], c.ports["operator_probe"], c.ports["operator_webhook"]],
+        ready=_http_ok(f"http://127.0.0.1:{c.ports['operator_probe']}/readyz"),
+    )

@@ -1,0 +1,139 @@
+"""What a sandbox looks like: the member clusters and the fake nodes in each.
+
+Loaded from a YAML file (`fleet sandbox up --config sandbox.yaml`) or built in code by tests:
+
+    members:
+    - name: member-1
+      labels: {region: east}
+      nodes:
+      - {name: gpu, count: 2, cpu: "32", memory: 256Gi, gpu: 8}
+      - {name: cpu, count: 1, cpu: "64", memory: 128Gi, gpu: 0,
+         labels: {pool: cpu}, taints: [{key: dedicated, value: cpu, effect: NoSchedule}]}
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fleet.sandbox.errors import SandboxError
+
+GPU = "nvidia.com/gpu"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class Taint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class NodePool(BaseModel):
+    """`count` identical fake nodes named `<member>-<name>-<i>`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "node"
+    count: int = Field(default=1, ge=0, le=1000)
+    cpu: str = "32"
+    memory: str = "256Gi"
+    gpu: int = Field(default=8, ge=0)
+    pods: int = Field(default=110, ge=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v):
+            raise ValueError(f"node pool name {v!r} must be a DNS label (a-z, 0-9, '-')")
+        return v
+
+
+class MemberSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    nodes: list[NodePool] = Field(default_factory=lambda: [NodePool(count=2)])
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not _DNS_LABEL.match(v) or v == "fleet":
+            raise ValueError(f"member name {v!r} must be a DNS label other than 'fleet'")
+        return v
+
+
+class SandboxConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    members: list[MemberSpec] = Field(default_factory=list)
+    #: The training operator's --gang-scheduler-name; also the coscheduling profile's name.
+    gang_scheduler_name: str = "scheduler-plugins-scheduler"
+
+    @model_validator(mode="after")
+    def _unique(self) -> SandboxConfig:
+        names = [m.name for m in self.members]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"member names must be unique, repeated: {', '.join(dupes)}")
+        return self
+
+    @classmethod
+    def default(cls, members: int = 3) -> SandboxConfig:
+        """N members, each with two 8-GPU nodes and a `region` label to select them by."""
+        return cls(
+            members=[
+                MemberSpec(name=f"member-{i}", labels={"region": f"region-{i}"})
+                for i in range(1, members + 1)
+            ]
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> SandboxConfig:
+        try:
+            raw: Any = yaml.safe_load(path.read_text())
+        except OSError as e:
+            raise SandboxError(f"cannot read sandbox config {path}: {e.strerror}") from e
+        except yaml.YAMLError as e:
+            raise SandboxError(f"sandbox config {path} is not valid YAML: {e}") from e
+        try:
+            return cls.model_validate(raw or {})
+        except ValidationError as e:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
+            )
+            raise SandboxError(f"sandbox config {path}: {problems}") from e
+
+
+def node_manifest(member: str, pool: NodePool, index: int) -> dict[str, Any]:
+    """A kwok-managed fake node with the pool's shape."""
+    name = f"{member}-{pool.name}-{index}"
+    capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.pods)}
+    if pool.gpu:
+        capacity[GPU] = str(pool.gpu)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                "sandbox.fleet.dev/pool": pool.name,
+                **pool.labels,
+            },
+        },
+        "spec": {"taints": [t.model_dump() for t in pool.taints]} if pool.taints else {},
+        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+    }

@@ -1,0 +1,219 @@
+"""Start, watch and stop the sandbox's component processes.
+
+Each process gets its own session (so stopping it stops its children too), its own log file, and
+a record on disk (pid plus the kernel's start time for that pid) written before we wait for it,
+so `fleet sandbox down` can stop whatever an interrupted or crashed `up` left behind without ever
+signalling an unrelated process that happens to reuse the pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from fleet.sandbox.errors import SandboxError
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessRecord:
+    """What we need to find a started process again, from another invocation."""
+
+    component: str
+    pid: int
+    start_ticks: int
+    log: str
+
+    def alive(self) -> bool:
+        return _start_ticks(self.pid) == self.start_ticks
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
+
+
+class ProcessTable:
+    """The on-disk list of processes one sandbox started (append-only while starting)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def records(self) -> list[ProcessRecord]:
+        if not self.path.is_file():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                out.append(ProcessRecord(**json.loads(line)))
+        return out
+
+    def add(self, record: ProcessRecord) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(dataclasses.asdict(record)) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def stop_all(self, grace: float = 10.0) -> list[str]:
+        """Stop every recorded process that is still the one we started; return their names."""
+        live = [r for r in self.records() if r.alive()]
+        for record in live:
+            _signal_group(record.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(r.alive() for r in live):
+            time.sleep(0.1)
+        for record in live:
+            if record.alive():
+                _signal_group(record.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(r.alive() for r in live):
+            time.sleep(0.05)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        return [r.component for r in live]
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _die_with_parent() -> None:
+    """Runs in the child: the kernel kills it when the process that started it exits."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel says are free now (all held open together, so they are distinct)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+Probe = Callable[[], bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    """One process of a sandbox cluster and how to tell that it is ready."""
+
+    name: str
+    argv: Sequence[str]
+    log: Path
+    ports: Sequence[int]
+    ready: Probe
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    cwd: Path | None = None
+
+
+@dataclasses.dataclass
+class Started:
+    component: Component
+    popen: subprocess.Popen[bytes]
+    since: float
+
+
+def start(component: Component, table: ProcessTable, *, die_with_parent: bool) -> Started:
+    """Launch one component after checking its ports; record it before returning."""
+    for port in component.ports:
+        if not port_is_free(port):
+            raise SandboxError(
+                f"{component.name}: port {port} on 127.0.0.1 is already in use "
+                "(another sandbox or program holds it); stop it or choose other ports"
+            )
+    binary = Path(component.argv[0])
+    if not os.access(binary, os.X_OK):
+        raise SandboxError(f"{component.name}: binary {binary} is missing or not executable")
+    component.log.parent.mkdir(parents=True, exist_ok=True)
+    log = component.log.open("ab")
+    env = {**os.environ, **component.env}
+    try:
+        popen = subprocess.Popen(
+            list(component.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=component.cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
+        )
+    finally:
+        log.close()
+    ticks = _start_ticks(popen.pid) or 0
+    table.add(ProcessRecord(component.name, popen.pid, ticks, str(component.log)))
+    return Started(component, popen, time.monotonic())
+
+
+def wait_ready(started: Iterable[Started], timeout: float) -> None:
+    """Wait until every component answers its probe; fail fast, naming the one that died."""
+    pending = list(started)
+    deadline = time.monotonic() + timeout
+    while pending:
+        still = []
+        for s in pending:
+            rc = s.popen.poll()
+            if rc is not None:
+                raise SandboxError(
+                    f"{s.component.name} exited with code {rc} while starting; "
+                    f"log: {s.component.log}\n{log_tail(s.component.log)}"
+                )
+            if not s.component.ready():
+                still.append(s)
+        pending = still
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            names = ", ".join(s.component.name for s in pending)
+            logs = "\n".join(f"  {s.component.name}: {s.component.log}" for s in pending)
+            raise SandboxError(
+                f"{names} did not become ready within {timeout:.0f}s; logs:\n{logs}\n"
+                f"{log_tail(pending[0].component.log)}"
+            )
+        time.sleep(0.2)
+
+
+def log_tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join("    " + line[:300] for line in text[-lines:])

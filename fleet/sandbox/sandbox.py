@@ -1,0 +1,370 @@
+"""A local multi-cluster sandbox: one fleet control plane and N member clusters, as processes.
+
+The fleet runs etcd, an API server and a controller-manager only: no scheduler, no nodes, no
+training operator, so nothing can ever run a job there. Each member adds the coscheduling
+scheduler, its PodGroup controller, kwok with fake nodes and the Kubeflow training operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from fleet.sandbox import components as comp
+from fleet.sandbox.admin import AdminClient, kubeconfig, load_manifests
+from fleet.sandbox.config import MemberSpec, NodePool, SandboxConfig, node_manifest
+from fleet.sandbox.errors import SandboxError
+from fleet.sandbox.pki import create_cluster_pki
+from fleet.sandbox.process import (
+    Component,
+    ProcessTable,
+    Started,
+    free_ports,
+    start,
+    wait_ready,
+)
+from fleet.sandbox.toolchain import Toolchain, ensure_toolchain
+
+FLEET = "fleet"
+_ASSETS = Path(__file__).parent / "assets"
+#: The training operator's cert rotator checks this fixed path for a mounted serving cert.
+_ROTATOR_CERT = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+_MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs", "podgroups", "elasticquotas")
+_FLEET_CRDS = ("pytorchjobs", "tfjobs", "mpijobs")
+
+Progress = Callable[[str], None]
+
+
+def default_state_dir() -> Path:
+    if env := os.environ.get("FLEET_SANDBOX_DIR"):
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "fleet" / "sandbox"
+
+
+def _say(message: str) -> None:
+    print(f"[sandbox] {message}", flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterStatus:
+    name: str
+    endpoint: str
+    healthy: bool
+    detail: str
+    nodes: int
+    gpus: int
+    processes_alive: int
+    processes_total: int
+
+
+class Sandbox:
+    """One sandbox, identified by its state folder."""
+
+    def __init__(self, state_dir: Path | None = None) -> None:
+        self.root = (state_dir or default_state_dir()).resolve()
+        self.processes = ProcessTable(self.root / "processes.jsonl")
+
+    # -- layout -----------------------------------------------------------------------------
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "sandbox.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The merged kubeconfig: contexts `fleet`, `member-1`, ..."""
+        return self.root / "kubeconfig"
+
+    def _state(self) -> dict[str, Any]:
+        try:
+            state: dict[str, Any] = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        return state
+
+    def exists(self) -> bool:
+        return self.state_file.is_file()
+
+    @property
+    def config(self) -> SandboxConfig:
+        state = self._state()
+        if not state:
+            raise SandboxError(f"no sandbox at {self.root}; run `fleet sandbox up`")
+        return SandboxConfig.model_validate(state["config"])
+
+    def cluster(self, name: str) -> comp.ClusterLayout:
+        state = self._state()
+        clusters = state.get("clusters", {})
+        if name not in clusters:
+            known = ", ".join(clusters) or "none"
+            raise SandboxError(f"no cluster {name!r} in the sandbox at {self.root} (has: {known})")
+        return comp.ClusterLayout(name, self.root / name, dict(clusters[name]["ports"]))
+
+    def cluster_names(self) -> list[str]:
+        return list(self._state().get("clusters", {}))
+
+    def members(self) -> list[str]:
+        return [n for n in self.cluster_names() if n != FLEET]
+
+    def admin(self, name: str) -> AdminClient:
+        layout = self.cluster(name)
+        return AdminClient(layout.endpoint, layout.pki, name)
+
+    def is_up(self) -> bool:
+        records = self.processes.records()
+        return (
+            self._state().get("phase") == "up"
+            and bool(records)
+            and all(r.alive() for r in records)
+        )
+
+    # -- up ---------------------------------------------------------------------------------
+
+    def up(
+        self,
+        config: SandboxConfig | None = None,
+        *,
+        progress: Progress = _say,
+        toolchain: Toolchain | None = None,
+        die_with_parent: bool = False,
+        timeout: float = 180.0,
+    ) -> None:
+        """Bring the sandbox up; on any failure stop what was started and say which part failed.
+
+        `die_with_parent` ties every process to the calling process (tests use it so that not
+        even a SIGKILLed pytest leaves a cluster running).
+        """
+        config = config or SandboxConfig.default()
+        if self.is_up():
+            if SandboxConfig.model_validate(self._state()["config"]) == config:
+                progress(f"already up at {self.root}")
+                return
+            raise SandboxError(
+                f"a sandbox with another configuration is up at {self.root}; "
+                "run `fleet sandbox down` first"
+            )
+        if self.exists() or self.processes.records():
+            self.down(progress=lambda _m: None)
+        tc = toolchain or ensure_toolchain()
+        started_at = time.monotonic()
+        try:
+            self._up(config, tc, progress, die_with_parent, timeout)
+        except BaseException as e:
+            stopped = self.processes.stop_all(grace=3)
+            self._write_state(config, phase="failed")
+            if stopped:
+                progress(f"stopped {len(stopped)} processes after the failure")
+            if isinstance(e, SandboxError):
+                raise
+            if isinstance(e, Exception):
+                raise SandboxError(f"sandbox start failed: {e!r}") from e
+            raise
+        progress(
+            f"up in {time.monotonic() - started_at:.1f}s: fleet + {len(config.members)} members; "
+            f"kubeconfig {self.kubeconfig}"
+        )
+
+    def _write_state(
+        self, config: SandboxConfig, *, phase: str, ports: dict[str, dict[str, int]] | None = None
+    ) -> None:
+        state = self._state()
+        state["config"] = config.model_dump()
+        state["phase"] = phase
+        if ports is not None:
+            state["clusters"] = {name: {"ports": p} for name, p in ports.items()}
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    def _up(
+        self,
+        config: SandboxConfig,
+        tc: Toolchain,
+        progress: Progress,
+        die_with_parent: bool,
+        timeout: float,
+    ) -> None:
+        names = [FLEET] + [m.name for m in config.members]
+        per_cluster = len(comp.PORT_NAMES)
+        ports = free_ports(per_cluster * len(names))
+        layouts = {
+            name: comp.ClusterLayout(
+                name,
+                self.root / name,
+                dict(zip(comp.PORT_NAMES, ports[i * per_cluster : (i + 1) * per_cluster], strict=True)),
+            )
+            for i, name in enumerate(names)
+        }
+        self._write_state(config, phase="starting", ports={n: l.ports for n, l in layouts.items()})
+        for layout in layouts.values():
+            self._prepare(layout, config)
+        self._write_kubeconfigs(layouts)
+
+        def launch(phase: str, components: Sequence[Component]) -> None:
+            t0 = time.monotonic()
+            started: list[Started] = [
+                start(c, self.processes, die_with_parent=die_with_parent) for c in components
+            ]
+            wait_ready(started, timeout)
+            progress(f"{phase} ready in {time.monotonic() - t0:.1f}s")
+
+        launch("etcd", [comp.etcd(tc, layouts[n]) for n in names])
+        launch("API servers", [comp.kube_apiserver(tc, layouts[n]) for n in names])
+        t0 = time.monotonic()
+        for name in names:
+            self._bootstrap(layouts[name], tc, config)
+        progress(f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
+                 f"created in {time.monotonic() - t0:.1f}s")
+        control: list[Component] = [comp.kube_controller_manager(tc, layouts[n]) for n in names]
+        stages = _ASSETS / "kwok-stages.yaml"
+        for member in config.members:
+            layout = layouts[member.name]
+            control += [
+                comp.kube_scheduler(tc, layout),
+                comp.podgroup_controller(tc, layout),
+                comp.kwok(tc, layout, stages),
+                comp.training_operator(tc, layout, config.gang_scheduler_name),
+            ]
+        launch("controllers, schedulers, kwok and training operators", control)
+        self._write_state(config, phase="up")
+
+    @staticmethod
+    def _node_count(member: MemberSpec) -> int:
+        return sum(pool.count for pool in member.nodes)
+
+    def _prepare(self, layout: comp.ClusterLayout, config: SandboxConfig) -> None:
+        for sub in ("logs", "config", "etcd", "tmp"):
+            (layout.root / sub).mkdir(parents=True, exist_ok=True)
+        pki = create_cluster_pki(layout.root / "pki", layout.name)
+        layout.config("scheduler.yaml").write_text(
+            yaml.safe_dump(comp.scheduler_config(layout, config.gang_scheduler_name))
+        )
+        serving = layout.root / "tmp" / "k8s-webhook-server" / "serving-certs"
+        serving.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pki.webhook_crt, serving / "tls.crt")
+        shutil.copyfile(pki.webhook_key, serving / "tls.key")
+        if layout.name != FLEET and not _ROTATOR_CERT.exists():
+            with contextlib.suppress(OSError):
+                _ROTATOR_CERT.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(pki.webhook_crt, _ROTATOR_CERT)
+
+    def _write_kubeconfigs(self, layouts: dict[str, comp.ClusterLayout]) -> None:
+        for layout in layouts.values():
+            cfg = kubeconfig([(layout.name, layout.endpoint, layout.pki)], layout.name)
+            _write_private(layout.kubeconfig, yaml.safe_dump(cfg))
+        merged = kubeconfig(
+            [(name, lay.endpoint, lay.pki) for name, lay in layouts.items()], FLEET
+        )
+        _write_private(self.kubeconfig, yaml.safe_dump(merged))
+
+    def _bootstrap(self, layout: comp.ClusterLayout, tc: Toolchain, config: SandboxConfig) -> None:
+        member = next((m for m in config.members if m.name == layout.name), None)
+        wanted = _MEMBER_CRDS if member else _FLEET_CRDS
+        crds = [
+            doc
+            for path in tc.crds()
+            for doc in load_manifests(path)
+            if doc["metadata"]["name"].split(".")[0] in wanted
+        ]
+        with AdminClient(layout.endpoint, layout.pki, layout.name) as api:
+            for crd in crds:
+                api.apply(crd)
+            if member is None:
+                api.wait_established(c["metadata"]["name"] for c in crds)
+                return
+            api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubeflow"}})
+            api.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": "training-operator-webhook-cert", "namespace": "kubeflow"},
+                }
+            )
+            for pool in member.nodes:
+                for i in range(pool.count):
+                    node = node_manifest(member.name, pool, i)
+                    api.apply(node)
+                    api.apply_status(node)
+            api.wait_established(c["metadata"]["name"] for c in crds)
+
+    # -- nodes at run time --------------------------------------------------------------------
+
+    def add_nodes(self, member: str, pool: NodePool) -> list[str]:
+        """Add fake nodes to a running member (tests use it to make room appear)."""
+        names = []
+        with self.admin(member) as api:
+            for i in range(pool.count):
+                node = node_manifest(member, pool, i)
+                api.apply(node)
+                api.apply_status(node)
+                names.append(node["metadata"]["name"])
+        return names
+
+    def remove_nodes(self, member: str, names: Sequence[str]) -> None:
+        with self.admin(member) as api:
+            for name in names:
+                api.delete("Node", name)
+
+    # -- down and status ----------------------------------------------------------------------
+
+    def down(self, *, progress: Progress = _say) -> None:
+        """Stop every process this sandbox started and remove its state; safe to repeat."""
+        stopped = self.processes.stop_all()
+        if stopped:
+            progress(f"stopped {len(stopped)} processes")
+        if self.root.exists():
+            shutil.rmtree(self.root, ignore_errors=True)
+            progress(f"removed {self.root}")
+        elif not stopped:
+            progress(f"nothing to do: no sandbox at {self.root}")
+
+    def status(self) -> list[ClusterStatus]:
+        state = self._state()
+        if not state:
+            raise SandboxError(f"no sandbox at {self.root}; run `fleet sandbox up`")
+        records = self.processes.records()
+        out = []
+        for name in self.cluster_names():
+            layout = self.cluster(name)
+            mine = [r for r in records if r.component.startswith(f"{name}/")]
+            alive = sum(r.alive() for r in mine)
+            healthy, detail, nodes, gpus = False, "", 0, 0
+            try:
+                with self.admin(name) as api:
+                    r = api.get_raw("/readyz")
+                    healthy = r.status_code == 200
+                    detail = "ready" if healthy else f"readyz {r.status_code}"
+                    if healthy:
+                        items = api.list("Node")
+                        nodes = len(items)
+                        gpus = sum(
+                            int(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
+                            for n in items
+                        )
+            except (httpx.HTTPError, OSError) as e:
+                detail = f"unreachable ({type(e).__name__})"
+            if healthy and alive < len(mine):
+                dead = [r.component for r in mine if not r.alive()]
+                healthy, detail = False, "stopped: " + ", ".join(dead)
+            out.append(
+                ClusterStatus(name, layout.endpoint, healthy, detail, nodes, gpus, alive, len(mine))
+            )
+        return out
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o600)
