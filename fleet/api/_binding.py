@@ -1,0 +1,424 @@
+"""GangBinding: one per dispatched workload, holding every decision and timer fleet needs.
+
+Modelled on Karmada's ResourceBinding. Everything a controller must remember across restarts
+(the chosen cluster, eviction tasks, when a failure started, which clusters are excluded and
+until when) lives in this object, so each controller step can be recomputed from it alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Final, Literal
+
+from pydantic import Field
+
+from fleet.api._meta import (
+    Condition,
+    CrdInfo,
+    KubeModel,
+    KubeResource,
+    ObjectMeta,
+    OwnerReference,
+    PrinterColumn,
+)
+from fleet.api._policy import (
+    ApplicationFailoverBehavior,
+    GangEstimator,
+    NormalizedPurgeMode,
+    Suspension,
+)
+from fleet.api._types import FreeForm, NonNegInt32, NonNegInt64, PosInt32, ResourceList, Time
+from fleet.api.constants import API_VERSION, FLEET_API_VERSION, FLEET_GROUP
+
+__all__ = [
+    "AggregatedStatusItem",
+    "BindingFailover",
+    "BindingPhase",
+    "ClusterHealth",
+    "ExcludedCluster",
+    "FailoverRecord",
+    "GangBinding",
+    "GangBindingSpec",
+    "GangBindingStatus",
+    "GangComponent",
+    "GangSpec",
+    "GracefulEvictionTask",
+    "PendingReason",
+    "PlacementRecord",
+    "PolicyRef",
+    "TargetCluster",
+    "TargetComponent",
+    "WorkloadReference",
+    "binding_name",
+]
+
+BindingPhase = Literal[
+    "Pending", "Scheduled", "Dispatched", "Running", "Succeeded", "Failed", "FailingOver"
+]
+ClusterHealth = Literal["Healthy", "Unhealthy", "Unknown"]
+
+_MAX_NAME: Final = 253
+
+
+def binding_name(kind: str, name: str) -> str:
+    """Deterministic GangBinding name `<kind-lowercase>-<name>`, so a restarted controller finds
+    the binding it already made instead of creating a second one. Over-long names are cut and
+    suffixed with a hash of the full name to stay unique and a valid DNS subdomain."""
+    full = f"{kind.lower()}-{name}"
+    if len(full) <= _MAX_NAME:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
+    head = full[: _MAX_NAME - len(digest) - 1].rstrip(".-")
+    return f"{head}-{digest}"
+
+
+class WorkloadReference(KubeModel):
+    """The fleet-side workload the binding is for."""
+
+    api_version: str = Field(min_length=1)
+    """API version of the workload."""
+    kind: str = Field(min_length=1)
+    """Kind of the workload."""
+    namespace: str | None = None
+    """Namespace of the workload (the binding's own namespace)."""
+    name: str = Field(min_length=1)
+    """Name of the workload."""
+    uid: str = Field(min_length=1)
+    """UID of the workload; member copies are labelled with it."""
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> WorkloadReference:
+        """From the workload as a dict (what kubectl get -o json returns)."""
+        meta = obj.get("metadata") or {}
+        return cls(
+            api_version=obj.get("apiVersion", ""),
+            kind=obj.get("kind", ""),
+            namespace=meta.get("namespace"),
+            name=meta.get("name", ""),
+            uid=meta.get("uid", ""),
+        )
+
+
+class PolicyRef(KubeModel):
+    """The policy that claimed the workload."""
+
+    kind: Literal["PropagationPolicy", "ClusterPropagationPolicy"]
+    """Kind of the policy."""
+    namespace: str | None = None
+    """Namespace of a PropagationPolicy; empty for a ClusterPropagationPolicy."""
+    name: str = Field(min_length=1)
+    """Name of the policy."""
+
+
+class GangComponent(KubeModel):
+    """One role of the gang (e.g. PyTorchJob Master or Worker) with its per-pod requests."""
+
+    name: str = Field(min_length=1)
+    """Role name."""
+    replicas: NonNegInt32
+    """Number of pods of this role."""
+    requests: ResourceList | None = None
+    """Resource requests of one pod of this role."""
+
+
+class GangSpec(KubeModel):
+    """What must be placed together."""
+
+    min_member: PosInt32
+    """Pods that must be schedulable at the same time for the job to start."""
+    components: list[GangComponent] = Field(min_length=1)
+    """The roles of the job."""
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(c.replicas for c in self.components)
+
+
+class TargetComponent(KubeModel):
+    """Replicas of one role assigned to a cluster."""
+
+    name: str = Field(min_length=1)
+    """Role name."""
+    replicas: NonNegInt32
+    """Replicas of the role in that cluster."""
+
+
+class TargetCluster(KubeModel):
+    """A chosen cluster (Karmada's spec.clusters entry)."""
+
+    name: str = Field(min_length=1)
+    """MemberCluster name."""
+    replicas: NonNegInt32
+    """Total replicas placed there."""
+    components: list[TargetComponent] | None = None
+    """Per-role replicas."""
+
+
+class BindingFailover(KubeModel):
+    """The failover parameters, copied from the policy when the binding is made so that later
+    policy edits or a controller restart do not change a failover already under way."""
+
+    toleration_seconds: NonNegInt32
+    """How long the workload may stay unhealthy (or its cluster lost) before it is moved."""
+    purge_mode: NormalizedPurgeMode
+    """What happens to the old copy (normalized spelling)."""
+    grace_period_seconds: PosInt32 | None = None
+    """With Gracefully: longest wait before the old copy is deleted."""
+    max_failovers: NonNegInt32 | None = None
+    """fleet extension: give up (phase Failed) after this many failovers; absent = no limit."""
+    cluster_exclusion_seconds: NonNegInt32 | None = None
+    """fleet extension: how long a failed cluster stays excluded; absent = for good."""
+
+    @classmethod
+    def from_policy(cls, app: ApplicationFailoverBehavior) -> BindingFailover:
+        """Snapshot a policy's application failover behaviour."""
+        return cls(
+            toleration_seconds=app.decision_conditions.toleration_seconds,
+            purge_mode=app.normalized_purge_mode,
+            grace_period_seconds=app.grace_period_seconds,
+            max_failovers=app.max_failovers,
+            cluster_exclusion_seconds=app.cluster_exclusion_seconds,
+        )
+
+
+class GracefulEvictionTask(KubeModel):
+    """An old copy still to be removed from a cluster the workload left (Karmada's shape)."""
+
+    from_cluster: str = Field(min_length=1)
+    """Cluster the workload is being evicted from."""
+    reason: str = Field(min_length=1)
+    """Why, in CamelCase (e.g. ApplicationFailure, ClusterLost)."""
+    message: str | None = None
+    """Human-readable detail."""
+    purge_mode: NormalizedPurgeMode | None = None
+    """How the old copy is removed."""
+    creation_timestamp: Time | None = None
+    """When the task was made; with gracePeriodSeconds it bounds the wait."""
+    grace_period_seconds: NonNegInt32 | None = None
+    """Longest wait for the new copy to become healthy before the old one is deleted."""
+
+
+class GangBindingSpec(KubeModel):
+    """The workload, its gang, and where it is to run."""
+
+    resource: WorkloadReference
+    """The fleet-side workload."""
+    policy: PolicyRef
+    """The policy that claimed the workload."""
+    gang: GangSpec
+    """What must be placed together."""
+    estimator: GangEstimator | None = None
+    """Capacity estimator used for this workload (policy override or the fleet default)."""
+    clusters: list[TargetCluster] | None = None
+    """The chosen target; empty until scheduled. A gang has at most one entry."""
+    failover: BindingFailover | None = None
+    """Failover parameters; absent disables failover."""
+    graceful_eviction_tasks: list[GracefulEvictionTask] | None = None
+    """Old copies still to be removed."""
+    suspension: Suspension | None = None
+    """scheduling=true holds the binding in the queue until it is admitted."""
+
+
+class AggregatedStatusItem(KubeModel):
+    """The workload's state in one member cluster."""
+
+    cluster_name: str = Field(min_length=1)
+    """Member cluster."""
+    applied: bool | None = None
+    """Whether the member copy was created or updated successfully."""
+    applied_message: str | None = None
+    """Why applying failed."""
+    health: ClusterHealth | None = None
+    """Health of the member copy."""
+    job_state: str | None = None
+    """Job state reported by the member (e.g. Created, Running, Succeeded, Failed)."""
+    status: FreeForm | None = None
+    """The member copy's raw status, as reported."""
+
+
+class PlacementRecord(KubeModel):
+    """One stay of the workload in a cluster."""
+
+    cluster: str = Field(min_length=1)
+    """Member cluster."""
+    placed_at: Time
+    """When the workload was placed there."""
+    removed_at: Time | None = None
+    """When it left; absent while it is still there."""
+    reason: str | None = None
+    """Why it left."""
+
+
+class FailoverRecord(KubeModel):
+    """One failover."""
+
+    from_cluster: str = Field(min_length=1)
+    """Cluster the workload was moved away from."""
+    reason: str = Field(min_length=1)
+    """Why (CamelCase)."""
+    time: Time
+    """When the failover was decided."""
+
+
+class ExcludedCluster(KubeModel):
+    """A cluster this workload must not be placed in."""
+
+    name: str = Field(min_length=1)
+    """Member cluster."""
+    reason: str | None = None
+    """Why it is excluded."""
+    until: Time | None = None
+    """When the exclusion ends; absent means for the workload's lifetime."""
+
+
+class PendingReason(KubeModel):
+    """Why a cluster cannot take the workload now."""
+
+    cluster: str = Field(min_length=1)
+    """Member cluster."""
+    reason: str = Field(min_length=1)
+    """Explanation from the placement engine."""
+
+
+class GangBindingStatus(KubeModel):
+    """Observed state and restart-safe controller memory."""
+
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Scheduled, FullyApplied, Healthy."""
+    phase: BindingPhase | None = None
+    """Pending, Scheduled, Dispatched, Running, Succeeded, Failed or FailingOver."""
+    aggregated_status: list[AggregatedStatusItem] | None = None
+    """State per member cluster."""
+    placement_history: list[PlacementRecord] | None = None
+    """Every cluster the workload was placed in, oldest first."""
+    failover_history: list[FailoverRecord] | None = None
+    """Every failover, oldest first."""
+    failover_count: NonNegInt32 | None = None
+    """Failovers so far, compared against maxFailovers."""
+    excluded_clusters: list[ExcludedCluster] | None = None
+    """Clusters the workload must avoid (after failing there)."""
+    unhealthy_since: Time | None = None
+    """When the current copy was first seen unhealthy; cleared when it recovers. Stored so a
+    controller restart neither resets nor forgets the toleration timer."""
+    cluster_lost_since: Time | None = None
+    """When the current cluster was first seen lost (not Ready); cleared when it returns."""
+    pending_reasons: list[PendingReason] | None = None
+    """Per-cluster explanations when no cluster fits."""
+    observed_generation: NonNegInt64 | None = None
+    """metadata.generation this status was computed from."""
+
+
+class GangBinding(KubeResource):
+    """The placement decision and failover state of one gang workload; owned by the workload."""
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        group=FLEET_GROUP,
+        version=API_VERSION,
+        kind="GangBinding",
+        plural="gangbindings",
+        scope="Namespaced",
+        short_names=("gb",),
+        categories=("fleet",),
+        status_subresource=True,
+        printer_columns=(
+            PrinterColumn("CLUSTER", ".spec.clusters[0].name", "string", "Target cluster."),
+            PrinterColumn("PHASE", ".status.phase", "string", "Phase."),
+            PrinterColumn(
+                "SCHEDULED",
+                '.status.conditions[?(@.type=="Scheduled")].status',
+                "string",
+                "Whether a target cluster was chosen.",
+            ),
+            PrinterColumn(
+                "APPLIED",
+                '.status.conditions[?(@.type=="FullyApplied")].status',
+                "string",
+                "Whether the workload exists in the target cluster.",
+            ),
+            PrinterColumn("AGE", ".metadata.creationTimestamp", "date", "Age."),
+            PrinterColumn("KIND", ".spec.resource.kind", "string", "Workload kind.", priority=1),
+            PrinterColumn(
+                "WORKLOAD", ".spec.resource.name", "string", "Workload name.", priority=1
+            ),
+        ),
+    )
+
+    api_version: Literal["fleet.dev/v1alpha1"] = FLEET_API_VERSION
+    kind: Literal["GangBinding"] = "GangBinding"
+    spec: GangBindingSpec
+    """The decision."""
+    status: GangBindingStatus | None = None
+    """Observed state."""
+
+    @classmethod
+    def for_workload(
+        cls,
+        resource: WorkloadReference,
+        policy: PolicyRef,
+        gang: GangSpec,
+        *,
+        estimator: GangEstimator | None = None,
+        failover: BindingFailover | None = None,
+        suspension: Suspension | None = None,
+    ) -> GangBinding:
+        """A new binding with its deterministic name, in the workload's namespace, owned by the
+        workload (so Kubernetes deletes it with the workload)."""
+        owner = OwnerReference(
+            api_version=resource.api_version,
+            kind=resource.kind,
+            name=resource.name,
+            uid=resource.uid,
+            controller=True,
+            block_owner_deletion=True,
+        )
+        return cls(
+            metadata=ObjectMeta(
+                name=binding_name(resource.kind, resource.name),
+                namespace=resource.namespace,
+                owner_references=[owner],
+            ),
+            spec=GangBindingSpec(
+                resource=resource,
+                policy=policy,
+                gang=gang,
+                estimator=estimator,
+                failover=failover,
+                suspension=suspension,
+            ),
+        )
+
+    @property
+    def target_cluster(self) -> str | None:
+        """The cluster the gang is placed in, if any."""
+        clusters = self.spec.clusters or []
+        return clusters[0].name if clusters else None
+
+    def condition(self, type_: str) -> Condition | None:
+        for c in (self.status.conditions if self.status else None) or []:
+            if c.type == type_:
+                return c
+        return None
+
+    def excluded_cluster_names(self, now: datetime) -> set[str]:
+        """Clusters still excluded at `now` (an absent `until` never expires)."""
+        out: set[str] = set()
+        for e in (self.status.excluded_clusters if self.status else None) or []:
+            if e.until is None or e.until > now:
+                out.add(e.name)
+        return out
+
+    def failovers_exhausted(self) -> bool:
+        """Whether maxFailovers forbids another failover."""
+        limit = self.spec.failover.max_failovers if self.spec.failover else None
+        count = (self.status.failover_count if self.status else None) or 0
+        return limit is not None and count >= limit
+
+    def exclusion_until(self, now: datetime) -> datetime | None:
+        """When an exclusion made at `now` ends under this binding's policy (None = never)."""
+        secs = self.spec.failover.cluster_exclusion_seconds if self.spec.failover else None
+        return None if secs is None else now + timedelta(seconds=secs)

@@ -1,0 +1,124 @@
+"""MemberCluster: a member Kubernetes cluster fleet can dispatch to (Karmada calls it Cluster)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from fleet.api._meta import Condition, CrdInfo, KubeModel, KubeResource, PrinterColumn, Taint
+from fleet.api._types import NonNegInt32, Quantity, ResourceList, Time
+from fleet.api.constants import API_VERSION, CONDITION_READY, FLEET_API_VERSION, FLEET_GROUP
+
+__all__ = [
+    "ClusterResources",
+    "KubeconfigSecretRef",
+    "MemberCluster",
+    "MemberClusterSpec",
+    "MemberClusterStatus",
+]
+
+
+class KubeconfigSecretRef(KubeModel):
+    """Where the member's kubeconfig is kept; fleet validates it before it connects."""
+
+    namespace: str = Field(min_length=1)
+    """Namespace of the Secret."""
+    name: str = Field(min_length=1)
+    """Name of the Secret."""
+    key: str = Field(default="kubeconfig", min_length=1)
+    """Key in the Secret's data holding the kubeconfig."""
+
+
+class MemberClusterSpec(KubeModel):
+    """How to reach the cluster and what may run there."""
+
+    kubeconfig_secret_ref: KubeconfigSecretRef
+    """Secret holding a kubeconfig with inline credentials (no exec plugins, no file paths)."""
+    taints: list[Taint] | None = None
+    """Keeps workloads off unless their policy's clusterTolerations tolerate the taint."""
+
+
+class ClusterResources(KubeModel):
+    """Resource totals over the cluster's schedulable nodes."""
+
+    allocatable: ResourceList | None = None
+    """Sum of the nodes' allocatable resources (cpu, memory, nvidia.com/gpu, ...)."""
+    allocated: ResourceList | None = None
+    """Sum of the requests of the pods bound to those nodes."""
+
+
+class MemberClusterStatus(KubeModel):
+    """What the last probe of the cluster found."""
+
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Ready (with reason and message) and any other conditions."""
+    kubernetes_version: str | None = None
+    """The API server's gitVersion."""
+    node_count: NonNegInt32 | None = None
+    """Number of nodes."""
+    resources: ClusterResources | None = None
+    """Allocatable and allocated resources."""
+    last_probe_time: Time | None = None
+    """When fleet last probed the cluster."""
+
+
+class MemberCluster(KubeResource):
+    """A member cluster; its metadata.labels are what clusterAffinity.labelSelector matches."""
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        group=FLEET_GROUP,
+        version=API_VERSION,
+        kind="MemberCluster",
+        plural="memberclusters",
+        scope="Cluster",
+        short_names=("mc",),
+        categories=("fleet",),
+        status_subresource=True,
+        printer_columns=(
+            PrinterColumn(
+                "READY",
+                '.status.conditions[?(@.type=="Ready")].status',
+                "string",
+                "Whether the last probe succeeded.",
+            ),
+            PrinterColumn("VERSION", ".status.kubernetesVersion", "string", "Kubernetes version."),
+            PrinterColumn("NODES", ".status.nodeCount", "integer", "Number of nodes."),
+            PrinterColumn(
+                "GPUS",
+                r".status.resources.allocatable.nvidia\.com/gpu",
+                "string",
+                "Allocatable nvidia.com/gpu.",
+            ),
+            PrinterColumn("AGE", ".metadata.creationTimestamp", "date", "Age."),
+        ),
+    )
+
+    api_version: Literal["fleet.dev/v1alpha1"] = FLEET_API_VERSION
+    kind: Literal["MemberCluster"] = "MemberCluster"
+    spec: MemberClusterSpec
+    """How to reach the cluster."""
+    status: MemberClusterStatus | None = None
+    """Observed state, written by fleet."""
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.metadata.labels or {})
+
+    def condition(self, type_: str) -> Condition | None:
+        for c in (self.status.conditions if self.status else None) or []:
+            if c.type == type_:
+                return c
+        return None
+
+    @property
+    def ready(self) -> bool:
+        c = self.condition(CONDITION_READY)
+        return c is not None and c.status == "True"
+
+    def allocatable(self, resource: str) -> Quantity | None:
+        res = self.status.resources if self.status else None
+        return (res.allocatable or {}).get(resource) if res else None

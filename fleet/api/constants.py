@@ -1,0 +1,95 @@
+"""Every group, label, annotation and condition name fleet writes, in one place.
+
+Member objects are found again after a controller restart by these labels alone, so any code
+that writes or selects them must use these constants rather than string literals.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- API groups -----------------------------------------------------------------------------
+POLICY_GROUP: Final = "policy.one.alibabacloud.com"
+"""ACK One's policy group; PropagationPolicy and ClusterPropagationPolicy live here."""
+KARMADA_POLICY_GROUP: Final = "policy.karmada.io"
+"""Karmada's policy group: a Karmada policy applies to fleet once its group is changed to ours."""
+FLEET_GROUP: Final = "fleet.dev"
+"""fleet's own group (MemberCluster, GangBinding)."""
+API_VERSION: Final = "v1alpha1"
+POLICY_API_VERSION: Final = "policy.one.alibabacloud.com/v1alpha1"
+FLEET_API_VERSION: Final = "fleet.dev/v1alpha1"
+
+# --- Labels and annotations fleet writes on member-cluster objects -------------------------
+MANAGED_BY_LABEL: Final = "fleet.dev/managed-by"
+"""Label on every object fleet created in a member cluster (karmadactl's ADOPTION column)."""
+MANAGED_BY_VALUE: Final = "fleet"
+FLEET_UID_LABEL: Final = "fleet.dev/fleet-uid"
+"""Label: UID of the fleet-side workload a member object was made from (36 chars, fits a label).
+
+Selecting by UID, not name, means a deleted-and-recreated workload never adopts the old copy.
+"""
+BINDING_ANNOTATION: Final = "fleet.dev/binding"
+"""Annotation `<namespace>/<name>` of the GangBinding that placed the object.
+
+An annotation, not a label: label values cannot contain '/' and are limited to 63 characters.
+"""
+POLICY_ANNOTATION: Final = "fleet.dev/policy"
+"""Annotation on the fleet-side workload: `<Kind>/<namespace>/<name>` of the policy that claimed it
+(namespace empty for a ClusterPropagationPolicy), so a claim survives restarts."""
+CLUSTER_ANNOTATION: Final = "fleet.dev/cluster"
+"""Annotation on the fleet-side workload naming the member cluster it currently runs in."""
+FINALIZER: Final = "fleet.dev/cleanup"
+"""Finalizer fleet puts on a dispatched workload until its member copies are purged."""
+
+# --- Gang labels and annotations member schedulers understand -----------------------------
+POD_GROUP_NAME_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/name"
+"""ACK / Koordinator pod label: the gang (PodGroup) the pod belongs to."""
+POD_GROUP_MIN_AVAILABLE_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/min-available"
+"""ACK / Koordinator pod label: how many pods of the gang must be schedulable together."""
+COSCHEDULING_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+"""scheduler-plugins coscheduling pod label naming a PodGroup (scheduling.x-k8s.io/v1alpha1)."""
+KOORDINATOR_GANG_NAME_ANNOTATION: Final = "gang.scheduling.koordinator.sh/name"
+KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION: Final = "gang.scheduling.koordinator.sh/min-available"
+KOORDINATOR_GANG_TOTAL_NUMBER_ANNOTATION: Final = "gang.scheduling.koordinator.sh/total-number"
+KOORDINATOR_GANG_GROUPS_ANNOTATION: Final = "gang.scheduling.koordinator.sh/groups"
+VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+"""Volcano pod annotation naming its PodGroup (scheduling.volcano.sh/v1beta1)."""
+
+# --- Well-known MemberCluster labels Karmada's fieldSelector fields map to -----------------
+REGION_LABEL: Final = "topology.kubernetes.io/region"
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+PROVIDER_LABEL: Final = "fleet.dev/provider"
+FIELD_SELECTOR_LABELS: Final = {
+    "region": REGION_LABEL,
+    "zone": ZONE_LABEL,
+    "provider": PROVIDER_LABEL,
+}
+"""Karmada selects clusters by spec.{provider,region,zone}; fleet keeps those as labels."""
+
+# --- Condition types and reasons ---------------------------------------------------------
+CONDITION_READY: Final = "Ready"
+"""MemberCluster: the API server answered a probe with this kubeconfig."""
+CONDITION_SCHEDULED: Final = "Scheduled"
+"""GangBinding: a target cluster was chosen (Karmada's name)."""
+CONDITION_FULLY_APPLIED: Final = "FullyApplied"
+"""GangBinding: the workload exists in the target cluster (Karmada's name)."""
+CONDITION_HEALTHY: Final = "Healthy"
+"""GangBinding: the member copy is healthy (fleet's; Karmada keeps health per cluster only)."""
+
+REASON_CLUSTER_READY: Final = "ClusterReady"
+REASON_CLUSTER_NOT_READY: Final = "ClusterNotReady"
+REASON_CLUSTER_NOT_REACHABLE: Final = "ClusterNotReachable"
+REASON_KUBECONFIG_INVALID: Final = "KubeconfigInvalid"
+REASON_KUBECONFIG_SECRET_MISSING: Final = "KubeconfigSecretMissing"
+REASON_SCHEDULED: Final = "Success"
+"""Karmada's reason on Scheduled=True."""
+REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"
+"""Karmada's reason on Scheduled=False when no cluster can hold the workload."""
+REASON_QUEUED: Final = "SchedulingSuspended"
+"""Scheduled=False while spec.suspension.scheduling holds the binding in the queue."""
+REASON_FULLY_APPLIED: Final = "FullyAppliedSuccess"
+REASON_APPLY_FAILED: Final = "FullyAppliedFailed"
+REASON_HEALTHY: Final = "Healthy"
+REASON_UNHEALTHY: Final = "Unhealthy"
+REASON_CLUSTER_LOST: Final = "ClusterLost"
+REASON_FAILED_OVER: Final = "FailedOver"

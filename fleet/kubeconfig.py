@@ -1,0 +1,430 @@
+"""Validate a member cluster's kubeconfig before fleet connects with it.
+
+A kubeconfig taken from a Secret is input from whoever registered the cluster. Like Kueue's
+MultiKueue, fleet refuses anything that would let that input run a program in the controller
+(exec and auth-provider plugins), read the controller's files (certificate and token paths), or
+talk to the member without verifying it (insecure-skip-tls-verify, plain http). Every problem is
+reported at once, each naming its field, so one round of fixing is enough.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import yaml
+
+__all__ = [
+    "DEFAULT_SECRET_KEY",
+    "KubeconfigError",
+    "KubeconfigProblem",
+    "ResolvedKubeconfig",
+    "check_kubeconfig",
+    "kubeconfig_from_secret",
+    "kubeconfig_text_from_secret",
+    "load_kubeconfig",
+    "validate_kubeconfig",
+]
+
+DEFAULT_SECRET_KEY: Final = "kubeconfig"
+
+_FILE_FIELDS: Final = {
+    "cluster": {"certificate-authority": "certificate-authority-data"},
+    "user": {
+        "client-certificate": "client-certificate-data",
+        "client-key": "client-key-data",
+        "tokenFile": "token",
+    },
+}
+_PEM_FIELDS: Final = {
+    "cluster": ("certificate-authority-data",),
+    "user": ("client-certificate-data", "client-key-data"),
+}
+_DNS_LABEL: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class KubeconfigProblem:
+    """One thing wrong with a kubeconfig, naming the field it is about."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig fleet will not use; `problems` lists every reason."""
+
+    def __init__(self, problems: Sequence[KubeconfigProblem], source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        where = f" ({source})" if source else ""
+        super().__init__(f"invalid kubeconfig{where}: " + "; ".join(map(str, self.problems)))
+
+
+@dataclass(frozen=True)
+class ResolvedKubeconfig:
+    """A validated kubeconfig and what its current-context resolves to.
+
+    `config` can be handed to kubernetes.config.new_client_from_config_dict.
+    """
+
+    config: dict[str, Any]
+    context: str
+    cluster: str
+    user: str
+    server: str
+    namespace: str | None
+
+
+# --- Reading the Secret ----------------------------------------------------------------------
+
+
+def _get(obj: Any, key: str, attr: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, attr, None)
+
+
+def _secret_name(secret: Any) -> str:
+    meta = _get(secret, "metadata", "metadata") or {}
+    ns, name = _get(meta, "namespace", "namespace"), _get(meta, "name", "name")
+    if name:
+        return f"{ns}/{name}" if ns else str(name)
+    return "<unnamed>"
+
+
+def _decode_data_value(value: str | bytes, where: str) -> str:
+    """A Secret `data` value is base64; tolerate raw bytes and plain text put there by hand."""
+    if isinstance(value, bytes):
+        raw = value
+    else:
+        compact = "".join(value.split())
+        try:
+            raw = base64.b64decode(compact, validate=True)
+        except (binascii.Error, ValueError):
+            # Not base64 at all (a kubeconfig has ':' and spaces): it was written as plain text.
+            return value
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KubeconfigError(
+            [KubeconfigProblem(where, "is not UTF-8 text (after base64 decoding)")]
+        ) from None
+
+
+def kubeconfig_text_from_secret(secret: Any, key: str = DEFAULT_SECRET_KEY) -> str:
+    """The kubeconfig text in a Secret (a dict as the API returns it, or a V1Secret).
+
+    Looks in `data` (base64, or plain text tolerated) and then `stringData` (plain).
+    """
+    name = _secret_name(secret)
+    data = _get(secret, "data", "data") or {}
+    string_data = _get(secret, "stringData", "string_data") or {}
+    where = f"Secret {name} data[{key!r}]"
+    if key in data and data[key] is not None:
+        text = _decode_data_value(data[key], where)
+    elif key in string_data and string_data[key] is not None:
+        text = str(string_data[key])
+    else:
+        keys = sorted(set(data) | set(string_data))
+        present = ", ".join(repr(k) for k in keys) if keys else "none"
+        raise KubeconfigError(
+            [
+                KubeconfigProblem(
+                    f"Secret {name}",
+                    f"has no key {key!r} (keys present: {present})",
+                )
+            ]
+        )
+    if not text.strip():
+        raise KubeconfigError([KubeconfigProblem(where, "is empty")])
+    return text
+
+
+def load_kubeconfig(text: str | bytes) -> dict[str, Any]:
+    """Parse kubeconfig YAML (or JSON) into a dict; KubeconfigError if it is not a mapping."""
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KubeconfigError([KubeconfigProblem("(document)", f"not valid YAML: {exc}")]) from None
+    if not isinstance(loaded, dict):
+        raise KubeconfigError([KubeconfigProblem("(document)", "is not a YAML mapping")])
+    return loaded
+
+
+# --- Validation ------------------------------------------------------------------------------
+
+
+def _server_problems(server: Any, field: str) -> list[KubeconfigProblem]:
+    if not isinstance(server, str) or not server.strip():
+        return [KubeconfigProblem(field, "required: the API server's https:// URL")]
+    try:
+        url = urlsplit(server.strip())
+        port = url.port
+    except ValueError as exc:
+        return [KubeconfigProblem(field, f"{server!r} is not a valid URL ({exc})")]
+    out: list[KubeconfigProblem] = []
+    if url.scheme.lower() != "https":
+        out.append(KubeconfigProblem(field, f"{server!r} must use https"))
+    if url.username is not None or url.password is not None:
+        out.append(KubeconfigProblem(field, "must not carry credentials in the URL"))
+    host = url.hostname or ""
+    if not host:
+        out.append(KubeconfigProblem(field, f"{server!r} has no host"))
+    else:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            labels = host.rstrip(".").split(".")
+            if len(host) > 253 or not all(_DNS_LABEL.match(lbl) for lbl in labels):
+                out.append(KubeconfigProblem(field, f"{host!r} is not a valid host name"))
+    if port == 0:
+        out.append(KubeconfigProblem(field, "port 0 is not valid"))
+    if url.query or url.fragment:
+        out.append(KubeconfigProblem(field, "must not have a query or fragment"))
+    return out
+
+
+def _pem_problem(value: Any, field: str) -> KubeconfigProblem | None:
+    if not isinstance(value, str) or not value.strip():
+        return KubeconfigProblem(field, "must be non-empty base64-encoded PEM")
+    try:
+        decoded = base64.b64decode("".join(value.split()), validate=True)
+    except (binascii.Error, ValueError):
+        return KubeconfigProblem(field, "is not valid base64")
+    if b"-----BEGIN " not in decoded:
+        return KubeconfigProblem(field, "does not decode to PEM data")
+    return None
+
+
+def _entries(
+    config: Mapping[str, Any], section: str, inner: str, out: list[KubeconfigProblem]
+) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
+    """Name -> [(index, inner mapping)] for one of clusters/contexts/users, noting shape errors."""
+    raw = config.get(section)
+    by_name: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    if raw is None:
+        return by_name
+    if not isinstance(raw, list):
+        out.append(KubeconfigProblem(section, "must be a list"))
+        return by_name
+    for i, entry in enumerate(raw):
+        path = f"{section}[{i}]"
+        if not isinstance(entry, Mapping):
+            out.append(KubeconfigProblem(path, "must be a mapping with name and " + inner))
+            continue
+        name = entry.get("name")
+        body = entry.get(inner)
+        if not isinstance(name, str) or not name:
+            out.append(KubeconfigProblem(f"{path}.name", "required"))
+            continue
+        if body is None:
+            body = {}
+        if not isinstance(body, Mapping):
+            out.append(KubeconfigProblem(f"{path}.{inner}", "must be a mapping"))
+            continue
+        by_name.setdefault(name, []).append((i, body))
+    for name, found in by_name.items():
+        for i, _ in found[1:]:
+            out.append(KubeconfigProblem(f"{section}[{i}].name", f"duplicate name {name!r}"))
+    return by_name
+
+
+def _cluster_problems(i: int, cluster: Mapping[str, Any]) -> list[KubeconfigProblem]:
+    path = f"clusters[{i}].cluster"
+    out: list[KubeconfigProblem] = []
+    if cluster.get("insecure-skip-tls-verify") in (True, "true", "True"):
+        out.append(
+            KubeconfigProblem(
+                f"{path}.insecure-skip-tls-verify",
+                "insecure TLS verification is not allowed; provide certificate-authority-data",
+            )
+        )
+    for key, inline in _FILE_FIELDS["cluster"].items():
+        if cluster.get(key):
+            out.append(
+                KubeconfigProblem(f"{path}.{key}", f"file paths are not allowed; use {inline}")
+            )
+    for key in _PEM_FIELDS["cluster"]:
+        if key in cluster:
+            problem = _pem_problem(cluster[key], f"{path}.{key}")
+            if problem:
+                out.append(problem)
+    out += _server_problems(cluster.get("server"), f"{path}.server")
+    return out
+
+
+def _user_problems(i: int, user: Mapping[str, Any], resolved: bool) -> list[KubeconfigProblem]:
+    path = f"users[{i}].user"
+    out: list[KubeconfigProblem] = []
+    if user.get("exec") is not None:
+        out.append(KubeconfigProblem(f"{path}.exec", "exec plugins are not allowed"))
+    if user.get("auth-provider") is not None:
+        out.append(
+            KubeconfigProblem(f"{path}.auth-provider", "auth-provider plugins are not allowed")
+        )
+    for key, inline in _FILE_FIELDS["user"].items():
+        if user.get(key):
+            out.append(
+                KubeconfigProblem(f"{path}.{key}", f"file paths are not allowed; use {inline}")
+            )
+    for key in _PEM_FIELDS["user"]:
+        if key in user:
+            problem = _pem_problem(user[key], f"{path}.{key}")
+            if problem:
+                out.append(problem)
+    has_cert, has_key = "client-certificate-data" in user, "client-key-data" in user
+    if has_cert != has_key:
+        missing = "client-key-data" if has_cert else "client-certificate-data"
+        out.append(KubeconfigProblem(f"{path}.{missing}", "required with its pair"))
+    if user.get("username") is not None or user.get("password") is not None:
+        out.append(
+            KubeconfigProblem(
+                f"{path}.username",
+                "basic authentication is not supported; use a token or a client certificate",
+            )
+        )
+    if "token" in user and (not isinstance(user["token"], str) or not user["token"].strip()):
+        out.append(KubeconfigProblem(f"{path}.token", "is empty"))
+    if resolved and not (user.get("token") or (has_cert and has_key)):
+        out.append(
+            KubeconfigProblem(
+                path,
+                "no usable credentials: set token, or client-certificate-data and client-key-data",
+            )
+        )
+    return out
+
+
+def _resolve(
+    config: Mapping[str, Any], out: list[KubeconfigProblem]
+) -> tuple[
+    dict[str, list[tuple[int, Mapping[str, Any]]]],
+    dict[str, list[tuple[int, Mapping[str, Any]]]],
+    tuple[str, str, str, str | None] | None,
+]:
+    clusters = _entries(config, "clusters", "cluster", out)
+    contexts = _entries(config, "contexts", "context", out)
+    users = _entries(config, "users", "user", out)
+    current = config.get("current-context")
+    if not isinstance(current, str) or not current:
+        names = ", ".join(repr(n) for n in contexts) or "none defined"
+        out.append(KubeconfigProblem("current-context", f"required (contexts: {names})"))
+        return clusters, users, None
+    if current not in contexts:
+        names = ", ".join(repr(n) for n in contexts) or "none defined"
+        out.append(KubeconfigProblem("current-context", f"context {current!r} not found ({names})"))
+        return clusters, users, None
+    if len(contexts[current]) > 1:
+        return clusters, users, None  # the duplicate is already reported
+    ci, ctx = contexts[current][0]
+    resolved: list[str] = []
+    for ref, table, section in (("cluster", clusters, "clusters"), ("user", users, "users")):
+        target = ctx.get(ref)
+        field = f"contexts[{ci}].context.{ref}"
+        if not isinstance(target, str) or not target:
+            out.append(KubeconfigProblem(field, "required"))
+        elif target not in table:
+            out.append(KubeconfigProblem(field, f"{ref} {target!r} not found in {section}"))
+        elif len(table[target]) == 1:
+            resolved.append(target)
+    if len(resolved) != 2:
+        return clusters, users, None
+    namespace = ctx.get("namespace")
+    return clusters, users, (current, resolved[0], resolved[1], namespace or None)
+
+
+def _validate(
+    config: Mapping[str, Any],
+) -> tuple[list[KubeconfigProblem], ResolvedKubeconfig | None]:
+    out: list[KubeconfigProblem] = []
+    if config.get("kind") not in (None, "Config"):
+        out.append(KubeconfigProblem("kind", f"must be Config, not {config.get('kind')!r}"))
+    if config.get("apiVersion") not in (None, "v1"):
+        out.append(KubeconfigProblem("apiVersion", f"must be v1, not {config.get('apiVersion')!r}"))
+    clusters, users, resolution = _resolve(config, out)
+    resolved_user = resolution[2] if resolution else None
+    for found in clusters.values():
+        for i, cluster in found:
+            out += _cluster_problems(i, cluster)
+    for name, found in users.items():
+        for i, user in found:
+            out += _user_problems(i, user, resolved=name == resolved_user)
+    if resolution is None and not out:
+        out.append(KubeconfigProblem("current-context", "does not resolve to one cluster and user"))
+    if out or resolution is None:
+        return sorted(out, key=_problem_order(config)), None
+    context, cluster_name, user_name, namespace = resolution
+    server = str(clusters[cluster_name][0][1]["server"]).strip()
+    return [], ResolvedKubeconfig(
+        config=dict(config),
+        context=context,
+        cluster=cluster_name,
+        user=user_name,
+        server=server,
+        namespace=namespace,
+    )
+
+
+def _problem_order(config: Mapping[str, Any]) -> Any:
+    # Report in document order (top-level keys, then clusters, contexts, users) so the list
+    # reads like the file.
+    sections = [
+        "(document)",
+        "kind",
+        "apiVersion",
+        "current-context",
+        "clusters",
+        "contexts",
+        "users",
+    ]
+
+    def key(p: KubeconfigProblem) -> tuple[int, int, str]:
+        head = re.match(r"^([a-zA-Z()-]+)(?:\[(\d+)\])?", p.field)
+        name = head.group(1) if head else p.field
+        index = int(head.group(2)) if head and head.group(2) else -1
+        rank = sections.index(name) if name in sections else len(sections)
+        return rank, index, p.field
+
+    return key
+
+
+def _as_config(config: Mapping[str, Any] | str | bytes) -> Mapping[str, Any]:
+    return load_kubeconfig(config) if isinstance(config, str | bytes) else config
+
+
+def validate_kubeconfig(config: Mapping[str, Any] | str | bytes) -> list[KubeconfigProblem]:
+    """Every problem with a kubeconfig (parsed dict or YAML text); empty means usable."""
+    try:
+        return _validate(_as_config(config))[0]
+    except KubeconfigError as exc:
+        return exc.problems
+
+
+def check_kubeconfig(
+    config: Mapping[str, Any] | str | bytes, source: str | None = None
+) -> ResolvedKubeconfig:
+    """The resolved kubeconfig, or KubeconfigError listing every problem."""
+    try:
+        problems, resolved = _validate(_as_config(config))
+    except KubeconfigError as exc:
+        raise KubeconfigError(exc.problems, source) from None
+    if problems or resolved is None:
+        raise KubeconfigError(problems, source)
+    return resolved
+
+
+def kubeconfig_from_secret(secret: Any, key: str = DEFAULT_SECRET_KEY) -> ResolvedKubeconfig:
+    """Read, parse and validate the kubeconfig in a Secret; KubeconfigError names the Secret."""
+    source = f"Secret {_secret_name(secret)} key {key!r}"
+    text = kubeconfig_text_from_secret(secret, key)
+    return check_kubeconfig(text, source)
