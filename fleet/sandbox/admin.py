@@ -138,7 +138,10 @@ def kubeconfig(entries: Iterable[tuple[str, str, ClusterPki]], current: str) -> 
     clusters, users, contexts = [], [], []
     for name, endpoint, pki in entries:
         clusters.append(
-            {"name": name, "cluster": {"server": endpoint, "certificate-authority-data": b64(pki.ca_crt)}}
+            {
+                "name": name,
+                "cluster": {"server": endpoint, "certificate-authority-data": b64(pki.ca_crt)},
+            }
         )
         users.append(
             {

@@ -132,7 +132,9 @@ def kube_apiserver(tc: Toolchain, c: ClusterLayout) -> Component:
         ],
         log=c.log("kube-apiserver"),
         ports=[c.ports["apiserver"]],
-        ready=_http_ok(f"{c.endpoint}/readyz", tls_context(pki.ca_crt, pki.admin_crt, pki.admin_key)),
+        ready=_http_ok(
+            f"{c.endpoint}/readyz", tls_context(pki.ca_crt, pki.admin_crt, pki.admin_key)
+        ),
     )
 
 
@@ -203,6 +205,9 @@ def kube_scheduler(tc: Toolchain, c: ClusterLayout) -> Component:
             "--authentication-skip-lookup=true",
             "--bind-address=127.0.0.1",
             f"--secure-port={c.ports['scheduler']}",
+            # Coscheduling registers no Node events, so a gang it rejected is retried only by
+            # the queue's periodic flush (every 30s, after this long; upstream default 5m).
+            "--pod-max-in-unschedulable-pods-duration=10s",
             "--v=1",
         ],
         log=c.log("kube-scheduler"),

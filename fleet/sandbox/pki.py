@@ -115,9 +115,15 @@ def create_cluster_pki(root: Path, cluster: str) -> ClusterPki:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -142,7 +148,9 @@ def create_cluster_pki(root: Path, cluster: str) -> ClusterPki:
     )
     # The training operator serves its webhook with these; nothing calls it (see components).
     key, cert = _issue(
-        ca_key, ca_cert, _name("training-operator"),
+        ca_key,
+        ca_cert,
+        _name("training-operator"),
         server_names=("training-operator.kubeflow.svc", "127.0.0.1"),
     )
     _write(pki.webhook_key, _pem_key(key))

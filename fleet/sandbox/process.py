@@ -174,7 +174,7 @@ def start(component: Component, table: ProcessTable, *, die_with_parent: bool) -
             env=env,
             cwd=component.cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509
+            preexec_fn=_die_with_parent if die_with_parent else None,
         )
     finally:
         log.close()

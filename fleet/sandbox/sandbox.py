@@ -124,9 +124,7 @@ class Sandbox:
     def is_up(self) -> bool:
         records = self.processes.records()
         return (
-            self._state().get("phase") == "up"
-            and bool(records)
-            and all(r.alive() for r in records)
+            self._state().get("phase") == "up" and bool(records) and all(r.alive() for r in records)
         )
 
     # -- up ---------------------------------------------------------------------------------
@@ -203,11 +201,17 @@ class Sandbox:
             name: comp.ClusterLayout(
                 name,
                 self.root / name,
-                dict(zip(comp.PORT_NAMES, ports[i * per_cluster : (i + 1) * per_cluster], strict=True)),
+                dict(
+                    zip(
+                        comp.PORT_NAMES, ports[i * per_cluster : (i + 1) * per_cluster], strict=True
+                    )
+                ),
             )
             for i, name in enumerate(names)
         }
-        self._write_state(config, phase="starting", ports={n: l.ports for n, l in layouts.items()})
+        self._write_state(
+            config, phase="starting", ports={n: lay.ports for n, lay in layouts.items()}
+        )
         for layout in layouts.values():
             self._prepare(layout, config)
         self._write_kubeconfigs(layouts)
@@ -225,8 +229,10 @@ class Sandbox:
         t0 = time.monotonic()
         for name in names:
             self._bootstrap(layouts[name], tc, config)
-        progress(f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
-                 f"created in {time.monotonic() - t0:.1f}s")
+        progress(
+            f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
+            f"created in {time.monotonic() - t0:.1f}s"
+        )
         control: list[Component] = [comp.kube_controller_manager(tc, layouts[n]) for n in names]
         stages = _ASSETS / "kwok-stages.yaml"
         for member in config.members:
@@ -264,9 +270,7 @@ class Sandbox:
         for layout in layouts.values():
             cfg = kubeconfig([(layout.name, layout.endpoint, layout.pki)], layout.name)
             _write_private(layout.kubeconfig, yaml.safe_dump(cfg))
-        merged = kubeconfig(
-            [(name, lay.endpoint, lay.pki) for name, lay in layouts.items()], FLEET
-        )
+        merged = kubeconfig([(name, lay.endpoint, lay.pki) for name, lay in layouts.items()], FLEET)
         _write_private(self.kubeconfig, yaml.safe_dump(merged))
 
     def _bootstrap(self, layout: comp.ClusterLayout, tc: Toolchain, config: SandboxConfig) -> None:

@@ -33,13 +33,37 @@ KWOK = "v0.8.0"
 TRAINING_OPERATOR = "v1.9.3"
 
 #: Staging modules of k8s.io/kubernetes, all replaced with their published versions.
-_STAGING = (
-    "api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider "
-    "cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api "
-    "cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms "
-    "kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics "
-    "mount-utils pod-security-admission sample-apiserver"
-).split()
+_STAGING = [
+    "api",
+    "apiextensions-apiserver",
+    "apimachinery",
+    "apiserver",
+    "cli-runtime",
+    "client-go",
+    "cloud-provider",
+    "cluster-bootstrap",
+    "code-generator",
+    "component-base",
+    "component-helpers",
+    "controller-manager",
+    "cri-api",
+    "cri-client",
+    "csi-translation-lib",
+    "dynamic-resource-allocation",
+    "endpointslice",
+    "externaljwt",
+    "kms",
+    "kube-aggregator",
+    "kube-controller-manager",
+    "kube-proxy",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "metrics",
+    "mount-utils",
+    "pod-security-admission",
+    "sample-apiserver",
+]
 
 #: Staging modules whose KUBERNETES-matching release is missing from the module proxy. None of
 #: them is compiled into a binary we build; they only need to resolve in the module graph.
@@ -78,7 +102,13 @@ class GoModule:
     ldflags: str = ""
 
     def go_mod(self) -> str:
-        lines = [f"module fleet.sandbox/toolchain/{self.name}", "", f"go {self.go}", "", "require ("]
+        lines = [
+            f"module fleet.sandbox/toolchain/{self.name}",
+            "",
+            f"go {self.go}",
+            "",
+            "require (",
+        ]
         lines += [f"\t{path} {version}" for path, version in sorted(self.requires.items())]
         lines.append(")")
         if self.replaces:
@@ -135,7 +165,10 @@ MODULES: tuple[GoModule, ...] = (
         requires={"github.com/kubeflow/training-operator": TRAINING_OPERATOR},
         replaces={},
         binaries=(
-            Binary("training-operator", "github.com/kubeflow/training-operator/cmd/training-operator.v1"),
+            Binary(
+                "training-operator",
+                "github.com/kubeflow/training-operator/cmd/training-operator.v1",
+            ),
         ),
         ldflags="-s -w",
     ),
@@ -223,29 +256,41 @@ def _default_progress(message: str) -> None:
 
 
 def ensure_toolchain(progress: Progress | None = None) -> Toolchain:
-    """Return the pinned toolchain, building whatever is missing (cold: ~15-25 min on 2 cores)."""
+    """Return the pinned toolchain, building whatever is missing (cold: ~15 min on 2 cores)."""
     say = progress or _default_progress
     toolchain = toolchain_for_pins()
     if toolchain.is_complete():
         return toolchain
-    go = _find_go()
+    go = find_go()
     started = time.monotonic()
-    say(f"building the sandbox toolchain into {toolchain.root} (Kubernetes {KUBERNETES}); "
-        "a cold build takes 15-25 minutes on 2 cores, later runs reuse it")
+    say(
+        f"building the sandbox toolchain into {toolchain.root} (Kubernetes {KUBERNETES}); "
+        "a cold build takes about 15 minutes on 2 cores, later runs reuse it"
+    )
+    module_dirs = build_modules(go, toolchain, MODULES, say)
+    _collect_crds(go, toolchain, module_dirs)
+    toolchain.stamp.write_text(json.dumps(pins(), indent=2, sort_keys=True))
+    say(f"toolchain ready in {_elapsed(started)}")
+    return toolchain
+
+
+def build_modules(
+    go: str, toolchain: Toolchain, modules: Sequence[GoModule], say: Progress
+) -> dict[str, Path]:
+    """Resolve each module and compile its binaries into the toolchain (skipping built ones)."""
     toolchain.bin_dir.mkdir(parents=True, exist_ok=True)
     toolchain.crd_dir.mkdir(parents=True, exist_ok=True)
     logs = toolchain.root / "logs"
     logs.mkdir(exist_ok=True)
     module_dirs: dict[str, Path] = {}
-    for module in MODULES:
+    for module in modules:
         src = toolchain.root / "src" / module.name
         src.mkdir(parents=True, exist_ok=True)
         (src / "go.mod").write_text(module.go_mod())
         (src / "tools.go").write_text(module.tools_go())
-        log = logs / f"{module.name}-modules.log"
         t0 = time.monotonic()
         say(f"[{module.name}] resolving modules ({', '.join(module.requires.values())})")
-        _run_go(go, ["mod", "tidy"], src, log, component=module.name)
+        _run_go(go, ["mod", "tidy"], src, logs / f"{module.name}-modules.log", module.name)
         say(f"[{module.name}] modules ready in {_elapsed(t0)}")
         module_dirs[module.name] = src
         for binary in module.binaries:
@@ -254,17 +299,14 @@ def ensure_toolchain(progress: Progress | None = None) -> Toolchain:
                 continue
             t0 = time.monotonic()
             say(f"[{binary.name}] compiling {binary.package} ...")
-            tmp = target.with_suffix(".partial")
-            args = ["build", "-trimpath", "-buildvcs=false", "-o", str(tmp)]
+            partial = target.with_suffix(".partial")
+            args = ["build", "-trimpath", "-buildvcs=false", "-o", str(partial)]
             if module.ldflags:
                 args += ["-ldflags", module.ldflags]
             _run_go(go, [*args, binary.package], src, logs / f"{binary.name}.log", binary.name)
-            tmp.replace(target)
+            partial.replace(target)
             say(f"[{binary.name}] built in {_elapsed(t0)}")
-    _collect_crds(go, toolchain, module_dirs)
-    toolchain.stamp.write_text(json.dumps(pins(), indent=2, sort_keys=True))
-    say(f"toolchain ready in {_elapsed(started)}")
-    return toolchain
+    return module_dirs
 
 
 def _collect_crds(go: str, toolchain: Toolchain, module_dirs: Mapping[str, Path]) -> None:
@@ -273,7 +315,11 @@ def _collect_crds(go: str, toolchain: Toolchain, module_dirs: Mapping[str, Path]
         src = module_dirs[owner[module_path]]
         out = subprocess.run(
             [go, "list", "-m", "-json", module_path],
-            cwd=src, capture_output=True, text=True, env=_go_env(), check=False,
+            cwd=src,
+            capture_output=True,
+            text=True,
+            env=_go_env(),
+            check=False,
         )
         if out.returncode != 0:
             raise SandboxError(f"cannot locate module {module_path}: {out.stderr.strip()}")
@@ -281,7 +327,7 @@ def _collect_crds(go: str, toolchain: Toolchain, module_dirs: Mapping[str, Path]
         shutil.copyfile(module_dir / rel, toolchain.crd_dir / Path(rel).name)
 
 
-def _find_go() -> str:
+def find_go() -> str:
     go = os.environ.get("FLEET_GO") or shutil.which("go")
     if not go:
         raise SandboxError(

@@ -1,0 +1,32 @@
+# Two entry points: `make demo` (the main job) and `make test` (everything CI runs).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint unit bench clean
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleet needs Python >= 3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/fleet demo
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# Lint and types first (seconds), then every test; the sandbox is built on first use.
+test: lint
+	$(BIN)/python -m pytest
+
+# Only the tests that need no sandbox (seconds).
+unit: $(VENV)/.installed
+	$(BIN)/python -m pytest -m "not sandbox"
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+"""Shared pytest setup: the sandbox fixtures live in the package so users can reuse them."""
+
+pytest_plugins = ["fleet.testing.pytest_plugin"]

@@ -1,0 +1,99 @@
+"""pytest fixtures that run tests against a real local sandbox.
+
+The sandbox comes up once per session and is always taken down: by the session finalizer on a
+normal end, a failure or Ctrl-C, and by the kernel if pytest itself is killed (every sandbox
+process is started with a parent-death signal). Tests are isolated by namespace, and by the fake
+nodes they add, which are removed after each test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet.sandbox import FLEET, MemberSpec, NodePool, Sandbox, SandboxConfig
+from fleet.testing.kube import ClusterClient
+
+#: Members start with one CPU-only node each: tests add the GPU nodes they reason about, so the
+#: capacity a test sees is exactly the capacity it made.
+TEST_CONFIG = SandboxConfig(
+    members=[
+        MemberSpec(
+            name=f"member-{i}",
+            labels={"region": f"region-{i}"},
+            nodes=[NodePool(name="base", count=1, cpu="64", memory="256Gi", gpu=0)],
+        )
+        for i in (1, 2, 3)
+    ]
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "sandbox" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sandbox)
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    """The session's sandbox (fleet + 3 members); FLEET_TEST_SANDBOX_DIR pins its folder."""
+    env = os.environ.get("FLEET_TEST_SANDBOX_DIR")
+    state = Path(env) if env else tmp_path_factory.mktemp("sandbox")
+    sbx = Sandbox(state)
+    try:
+        sbx.up(TEST_CONFIG, die_with_parent=True)
+        yield sbx
+    finally:
+        sbx.down(progress=lambda _m: None)
+
+
+@pytest.fixture(scope="session")
+def clusters(sandbox: Sandbox) -> Iterator[dict[str, ClusterClient]]:
+    """A client per cluster: `clusters["fleet"]`, `clusters["member-1"]`, ..."""
+    clients = {
+        name: ClusterClient(str(sandbox.kubeconfig), name) for name in sandbox.cluster_names()
+    }
+    yield clients
+    for client in clients.values():
+        client.close()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, clusters: dict[str, ClusterClient]) -> Iterator[str]:
+    """A fresh namespace, created in the fleet and every member, deleted afterwards."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"t-{slug}-{secrets.token_hex(2)}"
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    for client in clusters.values():
+        client.create(body)
+    yield name
+    for client in clusters.values():
+        client.delete("v1", "Namespace", name)
+
+
+@pytest.fixture
+def add_nodes(sandbox: Sandbox, namespace: str) -> Iterator[Callable[..., list[str]]]:
+    """`add_nodes("member-1", count=2, gpu=2)`: fake nodes that are removed after the test.
+
+    Pools are named after the test's namespace, so nodes never collide between tests.
+    """
+    added: list[tuple[str, list[str]]] = []
+    counter = iter(range(1000))
+
+    def add(member: str, **pool: object) -> list[str]:
+        name = pool.pop("name", None) or f"{namespace[-4:]}p{next(counter)}"
+        names = sandbox.add_nodes(member, NodePool(name=str(name), **pool))
+        added.append((member, names))
+        return names
+
+    yield add
+    for member, names in added:
+        sandbox.remove_nodes(member, names)
+
+
+__all__ = ["FLEET", "TEST_CONFIG", "add_nodes", "clusters", "namespace", "sandbox"]

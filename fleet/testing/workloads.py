@@ -1,0 +1,76 @@
+"""Training-job manifests for tests and the demo."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+OUTCOME_LABEL = "sandbox.fleet.dev/outcome"
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+
+def _template(gpus: int, cpu: str, node_selector: dict[str, str] | None) -> dict[str, Any]:
+    limits: dict[str, Any] = {"cpu": cpu}
+    if gpus:
+        limits["nvidia.com/gpu"] = gpus
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "pytorch",
+                "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+                "command": ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"],
+                "resources": {"limits": limits},
+            }
+        ]
+    }
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    return {"spec": spec}
+
+
+def pytorchjob(
+    name: str,
+    *,
+    workers: int = 2,
+    gpus: int = 1,
+    master_gpus: int | None = None,
+    cpu: str = "1",
+    namespace: str | None = None,
+    node_selector: dict[str, str] | None = None,
+    restart_policy: str = "OnFailure",
+    backoff_limit: int | None = None,
+) -> dict[str, Any]:
+    """A PyTorchJob with one Master and `workers` Workers, `gpus` GPUs each."""
+    specs = {
+        "Master": {
+            "replicas": 1,
+            "restartPolicy": restart_policy,
+            "template": _template(gpus if master_gpus is None else master_gpus, cpu, node_selector),
+        },
+        "Worker": {
+            "replicas": workers,
+            "restartPolicy": restart_policy,
+            "template": _template(gpus, cpu, node_selector),
+        },
+    }
+    job: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"pytorchReplicaSpecs": specs},
+    }
+    if namespace:
+        job["metadata"]["namespace"] = namespace
+    if backoff_limit is not None:
+        job["spec"]["runPolicy"] = {"backoffLimit": backoff_limit}
+    return job
+
+
+def with_node_selector(job: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
+    """A copy of a Kubeflow job whose every replica is confined to nodes matching `selector`."""
+    out = copy.deepcopy(job)
+    spec = out["spec"]
+    replica_specs = next(v for k, v in spec.items() if k.endswith("ReplicaSpecs"))
+    for replica in replica_specs.values():
+        replica["template"].setdefault("spec", {}).setdefault("nodeSelector", {}).update(selector)
+    return out
