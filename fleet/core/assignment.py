@@ -1,0 +1,63 @@
+"""Which pods of a gang go where: the proof behind a "fits", and what a snapshot reserves.
+
+`node` is None for pods an estimator counted against the cluster as a whole (the `sum` rule
+never picks nodes); such pods are reserved against the cluster's totals only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fleet.core.resources import EMPTY, Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """`pods` pods of `component`, each needing `requests`, on `node`."""
+
+    component: str
+    node: str | None
+    pods: int
+    requests: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    slots: tuple[Slot, ...] = ()
+
+    def __iter__(self) -> Iterator[Slot]:
+        return iter(self.slots)
+
+    @property
+    def pods(self) -> int:
+        return sum(s.pods for s in self.slots)
+
+    @property
+    def placed_on_nodes(self) -> bool:
+        """True when every pod has a concrete node (a real, checkable assignment)."""
+        return all(s.node is not None for s in self.slots)
+
+    def per_node(self) -> dict[str | None, Resources]:
+        out: dict[str | None, Resources] = {}
+        for slot in self.slots:
+            out[slot.node] = out.get(slot.node, EMPTY) + slot.requests * slot.pods
+        return out
+
+    def per_component(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for slot in self.slots:
+            out[slot.component] = out.get(slot.component, 0) + slot.pods
+        return out
+
+    def total(self) -> Resources:
+        out = EMPTY
+        for slot in self.slots:
+            out = out + slot.requests * slot.pods
+        return out
+
+    def __str__(self) -> str:
+        return ", ".join(
+            f"{s.pods} {s.component} on {s.node if s.node is not None else '(cluster)'}"
+            for s in self.slots
+        )

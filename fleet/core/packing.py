@@ -1,0 +1,266 @@
+"""Assign a gang's minimum set to concrete nodes of one snapshot, greedily, on shape groups.
+
+The rule of the `nodes` estimator: a gang fits only if this produces a real assignment, so a
+"fits" always comes with the proof. The search is first-fit-decreasing on groups of identical
+nodes:
+
+* pods with equal requests and constraints are packed as one item; items go largest first
+  (accelerator, then CPU, then memory);
+* an item looks only at signatures its constraints admit, and at groups whose free accelerator
+  amount could hold one pod, smallest such amount first (best fit: big holes stay whole for big
+  pods; CPU-only pods prefer nodes with no free GPUs); inside one amount, tightest CPU/memory
+  first;
+* each chosen node takes as many pods of the item as fit; the node's remaining free is kept in
+  an overlay, so later items see it, and the snapshot itself is never modified;
+* if the first order fails, the items are retried most-constrained-first.
+
+Bin packing is NP-hard, so this can miss an assignment an exhaustive search would find; the
+property tests measure how often (see docs/placement.md). It never claims a fit it cannot show.
+Constraints that look at per-node identity (node name, hostname label) are judged node by node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fleet.core.assignment import Assignment, Slot
+from fleet.core.constraints import PodConstraints
+from fleet.core.resources import CPU, MEMORY, PODS, Resources
+from fleet.core.snapshot import ClusterSnapshot, ShapeGroup, Signature
+from fleet.core.workload import Gang
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """Interchangeable pods of a gang: same requests, same constraints."""
+
+    requests: Resources
+    constraints: PodConstraints
+    parts: tuple[tuple[str, int], ...]  # (component name, pods), in role order
+
+    @property
+    def count(self) -> int:
+        return sum(n for _, n in self.parts)
+
+
+def items_of(gang: Gang) -> list[Item]:
+    """The minimum set as items, merging components that are indistinguishable to a node."""
+    merged: dict[tuple[Resources, PodConstraints], list[tuple[str, int]]] = {}
+    for component, count in gang.minimum:
+        merged.setdefault((component.requests, component.constraints), []).append(
+            (component.name, count)
+        )
+    return [Item(req, cons, tuple(parts)) for (req, cons), parts in merged.items()]
+
+
+@dataclass(frozen=True, slots=True)
+class Unplaced:
+    """Packing stopped at `item` with `missing` of its pods still without a node."""
+
+    item: Item
+    missing: int
+
+
+def pack(snapshot: ClusterSnapshot, gang: Gang) -> Assignment | Unplaced:
+    """An assignment of the minimum set to nodes, or the item that could not be placed."""
+    items = items_of(gang)
+    if not items:
+        return Assignment()
+    accel = snapshot.accelerator
+
+    def size(item: Item) -> tuple[int, int, int]:
+        r = item.requests
+        return (r.get(accel, 0), r.get(CPU, 0), r.get(MEMORY, 0))
+
+    by_size = sorted(items, key=size, reverse=True)
+    orders = [by_size]
+    if len(items) > 1:
+        admitted = {id(item): _admitted_nodes(snapshot, item.constraints) for item in items}
+        by_constraint = sorted(by_size, key=lambda item: admitted[id(item)])
+        if by_constraint != by_size:
+            orders.append(by_constraint)
+    first_failure: Unplaced | None = None
+    for order in orders:
+        packer = _Packer(snapshot)
+        failure = None
+        for item in order:
+            missing = packer.place(item)
+            if missing:
+                failure = Unplaced(item, missing)
+                break
+        if failure is None:
+            return Assignment(tuple(packer.slots))
+        first_failure = first_failure or failure
+    assert first_failure is not None
+    return first_failure
+
+
+def _admitted_nodes(snapshot: ClusterSnapshot, constraints: PodConstraints) -> int:
+    return sum(sig.nodes for sig in snapshot.signatures() if sig.rejection(constraints) is None)
+
+
+class _Pool:
+    """Candidate nodes sharing one free vector: a whole shape group (minus nodes already used in
+    this attempt) or an explicit list (nodes already used, or a node judged individually)."""
+
+    __slots__ = ("free", "group", "names", "sig", "source")
+
+    def __init__(
+        self,
+        free: Resources,
+        sig: Signature,
+        group: ShapeGroup | None,
+        names: list[str] | None,
+        source: list[str] | None = None,
+    ) -> None:
+        self.free = free
+        self.sig = sig
+        self.group = group
+        self.names = names
+        #: For a moved node judged individually: the overlay list it must leave when taken.
+        self.source = source
+
+
+class _Packer:
+    """One attempt: the overlay of tentative changes plus the slots chosen so far."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self.accel = snapshot.accelerator
+        self.taken: dict[ShapeGroup, set[str]] = {}
+        self.moved: dict[Signature, dict[Resources, list[str]]] = {}
+        self.slots: list[Slot] = []
+
+    def place(self, item: Item) -> int:
+        """Place every pod of `item`; returns how many could not be placed."""
+        requests = item.requests
+        need = item.count
+        parts = list(item.parts)
+        for pool in self._pools(item):
+            per_node = requests.copies_in(pool.free)
+            if per_node <= 0:
+                continue
+            available = self._available(pool)
+            if not available:
+                continue
+            wanted = min(available, -(-need // per_node))
+            for name in self._take(pool, wanted):
+                pods = min(per_node, need)
+                need -= pods
+                self._move(pool.sig, name, pool.free - requests * pods)
+                self._record(parts, name, pods, requests)
+            if need == 0:
+                return 0
+        return need
+
+    def _pools(self, item: Item) -> Iterator[_Pool]:
+        snapshot, accel = self.snapshot, self.accel
+        demand_accel = item.requests.get(accel, 0)
+        order = [r for r in (CPU, MEMORY) if r in item.requests] + sorted(
+            r for r in item.requests if r not in (CPU, MEMORY, PODS, accel)
+        )
+
+        def tightness(pool: _Pool) -> tuple[int, ...]:
+            free = pool.free
+            return tuple(free.get(r, 0) for r in order)
+
+        if item.constraints.needs_node_identity(snapshot.identity_label_keys):
+            pools = self._pools_per_node(item, demand_accel)
+            pools.sort(key=lambda p: (p.free.get(accel, 0), tightness(p)))
+            yield from pools
+            return
+
+        sigs = [s for s in snapshot.signatures() if s.rejection(item.constraints) is None]
+        values: set[int] = set()
+        for sig in sigs:
+            values.update(v for v in sig.buckets if v >= demand_accel)
+            for free in self.moved.get(sig, ()):
+                if free.get(accel, 0) >= demand_accel:
+                    values.add(free.get(accel, 0))
+        for value in sorted(values):
+            batch: list[_Pool] = []
+            for sig in sigs:
+                bucket = sig.buckets.get(value)
+                if bucket:
+                    batch.extend(_Pool(free, sig, group, None) for free, group in bucket.items())
+                moved = self.moved.get(sig)
+                if moved:
+                    batch.extend(
+                        _Pool(free, sig, None, names)
+                        for free, names in moved.items()
+                        if names and free.get(accel, 0) == value
+                    )
+            if len(batch) > 1:
+                batch.sort(key=tightness)
+            yield from batch
+
+    def _pools_per_node(self, item: Item, demand_accel: int) -> list[_Pool]:
+        snapshot, constraints = self.snapshot, item.constraints
+        pools: list[_Pool] = []
+
+        def admits(name: str) -> bool:
+            info = snapshot.node(name)
+            return info is not None and (
+                constraints.rejection(info.labels, info.taints, info.unschedulable, name) is None
+            )
+
+        for sig in snapshot.signatures():
+            for value, bucket in sig.buckets.items():
+                if value < demand_accel:
+                    continue
+                for free, group in bucket.items():
+                    taken = self.taken.get(group, ())
+                    pools.extend(
+                        _Pool(free, sig, group, [name])
+                        for name in group.nodes
+                        if name not in taken and admits(name)
+                    )
+            for free, names in self.moved.get(sig, {}).items():
+                if free.get(self.accel, 0) >= demand_accel:
+                    pools.extend(
+                        _Pool(free, sig, None, [n], source=names) for n in names if admits(n)
+                    )
+        return pools
+
+    def _available(self, pool: _Pool) -> int:
+        if pool.names is not None:
+            return len(pool.names)
+        assert pool.group is not None
+        return len(pool.group.nodes) - len(self.taken.get(pool.group, ()))
+
+    def _take(self, pool: _Pool, count: int) -> list[str]:
+        if pool.names is not None:
+            chosen = [pool.names.pop() for _ in range(count)]
+            if pool.group is not None:  # a node judged individually, still in its base group
+                self.taken.setdefault(pool.group, set()).update(chosen)
+            if pool.source is not None:  # a moved node judged individually
+                for name in chosen:
+                    pool.source.remove(name)
+            return chosen
+        assert pool.group is not None
+        taken = self.taken.setdefault(pool.group, set())
+        chosen = []
+        for name in pool.group.nodes:
+            if name not in taken:
+                chosen.append(name)
+                if len(chosen) == count:
+                    break
+        taken.update(chosen)
+        return chosen
+
+    def _move(self, sig: Signature, name: str, free: Resources) -> None:
+        self.moved.setdefault(sig, {}).setdefault(free, []).append(name)
+
+    def _record(
+        self, parts: list[tuple[str, int]], node: str, pods: int, requests: Resources
+    ) -> None:
+        while pods:
+            component, left = parts[0]
+            n = min(left, pods)
+            self.slots.append(Slot(component, node, n, requests))
+            pods -= n
+            if n == left:
+                parts.pop(0)
+            else:
+                parts[0] = (component, left - n)

@@ -1,0 +1,441 @@
+"""A member cluster's free capacity, kept up to date event by event.
+
+Why this shape. A decision must look at every member cluster in milliseconds, and a cluster can
+have thousands of nodes. Nodes are therefore folded into *shape groups*: nodes with the same
+scheduling signature (labels minus per-node identity labels, taints, cordon flag) and the same
+free vector are interchangeable for placement, so the estimator reasons about a group once, with
+a count. Groups are indexed per signature by the free amount of the cluster's accelerator
+resource, so a gang of 8-GPU workers only ever looks at groups with 8 GPUs free. On top sit
+per-cluster aggregates (total free, a histogram of free amounts per resource) that reject most
+clusters without touching a group.
+
+Every update (`upsert_node`, `remove_node`, `upsert_pod`, `remove_pod`) touches one node: O(1)
+in the size of the cluster. Pods may arrive before their node; their usage waits under the
+node's name.
+
+In-flight placements. The fleet places a gang and only later sees its pods in the member. Until
+then `reserve()` subtracts the assignment from the nodes it uses (or from the totals, for an
+assignment without nodes), so two gangs placed a moment apart never count the same free GPUs
+twice. A reservation shrinks pod by pod as the member shows pods bound that carry its owner key,
+and disappears entirely at `expire(now)` after its deadline. Time is always passed in.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from fleet.core.assignment import Assignment
+from fleet.core.constraints import PodConstraints
+from fleet.core.histogram import Histogram
+from fleet.core.inventory import NodeInfo, PodInfo
+from fleet.core.resources import EMPTY, GPU, Resources
+from fleet.core.taints import Taint
+
+#: Labels that are unique per node; kept out of signatures so look-alike nodes still group.
+DEFAULT_IDENTITY_LABEL_KEYS = frozenset({"kubernetes.io/hostname"})
+
+_VERDICT_CACHE_LIMIT = 512
+
+
+class Signature:
+    """The non-resource facts a pod's constraints are judged against, shared by many nodes."""
+
+    __slots__ = ("_verdicts", "buckets", "labels", "nodes", "taints", "unschedulable")
+
+    def __init__(self, labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool):
+        self.labels = labels
+        self.taints = taints
+        self.unschedulable = unschedulable
+        self.nodes = 0
+        #: accelerator free amount -> free vector -> group
+        self.buckets: dict[int, dict[Resources, ShapeGroup]] = {}
+        self._verdicts: dict[PodConstraints, str | None] = {}
+
+    def rejection(self, constraints: PodConstraints) -> str | None:
+        """Why pods with `constraints` cannot use nodes of this signature (cached), or None."""
+        try:
+            return self._verdicts[constraints]
+        except KeyError:
+            pass
+        if len(self._verdicts) >= _VERDICT_CACHE_LIMIT:
+            self._verdicts.clear()
+        verdict = constraints.rejection(self.labels, self.taints, self.unschedulable)
+        self._verdicts[constraints] = verdict
+        return verdict
+
+    def __repr__(self) -> str:
+        cordon = self.unschedulable
+        return f"Signature(labels={dict(self.labels)}, taints={self.taints}, cordon={cordon})"
+
+
+class ShapeGroup:
+    """Nodes of one signature with exactly the same free vector."""
+
+    __slots__ = ("free", "nodes", "signature")
+
+    def __init__(self, signature: Signature, free: Resources) -> None:
+        self.signature = signature
+        self.free = free
+        self.nodes: dict[str, None] = {}  # an insertion-ordered set
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"ShapeGroup({self.free!r} x{len(self.nodes)})"
+
+
+class _NodeEntry:
+    __slots__ = ("free", "group", "info", "signature")
+
+    def __init__(self, info: NodeInfo, signature: Signature) -> None:
+        self.info = info
+        self.signature = signature
+        self.free = EMPTY
+        self.group: ShapeGroup | None = None
+
+
+@dataclass(slots=True)
+class Reservation:
+    """An in-flight placement: per pod, the node (or None) and what it holds there."""
+
+    key: str
+    pods: list[tuple[str | None, Resources]]
+    expires_at: float
+    seq: int = field(default=0, repr=False)
+
+
+class ClusterSnapshot:
+    """Free capacity of one member cluster; see the module docstring for the design."""
+
+    def __init__(
+        self,
+        name: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        fields: Mapping[str, str] | None = None,
+        accelerator: str = GPU,
+        identity_label_keys: frozenset[str] = DEFAULT_IDENTITY_LABEL_KEYS,
+    ) -> None:
+        self.name = name
+        self.labels: Mapping[str, str] = dict(labels or {})
+        #: Cluster facts a Karmada fieldSelector may test: provider, region, zone.
+        self.fields: Mapping[str, str] = dict(fields or {})
+        #: The resource groups are indexed by (the scarce one; best fit is judged on it).
+        self.accelerator = accelerator
+        self.identity_label_keys = identity_label_keys
+        #: Bumped on every change that can alter a decision.
+        self.version = 0
+        self._nodes: dict[str, _NodeEntry] = {}
+        self._pods: dict[str, PodInfo] = {}
+        self._used: dict[str, dict[str, int]] = {}
+        self._reserved: dict[str, dict[str, int]] = {}
+        self._unplaced: dict[str, int] = {}
+        self._signatures: dict[tuple[object, ...], Signature] = {}
+        self._free_all: dict[str, int] = {}
+        self._free_schedulable: dict[str, int] = {}
+        self._hist: dict[str, Histogram] = {}
+        self._reservations: dict[str, Reservation] = {}
+        self._expiry: list[tuple[float, int, str]] = []
+        self._seq = itertools.count(1)
+
+    @classmethod
+    def build(
+        cls,
+        name: str,
+        nodes: Iterable[NodeInfo],
+        pods: Iterable[PodInfo] = (),
+        labels: Mapping[str, str] | None = None,
+        **options: object,
+    ) -> ClusterSnapshot:
+        """A snapshot from a full listing (what an informer's initial list gives)."""
+        snap = cls(name, labels, **options)  # type: ignore[arg-type]
+        for pod in pods:
+            snap.upsert_pod(pod)
+        for node in nodes:
+            snap.upsert_node(node)
+        return snap
+
+    # Reading ----------------------------------------------------------------------------------
+    def node(self, name: str) -> NodeInfo | None:
+        entry = self._nodes.get(name)
+        return entry.info if entry else None
+
+    def nodes(self) -> Iterator[NodeInfo]:
+        return (entry.info for entry in self._nodes.values())
+
+    def pods(self) -> Iterator[PodInfo]:
+        return iter(self._pods.values())
+
+    def free(self, node: str) -> Resources | None:
+        """What `node` has free now (allocatable - bound pods - reservations, floored at 0)."""
+        entry = self._nodes.get(node)
+        return entry.free if entry else None
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    @property
+    def free_total(self) -> Resources:
+        """Free resources summed over nodes not cordoned, minus reservations without nodes."""
+        return Resources(self._free_schedulable) - self._unplaced
+
+    @property
+    def free_total_all(self) -> Resources:
+        """Free resources summed over every node, cordoned ones included."""
+        return Resources(self._free_all) - self._unplaced
+
+    @property
+    def unplaced_reserved(self) -> Resources:
+        return Resources(self._unplaced)
+
+    def total_free(self, resource: str, *, cordoned: bool = True) -> int:
+        """Free `resource` summed over nodes (cordoned ones only if `cordoned`), minus what
+        reservations without nodes hold. Allocation-free: placement screens call it a lot."""
+        table = self._free_all if cordoned else self._free_schedulable
+        return table.get(resource, 0) - self._unplaced.get(resource, 0)
+
+    def max_free(self, resource: str) -> int:
+        """The largest free amount of `resource` on any single node."""
+        hist = self._hist.get(resource)
+        return hist.max() if hist is not None else 0
+
+    def histogram(self, resource: str) -> Histogram | None:
+        return self._hist.get(resource)
+
+    def signatures(self) -> Iterable[Signature]:
+        return self._signatures.values()
+
+    def groups(self) -> Iterator[ShapeGroup]:
+        for sig in self._signatures.values():
+            for bucket in sig.buckets.values():
+                yield from bucket.values()
+
+    def reservations(self) -> Mapping[str, Reservation]:
+        return self._reservations
+
+    # Nodes ------------------------------------------------------------------------------------
+    def upsert_node(self, info: NodeInfo) -> None:
+        old = self._nodes.get(info.name)
+        if old is not None and old.info == info:
+            return
+        entry = _NodeEntry(info, self._intern(info))
+        entry.signature.nodes += 1  # before releasing the old one, so a shared signature survives
+        if old is not None:
+            self._detach(old)
+            self._release_signature(old.signature)
+        self._nodes[info.name] = entry
+        entry.free = self._compute_free(entry)
+        self._attach(entry)
+        self.version += 1
+
+    def remove_node(self, name: str) -> None:
+        entry = self._nodes.pop(name, None)
+        if entry is None:
+            return
+        self._detach(entry)
+        self._release_signature(entry.signature)
+        self.version += 1
+
+    # Pods -------------------------------------------------------------------------------------
+    def upsert_pod(self, pod: PodInfo) -> None:
+        old = self._pods.get(pod.uid)
+        if old == pod:
+            return
+        self._pods[pod.uid] = pod
+        self._apply_pod_change(old, pod)
+
+    def remove_pod(self, uid: str) -> None:
+        old = self._pods.pop(uid, None)
+        if old is not None:
+            self._apply_pod_change(old, None)
+
+    def _apply_pod_change(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        touched = set()
+        if old is not None and old.holds_resources:
+            assert old.node_name is not None
+            self._add_usage(self._used, old.node_name, old.requests, -1)
+            touched.add(old.node_name)
+        if new is not None and new.holds_resources:
+            assert new.node_name is not None
+            self._add_usage(self._used, new.node_name, new.requests, +1)
+            touched.add(new.node_name)
+            newly_bound = old is None or not old.holds_resources or old.node_name != new.node_name
+            if new.owner_key is not None and newly_bound:
+                touched |= self._consume(new.owner_key, new.node_name)
+        for name in touched:
+            self._refresh(name)
+        self.version += 1
+
+    # In-flight placements ---------------------------------------------------------------------
+    def reserve(self, key: str, assignment: Assignment, expires_at: float) -> None:
+        """Hold `assignment` for placement `key` until its pods show up or `expires_at`."""
+        self.release(key)
+        pods = [(slot.node, slot.requests) for slot in assignment for _ in range(slot.pods)]
+        seq = next(self._seq)
+        self._reservations[key] = Reservation(key, pods, expires_at, seq)
+        heapq.heappush(self._expiry, (expires_at, seq, key))
+        touched = set()
+        for node, requests in pods:
+            self._hold(node, requests, +1)
+            if node is not None:
+                touched.add(node)
+        for name in touched:
+            self._refresh(name)
+        self.version += 1
+
+    def release(self, key: str) -> bool:
+        """Drop reservation `key` (placement abandoned or confirmed); False if unknown."""
+        res = self._reservations.pop(key, None)
+        if res is None:
+            return False
+        touched = set()
+        for node, requests in res.pods:
+            self._hold(node, requests, -1)
+            if node is not None:
+                touched.add(node)
+        for name in touched:
+            self._refresh(name)
+        self.version += 1
+        return True
+
+    def expire(self, now: float) -> list[str]:
+        """Drop reservations whose deadline is at or before `now`; returns their keys."""
+        dropped = []
+        while self._expiry and self._expiry[0][0] <= now:
+            _, seq, key = heapq.heappop(self._expiry)
+            res = self._reservations.get(key)
+            if res is not None and res.seq == seq:
+                self.release(key)
+                dropped.append(key)
+        return dropped
+
+    def _consume(self, key: str, node: str | None) -> set[str]:
+        """A pod of placement `key` is now bound to `node`: its reserved slot is no longer
+        needed (the pod's own requests count now). Prefer the slot planned on that node."""
+        res = self._reservations.get(key)
+        if res is None or not res.pods:
+            return set()
+        index = next((i for i, (n, _) in enumerate(res.pods) if n == node), None)
+        if index is None:
+            index = next((i for i, (n, _) in enumerate(res.pods) if n is None), 0)
+        slot_node, requests = res.pods.pop(index)
+        self._hold(slot_node, requests, -1)
+        if not res.pods:
+            del self._reservations[key]
+        return {slot_node} if slot_node is not None else set()
+
+    def _hold(self, node: str | None, requests: Resources, sign: int) -> None:
+        if node is None:
+            for name, amount in requests.items():
+                value = self._unplaced.get(name, 0) + sign * amount
+                if value:
+                    self._unplaced[name] = value
+                else:
+                    self._unplaced.pop(name, None)
+        else:
+            self._add_usage(self._reserved, node, requests, sign)
+
+    # Internals --------------------------------------------------------------------------------
+    @staticmethod
+    def _add_usage(
+        table: dict[str, dict[str, int]], node: str, requests: Resources, sign: int
+    ) -> None:
+        usage = table.get(node)
+        if usage is None:
+            usage = table[node] = {}
+        for name, amount in requests.items():
+            value = usage.get(name, 0) + sign * amount
+            if value:
+                usage[name] = value
+            else:
+                usage.pop(name, None)
+        if not usage:
+            del table[node]
+
+    def _intern(self, info: NodeInfo) -> Signature:
+        identity = self.identity_label_keys
+        labels = {k: v for k, v in info.labels.items() if k not in identity}
+        key = (frozenset(labels.items()), info.taints, info.unschedulable)
+        sig = self._signatures.get(key)
+        if sig is None:
+            sig = self._signatures[key] = Signature(labels, info.taints, info.unschedulable)
+        return sig
+
+    def _release_signature(self, sig: Signature) -> None:
+        sig.nodes -= 1
+        if sig.nodes == 0:
+            key = (frozenset(sig.labels.items()), sig.taints, sig.unschedulable)
+            self._signatures.pop(key, None)
+
+    def _compute_free(self, entry: _NodeEntry) -> Resources:
+        name = entry.info.name
+        used = self._used.get(name)
+        reserved = self._reserved.get(name)
+        if not used and not reserved:
+            return entry.info.allocatable.clamped()
+        free = {}
+        for res, amount in entry.info.allocatable.items():
+            if used:
+                amount -= used.get(res, 0)
+            if reserved:
+                amount -= reserved.get(res, 0)
+            if amount > 0:
+                free[res] = amount
+        return Resources._trusted(free)
+
+    def _refresh(self, name: str) -> None:
+        entry = self._nodes.get(name)
+        if entry is None:
+            return
+        free = self._compute_free(entry)
+        if free == entry.free:
+            return
+        self._detach(entry)
+        entry.free = free
+        self._attach(entry)
+
+    def _attach(self, entry: _NodeEntry) -> None:
+        sig, free = entry.signature, entry.free
+        bucket_key = free.get(self.accelerator, 0)
+        bucket = sig.buckets.get(bucket_key)
+        if bucket is None:
+            bucket = sig.buckets[bucket_key] = {}
+        group = bucket.get(free)
+        if group is None:
+            group = bucket[free] = ShapeGroup(sig, free)
+        group.nodes[entry.info.name] = None
+        entry.group = group
+        self._account(free, not sig.unschedulable, +1)
+
+    def _detach(self, entry: _NodeEntry) -> None:
+        group = entry.group
+        if group is None:
+            return
+        del group.nodes[entry.info.name]
+        if not group.nodes:
+            sig = group.signature
+            bucket_key = group.free.get(self.accelerator, 0)
+            bucket = sig.buckets[bucket_key]
+            del bucket[group.free]
+            if not bucket:
+                del sig.buckets[bucket_key]
+        entry.group = None
+        self._account(entry.free, not entry.signature.unschedulable, -1)
+
+    def _account(self, free: Resources, schedulable: bool, sign: int) -> None:
+        totals, sched, hists = self._free_all, self._free_schedulable, self._hist
+        for name, amount in free.items():
+            totals[name] = totals.get(name, 0) + sign * amount
+            if schedulable:
+                sched[name] = sched.get(name, 0) + sign * amount
+            hist = hists.get(name)
+            if hist is None:
+                hist = hists[name] = Histogram()
+            if sign > 0:
+                hist.add(amount)
+            else:
+                hist.remove(amount)

@@ -1,0 +1,183 @@
+from fleet.core.assignment import Assignment
+from fleet.core.estimate import NODES, SUM
+from fleet.core.placement import (
+    AFFINITY,
+    FAILED_OVER,
+    INSUFFICIENT,
+    NOT_READY,
+    OUTRANKED,
+    ClusterAffinity,
+    place,
+)
+from fleet.core.resources import Resources
+from fleet.core.selectors import LabelSelector, Requirement
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.workload import Component, Gang, gang_from_workload
+
+from .builders import cluster, node, pod
+from .seeds import pytorchjob, tfjob
+
+GPU = "nvidia.com/gpu"
+
+
+def test_seed_pytorchjob_prints_like_ack() -> None:
+    gang = gang_from_workload(pytorchjob())
+    decision = place(gang, [cluster("member-1", node("n1", cpu=8))])
+    assert decision.placement is not None
+    assert str(decision.placement) == "{member-1:0,[{master 1} {worker 2}]}"
+    assert decision.summary() == "Result: {member-1:0,[{master 1} {worker 2}]}"
+    assert decision.placement.assignment.per_component() == {"master": 1, "worker": 2}
+
+
+def test_single_template_kinds_print_replicas() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {"parallelism": 3, "template": {"spec": {"containers": [{"name": "c"}]}}},
+    }
+    decision = place(gang_from_workload(job), [cluster("member-1", node("n1"))])
+    assert str(decision.placement) == "{member-1:3}"
+
+
+def test_seed_tfjob_goes_where_eight_gpus_are_free() -> None:
+    gang = gang_from_workload(tfjob())
+    four = cluster("member-1", node("n1", gpu=4))
+    eight = cluster("member-2", node("n1", gpu=4), node("n2", gpu=4))
+    for estimator in (SUM, NODES):
+        decision = place(gang, [four, eight], estimator=estimator)
+        assert str(decision.placement) == "{member-2:0,[{ps 1} {worker 4}]}"
+        assert decision.sentences() == [
+            "member-1: needs 8 GPUs in total (1 ps + 4 workers); only 4 GPUs free"
+        ]
+
+
+def test_every_rejected_cluster_gets_one_sentence() -> None:
+    gang = Gang.of(Component("worker", 4, Resources({GPU: 2, "pods": 1})))
+    clusters = [
+        cluster("member-1", node("a", gpu=8), labels={"env": "prod"}),
+        cluster("member-2", *[node(f"n{i}", gpu=1) for i in range(6)], labels={"env": "prod"}),
+        cluster("member-3", node("a", gpu=8), labels={"env": "dev"}),
+        cluster("member-4", node("a", gpu=8), labels={"env": "prod"}),
+        cluster("member-5", node("a", gpu=8), labels={"env": "prod"}),
+        cluster("member-6", node("a", gpu=8), node("b", gpu=8), labels={"env": "prod"}),
+    ]
+    decision = place(
+        gang,
+        clusters,
+        affinity=ClusterAffinity(label_selector=LabelSelector.of({"env": "prod"})),
+        not_ready={"member-4"},
+        failed_over={"member-5": "pods failed: OOMKilled"},
+    )
+    assert str(decision.placement) == "{member-1:0,[{worker 4}]}"
+    assert decision.sentences() == [
+        "member-2: needs 4 workers x 2 GPUs; 6 GPUs free but the largest free block on one node "
+        "is 1",
+        "member-3: excluded by clusterAffinity (labelSelector needs env=prod)",
+        "member-4: not ready",
+        "member-5: the job failed over from it (pods failed: OOMKilled)",
+        "member-6: not checked: ranks below member-1 (share of free capacity 50% vs 100%)",
+    ]
+    assert [r.category for r in decision.rejections] == [
+        INSUFFICIENT,
+        AFFINITY,
+        NOT_READY,
+        FAILED_OVER,
+        OUTRANKED,
+    ]
+    assert all(len(s) <= 200 for s in decision.sentences())
+
+
+def test_affinity_rules_follow_karmada() -> None:
+    snap = ClusterSnapshot("m1", {"env": "prod"}, fields={"region": "cn-hangzhou"})
+    assert ClusterAffinity(exclude=("m1",)).rejection(snap) == (
+        "excluded by clusterAffinity (listed in exclude)"
+    )
+    assert ClusterAffinity(cluster_names=("m2",)).rejection(snap) == (
+        "excluded by clusterAffinity (not in clusterNames)"
+    )
+    assert ClusterAffinity(cluster_names=("m1",)).rejection(snap) is None
+    region = Requirement("region", "In", ("cn-beijing",))
+    assert ClusterAffinity(field_selector=(region,)).rejection(snap) == (
+        "excluded by clusterAffinity (fieldSelector needs region In [cn-beijing])"
+    )
+    both = ClusterAffinity(cluster_names=("m1",), label_selector=LabelSelector.of({"env": "dev"}))
+    assert both.rejection(snap) == "excluded by clusterAffinity (labelSelector needs env=dev)"
+
+
+def test_not_ready_with_reasons() -> None:
+    gang = Gang.of(Component("worker", 1, Resources(pods=1)))
+    decision = place(gang, [cluster("m", node("a"))], not_ready={"m": "heartbeat lost 3m ago"})
+    assert decision.sentences() == ["m: not ready (heartbeat lost 3m ago)"]
+    assert not decision.fits
+    assert (
+        decision.summary() == "0/1 clusters can take the gang; m: not ready (heartbeat lost 3m ago)"
+    )
+
+
+def test_best_fit_prefers_snug_holes_for_small_gangs() -> None:
+    one = Gang.of(Component("worker", 1, Resources({GPU: 1, "pods": 1})))
+    empty = cluster("a-empty", node("n", gpu=8))
+    snug = ClusterSnapshot.build("z-snug", [node("n", gpu=8)], [pod("p", "n", gpu=7)])
+    decision = place(one, [empty, snug])
+    assert decision.placement is not None and decision.placement.cluster == "z-snug"
+    assert decision.sentences() == [
+        "a-empty: not checked: ranks below z-snug (hole fit 12% vs 100%)"
+    ]
+
+
+def test_ties_break_by_name() -> None:
+    gang = Gang.of(Component("worker", 1, Resources({GPU: 8, "pods": 1})))
+    clusters = [cluster(name, node("n", gpu=8)) for name in ("m-b", "m-c", "m-a")]
+    decision = place(gang, clusters)
+    assert decision.placement is not None and decision.placement.cluster == "m-a"
+
+
+def test_full_check_moves_on_when_the_best_ranked_cluster_does_not_really_fit() -> None:
+    # m-a has GPUs but its GPU nodes are tainted: screens pass, the full check fails.
+    from fleet.core.taints import Taint
+
+    gang = Gang.of(Component("worker", 1, Resources({GPU: 8, "pods": 1})))
+    tainted = cluster("m-a", node("n", gpu=8, taints=[Taint(GPU, "NoSchedule")]))
+    plain = cluster("m-b", node("n", gpu=8), node("o", gpu=8))
+    decision = place(gang, [tainted, plain])
+    assert decision.placement is not None and decision.placement.cluster == "m-b"
+    assert decision.sentences() == [
+        "m-a: no node admits the worker: 1 have untolerated taint nvidia.com/gpu:NoSchedule"
+    ]
+
+
+def test_explain_all_checks_every_cluster() -> None:
+    gang = Gang.of(Component("worker", 1, Resources({GPU: 8, "pods": 1})))
+    decision = place(
+        gang, [cluster("m-a", node("n", gpu=8)), cluster("m-b", node("n", gpu=8))], explain_all=True
+    )
+    assert decision.sentences() == [
+        "m-b: fits too, but m-a fits better (same score; names break ties)"
+    ]
+
+
+def test_sum_placement_reserves_against_totals() -> None:
+    gang = Gang.of(Component("worker", 2, Resources({GPU: 4, "pods": 1})))
+    snap = cluster("m", node("n", gpu=8))
+    decision = place(gang, [snap], estimator=SUM)
+    assert decision.placement is not None
+    assignment = decision.placement.assignment
+    assert isinstance(assignment, Assignment) and not assignment.placed_on_nodes
+    snap.reserve("k", assignment, 10.0)
+    assert not place(gang, [snap], estimator=SUM).fits
+
+
+def test_placement_is_pure() -> None:
+    gang = Gang.of(Component("worker", 2, Resources({GPU: 4, "pods": 1})))
+    snap = cluster("m", node("n", gpu=8))
+    version = snap.version
+    place(gang, [snap])
+    assert snap.version == version and snap.free("n") == Resources(
+        {"cpu": 32000, "memory": 128 << 30, GPU: 8, "pods": 110}
+    )
+
+
+def test_no_clusters() -> None:
+    gang = Gang.of(Component("worker", 1, Resources(pods=1)))
+    assert place(gang, []).summary() == "0/0 clusters can take the gang"
