@@ -1,0 +1,129 @@
+"""Failover decisions: toleration windows survive restarts, limits hold, purge modes behave."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fleet.core.failover import (
+    CLEAR,
+    FailoverSettings,
+    GiveUp,
+    Move,
+    Observation,
+    Stay,
+    Timers,
+    delete_before_placing,
+    exclusion_until,
+    judge,
+    purge_old_copy,
+    still_excluded,
+)
+
+HEALTHY = Observation(cluster_ready=True)
+FAILED = Observation(cluster_ready=True, job_failed=True)
+LOST = Observation(cluster_ready=False)
+SETTINGS = FailoverSettings(toleration_seconds=30, purge_mode="Directly")
+
+
+def test_healthy_job_stays_and_clears_timers():
+    verdict = judge(SETTINGS, HEALTHY, Timers(unhealthy_since=5.0), now=10.0)
+    assert verdict == Stay(CLEAR)
+
+
+def test_failure_is_tolerated_then_moves_at_the_deadline():
+    first = judge(SETTINGS, FAILED, CLEAR, now=100.0)
+    assert isinstance(first, Stay)
+    assert first.timers.unhealthy_since == 100.0 and first.recheck_at == 130.0
+    assert "tolerationSeconds" in (first.waiting or "")
+    assert isinstance(judge(SETTINGS, FAILED, first.timers, now=129.9), Stay)
+    moved = judge(SETTINGS, FAILED, first.timers, now=130.0, cluster="member-1")
+    assert isinstance(moved, Move) and moved.reason == "ApplicationFailure"
+    assert "member-1" in moved.message
+
+
+def test_zero_toleration_moves_at_once():
+    settings = FailoverSettings(toleration_seconds=0)
+    assert isinstance(judge(settings, FAILED, CLEAR, now=1.0), Move)
+
+
+def test_lost_cluster_is_judged_before_the_stale_job_state():
+    verdict = judge(SETTINGS, Observation(cluster_ready=False, job_failed=True), CLEAR, now=0)
+    assert isinstance(verdict, Stay) and verdict.timers.cluster_lost_since == 0
+    moved = judge(SETTINGS, LOST, verdict.timers, now=30)
+    assert isinstance(moved, Move) and moved.reason == "ClusterLost"
+
+
+def test_recovery_resets_the_clock():
+    t = judge(SETTINGS, FAILED, CLEAR, now=0).timers
+    t = judge(SETTINGS, HEALTHY, t, now=20).timers
+    again = judge(SETTINGS, FAILED, t, now=40)
+    assert isinstance(again, Stay) and again.recheck_at == 70
+
+
+def test_a_finished_job_never_moves():
+    done = Observation(cluster_ready=True, job_succeeded=True)
+    assert judge(SETTINGS, done, Timers(unhealthy_since=0), now=1000) == Stay(CLEAR)
+
+
+def test_no_failover_settings_means_stay():
+    assert judge(None, LOST, CLEAR, now=1e9) == Stay(CLEAR)
+
+
+def test_max_failovers_gives_up_with_the_count():
+    settings = FailoverSettings(toleration_seconds=0, max_failovers=2)
+    assert isinstance(judge(settings, FAILED, CLEAR, now=0, failovers=1), Move)
+    verdict = judge(settings, FAILED, CLEAR, now=0, failovers=2)
+    assert isinstance(verdict, GiveUp) and "maxFailovers 2" in verdict.message
+
+
+@given(
+    toleration=st.integers(0, 600),
+    restart_at=st.integers(0, 900),
+    step=st.integers(1, 60),
+)
+def test_a_restart_mid_window_keeps_the_original_deadline(toleration, restart_at, step):
+    """Judging from persisted timers after a restart moves when an unbroken run would."""
+    settings = FailoverSettings(toleration_seconds=toleration)
+
+    def first_move(timers: Timers, start: float) -> float:
+        now = start
+        while True:
+            verdict = judge(settings, FAILED, timers, now)
+            if isinstance(verdict, Move):
+                return now
+            assert isinstance(verdict, Stay)
+            timers = verdict.timers
+            now = min(now + step, verdict.recheck_at or now + step)
+
+    continuous = first_move(CLEAR, 0.0)
+    # The controller died after its first observation and came back at `restart_at`.
+    persisted = judge(settings, FAILED, CLEAR, 0.0)
+    assert isinstance(persisted, Stay) or toleration == 0
+    timers = persisted.timers if isinstance(persisted, Stay) else CLEAR
+    resumed = first_move(timers, float(min(restart_at, continuous)))
+    assert resumed == continuous == float(toleration)
+
+
+def test_exclusion_lasts_for_the_job_lifetime_unless_bounded():
+    assert exclusion_until(FailoverSettings(), now=10) is None
+    assert still_excluded(None, now=1e12)
+    until = exclusion_until(FailoverSettings(cluster_exclusion_seconds=60), now=10)
+    assert until == 70 and still_excluded(until, 69) and not still_excluded(until, 70)
+
+
+def test_directly_deletes_first_only_when_it_can():
+    assert delete_before_placing("Directly", old_cluster_reachable=True)
+    assert not delete_before_placing("Directly", old_cluster_reachable=False)
+    assert not delete_before_placing("Gracefully", old_cluster_reachable=True)
+
+
+def test_purge_modes():
+    assert purge_old_copy("Directly", evicted_at=0, successor_running=False, now=0).delete
+    assert not purge_old_copy("Never", evicted_at=0, successor_running=True, now=1e9).delete
+    waiting = purge_old_copy(
+        "Gracefully", evicted_at=0, successor_running=False, now=10, grace_period_seconds=60
+    )
+    assert not waiting.delete and waiting.recheck_at == 60
+    assert purge_old_copy("Gracefully", evicted_at=0, successor_running=True, now=10).delete
+    assert purge_old_copy("Gracefully", evicted_at=0, successor_running=False, now=600).delete
