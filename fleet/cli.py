@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import yaml
 
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
 
@@ -68,6 +72,68 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_controller(args: argparse.Namespace) -> int:
+    from fleet.controller import Settings, run
+    from fleet.kube import load
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("kopf", "httpx", "aiohttp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    settings = Settings(
+        estimator=args.estimator,
+        workers=args.workers,
+        metrics_port=args.metrics_port,
+        lease_seconds=args.lease_seconds,
+    )
+    connection = load(args.kubeconfig, args.context)
+    asyncio.run(run(settings, connection, identity=args.id))
+    return 0
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    from fleet.install import install_crds
+    from fleet.kube import KubeClient, load
+
+    async def go() -> list[str]:
+        client = KubeClient(load(args.kubeconfig, args.context), name="fleet")
+        try:
+            return await install_crds(client)
+        finally:
+            await client.aclose()
+
+    for name in asyncio.run(go()):
+        print(f"customresourcedefinition/{name} applied")
+    return 0
+
+
+def _cmd_join(args: argparse.Namespace) -> int:
+    from fleet.install import join, single_context
+    from fleet.kube import KubeClient, load
+
+    member_config = yaml.safe_load(Path(args.member_kubeconfig).read_text())
+    context = args.member_context or member_config.get("current-context")
+    labels = dict(item.split("=", 1) for item in args.label or [])
+
+    async def go() -> None:
+        client = KubeClient(load(args.kubeconfig, args.context), name="fleet")
+        try:
+            await join(client, args.name, single_context(member_config, context), labels)
+        finally:
+            await client.aclose()
+
+    asyncio.run(go())
+    print(f"membercluster/{args.name} joined")
+    return 0
+
+
+def _fleet_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", help="the fleet's kubeconfig (default: $KUBECONFIG)")
+    parser.add_argument("--context", help="context in that kubeconfig (default: current)")
+
+
 def _cmd_toolchain(args: argparse.Namespace) -> int:
     tc = ensure_toolchain()
     print(tc.root)
@@ -101,6 +167,35 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="sandbox up, then the seeds' example end to end")
     demo.add_argument("--state-dir", help="sandbox state folder (default as for `fleet sandbox`)")
     demo.set_defaults(func=_cmd_demo)
+    ctl = sub.add_parser("controller", help="run the fleet controller against a fleet API server")
+    _fleet_flags(ctl)
+    ctl.add_argument(
+        "--estimator",
+        choices=["nodes", "sum"],
+        default="nodes",
+        help="placement estimator when a policy sets none (default nodes)",
+    )
+    ctl.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    ctl.add_argument("--metrics-port", type=int, default=0, help="serve /metrics and /healthz")
+    ctl.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=15.0,
+        help="leader lease: the longest a standby waits to take over",
+    )
+    ctl.add_argument("--id", help="this replica's identity in the lease (default host-pid)")
+    ctl.add_argument("-v", "--verbose", action="store_true")
+    ctl.set_defaults(func=_cmd_controller)
+    inst = sub.add_parser("install", help="apply fleet's CRDs to the fleet API server")
+    _fleet_flags(inst)
+    inst.set_defaults(func=_cmd_install)
+    jn = sub.add_parser("join", help="register a member cluster (Secret + MemberCluster)")
+    _fleet_flags(jn)
+    jn.add_argument("name", help="the member's name in the fleet")
+    jn.add_argument("--member-kubeconfig", required=True, help="kubeconfig reaching the member")
+    jn.add_argument("--member-context", help="context in that kubeconfig (default: current)")
+    jn.add_argument("--label", action="append", help="key=value label for clusterAffinity")
+    jn.set_defaults(func=_cmd_join)
     tc = sub.add_parser("toolchain", help="build (or find) the pinned upstream binaries")
     tc.set_defaults(func=_cmd_toolchain)
     return parser

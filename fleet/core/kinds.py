@@ -91,3 +91,22 @@ def find_kind(api_version: str, kind: str) -> Kind | None:
 
 def supported() -> list[str]:
     return [f"{k.api_version}/{k.kind}" for k in KINDS]
+
+
+def pod_templates(kind: Kind, obj: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """`(role, template)` for every pod template of `obj`; the dicts are `obj`'s own, so a
+    caller holding a copy can edit them in place."""
+    spec_path = kind.layout.field.split(".")
+    node: Any = obj
+    for part in spec_path:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    if node is None:
+        return []
+    if isinstance(kind.layout, SingleTemplate):
+        return [(kind.layout.component, node)] if isinstance(node, dict) else []
+    out = []
+    for role, replica in node.items():
+        template = replica.get("template") if isinstance(replica, dict) else None
+        if isinstance(template, dict):
+            out.append((role, template))
+    return out

@@ -195,6 +195,14 @@ class Resources(Mapping[str, int]):
     def as_dict(self) -> dict[str, int]:
         return dict(self._amounts)
 
+    def quantities(self, *, skip_pods: bool = True) -> dict[str, str]:
+        """As a Kubernetes ResourceList (`{"cpu": "1500m", "nvidia.com/gpu": "2"}`)."""
+        return {
+            name: to_quantity(name, amount)
+            for name, amount in self._amounts.items()
+            if not (skip_pods and name == "pods")
+        }
+
     def describe(self, *, skip_pods: bool = True) -> str:
         """Human form for Events: `2 GPUs, 1500m CPU, 4Gi memory`."""
         names = sorted(self._amounts, key=display_rank)
@@ -243,4 +251,11 @@ def format_bytes(amount: int) -> str:
             if amount % unit == 0:
                 return f"{amount // unit}{suffix}"
             return f"{amount / unit:.1f}{suffix}"
+    return str(amount)
+
+
+def to_quantity(name: str, amount: int) -> str:
+    """A canonical amount back as a Kubernetes quantity: cpu is held in millicores."""
+    if name == "cpu":
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
     return str(amount)

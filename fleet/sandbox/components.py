@@ -150,6 +150,22 @@ def _delegated_auth(c: ClusterLayout) -> list[str]:
     ]
 
 
+#: Fake nodes send no heartbeats; without the node-lifecycle controller they never go stale.
+_MEMBER_CONTROLLERS = "*,-node-lifecycle-controller"
+#: The fleet only stores workloads: no controller may turn them into pods there (as in a Karmada
+#: control plane), but namespaces, garbage collection and service accounts work as usual.
+_FLEET_CONTROLLERS = ",".join(
+    (
+        "namespace-controller",
+        "garbage-collector-controller",
+        "serviceaccount-controller",
+        "serviceaccount-token-controller",
+        "clusterrole-aggregation-controller",
+        "root-ca-certificate-publisher-controller",
+    )
+)
+
+
 def kube_controller_manager(tc: Toolchain, c: ClusterLayout) -> Component:
     return Component(
         name=f"{c.name}/kube-controller-manager",
@@ -161,8 +177,7 @@ def kube_controller_manager(tc: Toolchain, c: ClusterLayout) -> Component:
             f"--root-ca-file={c.pki.ca_crt}",
             "--use-service-account-credentials=false",
             "--leader-elect=false",
-            # Fake nodes send no heartbeats; without this controller they never go stale.
-            "--controllers=*,-nodelifecycle",
+            f"--controllers={_FLEET_CONTROLLERS if c.name == 'fleet' else _MEMBER_CONTROLLERS}",
             "--concurrent-gc-syncs=5",
             "--v=1",
         ],

@@ -1,0 +1,76 @@
+"""Kubernetes Events on fleet objects, as `kubectl describe` shows them.
+
+Events are posted on state transitions, and an identical event for the same object is not
+repeated within `quiet` seconds, so a job waiting for capacity does not flood the namespace.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.kube import ApiError, KubeClient, Unreachable
+
+log = logging.getLogger(__name__)
+
+
+class EventRecorder:
+    def __init__(self, fleet: KubeClient, *, instance: str, quiet: float = 600.0) -> None:
+        self.fleet = fleet
+        self.instance = instance
+        self.quiet = quiet
+        self._last: dict[tuple[str, str], tuple[str, float]] = {}
+
+    async def record(
+        self,
+        obj: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        component: str = "fleet-controller",
+    ) -> None:
+        meta = obj["metadata"]
+        key = (meta["uid"], reason)
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and last[0] == message and now - last[1] < self.quiet:
+            return
+        self._last[key] = (message, now)
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "generateName": f"{meta['name']}.",
+                "namespace": meta.get("namespace") or "default",
+            },
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion"),
+                "kind": obj.get("kind"),
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "uid": meta["uid"],
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            await self.fleet.create(event)
+        except (ApiError, Unreachable) as e:
+            log.warning("could not post event %s on %s: %s", reason, meta["name"], e)
+
+    def forget(self, uid: str) -> None:
+        for key in [k for k in self._last if k[0] == uid]:
+            del self._last[key]

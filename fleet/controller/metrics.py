@@ -1,0 +1,101 @@
+"""Prometheus-style metrics, rendered in the text exposition format on /metrics.
+
+Small on purpose: counters by one label, gauges, and a histogram of decision times are all the
+controller reports, so no client library is needed.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+
+
+class Counter:
+    def __init__(self, name: str, help_: str, label: str) -> None:
+        self.name, self.help, self.label = name, help_, label
+        self.values: dict[str, float] = defaultdict(float)
+
+    def inc(self, value: str, amount: float = 1.0) -> None:
+        self.values[value] += amount
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
+        lines += [
+            f'{self.name}{{{self.label}="{k}"}} {v:g}' for k, v in sorted(self.values.items())
+        ]
+        return lines
+
+
+class Gauge:
+    def __init__(self, name: str, help_: str) -> None:
+        self.name, self.help, self.value = name, help_, 0.0
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def render(self) -> list[str]:
+        return [
+            f"# HELP {self.name} {self.help}",
+            f"# TYPE {self.name} gauge",
+            f"{self.name} {self.value:g}",
+        ]
+
+
+class Histogram:
+    def __init__(self, name: str, help_: str, buckets: tuple[float, ...]) -> None:
+        self.name, self.help, self.buckets = name, help_, buckets
+        self.counts = [0] * (len(buckets) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.sum += value
+
+    def render(self) -> list[str]:
+        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        running = 0
+        for bound, count in zip(self.buckets, self.counts, strict=False):
+            running += count
+            lines.append(f'{self.name}_bucket{{le="{bound:g}"}} {running}')
+        running += self.counts[-1]
+        lines += [
+            f'{self.name}_bucket{{le="+Inf"}} {running}',
+            f"{self.name}_sum {self.sum:g}",
+            f"{self.name}_count {running}",
+        ]
+        return lines
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.dispatches = Counter(
+            "fleet_dispatches_total", "Gangs placed in a member cluster.", "cluster"
+        )
+        self.failovers = Counter(
+            "fleet_failovers_total",
+            "Failovers, by reason (ApplicationFailure, ClusterLost).",
+            "reason",
+        )
+        self.purges = Counter(
+            "fleet_old_copies_deleted_total",
+            "Copies deleted from clusters a job moved away from (incl. fenced stale copies).",
+            "cluster",
+        )
+        self.pending = Gauge("fleet_pending_jobs", "Gang jobs waiting for a cluster that fits.")
+        self.leader = Gauge("fleet_leader", "1 while this replica is the active controller.")
+        self.decision_seconds = Histogram(
+            "fleet_placement_decision_seconds",
+            "Time to decide one gang's placement.",
+            (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+        )
+
+    def render(self) -> str:
+        parts: list[Counter | Gauge | Histogram] = [
+            self.dispatches,
+            self.failovers,
+            self.purges,
+            self.pending,
+            self.leader,
+            self.decision_seconds,
+        ]
+        return "\n".join(line for p in parts for line in p.render()) + "\n"

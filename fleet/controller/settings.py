@@ -1,0 +1,30 @@
+"""The controller's settings (command-line flags and FLEET_* environment variables)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    #: Placement estimator when a policy does not set gangEstimator.
+    estimator: Literal["nodes", "sum"] = "nodes"
+    #: How long a placement holds its capacity in the fleet's snapshot before the member shows
+    #: the pods bound (in-flight reservation).
+    reservation_seconds: float = 120.0
+    #: Concurrent reconciles.
+    workers: int = 4
+    #: How often each member is probed.
+    probe_interval: float = 3.0
+    #: How often MemberCluster status is refreshed (also on every health change).
+    status_interval: float = 10.0
+    #: How often kubeconfig Secrets are re-read (they are not watched).
+    secret_interval: float = 30.0
+    #: Namespace for the controller's Lease (high availability).
+    lease_namespace: str = "kube-system"
+    lease_name: str = "fleet-controller"
+    #: Lease duration: a standby takes over at most this long after the leader stops renewing.
+    lease_seconds: float = 15.0
+    #: Port for /metrics and /healthz; 0 disables.
+    metrics_port: int = 0

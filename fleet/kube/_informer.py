@@ -1,0 +1,142 @@
+"""Keep a local view of one kind in sync with an API server: list, then watch.
+
+The watch resumes from the list's resourceVersion (and from bookmarks); a 410 Gone relists and
+tells the consumer which objects vanished meanwhile; an unreachable server is retried with
+capped exponential backoff while the consumer is told the source is unhealthy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+
+from fleet.kube._client import ApiError, KubeClient, Obj, Unreachable
+
+log = logging.getLogger(__name__)
+
+EventHandler = Callable[[str, Obj], None]
+HealthHandler = Callable[[bool, str], None]
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+class Informer:
+    """Delivers ADDED/MODIFIED/DELETED for one kind to `on_event`, in order, forever."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        api_version: str,
+        kind: str,
+        on_event: EventHandler,
+        *,
+        on_health: HealthHandler | None = None,
+        on_synced: Callable[[], None] | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.api_version = api_version
+        self.kind = kind
+        self.on_event = on_event
+        self.on_health = on_health or (lambda _ok, _why: None)
+        self.on_synced = on_synced or (lambda: None)
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.max_backoff = max_backoff
+        self.store: dict[str, Obj] = {}
+        self.synced = asyncio.Event()
+        self.relists = 0
+
+    def _deliver(self, kind: str, obj: Obj) -> None:
+        try:
+            self.on_event(kind, obj)
+        except Exception:  # a consumer bug must not stop the stream
+            log.exception("handler failed for %s %s on %s", kind, object_key(obj), self.client.name)
+
+    async def _relist(self) -> str:
+        listing = await self.client.list(
+            self.api_version,
+            self.kind,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
+        fresh = {
+            object_key(o): _with_kind(o, self.api_version, self.kind) for o in listing["items"]
+        }
+        for key, old in list(self.store.items()):
+            if key not in fresh:
+                del self.store[key]
+                self._deliver("DELETED", old)
+        for key, obj in fresh.items():
+            known = self.store.get(key)
+            if known is None or known["metadata"].get("resourceVersion") != obj["metadata"].get(
+                "resourceVersion"
+            ):
+                self.store[key] = obj
+                self._deliver("ADDED" if known is None else "MODIFIED", obj)
+        self.relists += 1
+        rv: str = listing["metadata"]["resourceVersion"]
+        return rv
+
+    async def run(self) -> None:
+        backoff = 0.5
+        while True:
+            try:
+                rv = await self._relist()
+                self.on_health(True, "")
+                if not self.synced.is_set():
+                    self.synced.set()
+                    self.on_synced()
+                backoff = 0.5
+                while True:
+                    async for event in self.client.watch(
+                        self.api_version,
+                        self.kind,
+                        resource_version=rv,
+                        label_selector=self.label_selector,
+                        field_selector=self.field_selector,
+                    ):
+                        obj = event["object"]
+                        rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                        if event["type"] == "BOOKMARK":
+                            continue
+                        obj = _with_kind(obj, self.api_version, self.kind)
+                        key = object_key(obj)
+                        if event["type"] == "DELETED":
+                            self.store.pop(key, None)
+                        else:
+                            self.store[key] = obj
+                        self._deliver(event["type"], obj)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as e:
+                if e.gone:
+                    continue  # our resourceVersion is too old: list again
+                why = f"{self.kind} list/watch failed: {e}"
+                self.on_health(False, why)
+                log.warning("%s: %s", self.client.name, why)
+            except (Unreachable, OSError) as e:
+                self.on_health(False, str(e))
+                log.info(
+                    "%s: %s unreachable, retrying in %.1fs", self.client.name, self.kind, backoff
+                )
+            except Exception as e:
+                self.on_health(False, f"{self.kind} watch error: {e!r}")
+                log.exception("%s: unexpected error watching %s", self.client.name, self.kind)
+            await asyncio.sleep(backoff * (0.8 + 0.4 * random.random()))
+            backoff = min(backoff * 2, self.max_backoff)
+
+
+def _with_kind(obj: Obj, api_version: str, kind: str) -> Obj:
+    """List items carry no apiVersion/kind; consumers may want them."""
+    if "kind" not in obj:
+        obj = {"apiVersion": api_version, "kind": kind, **obj}
+    return obj
