@@ -135,7 +135,7 @@ class KubeClient:
         async for attempt in AsyncRetrying(
             retry=retry_if_exception(_transient),
             stop=stop_after_attempt(self._retries),
-            wait=wait_exponential_jitter(initial=0.2, max=3.0),
+            wait=wait_exponential_jitter(multiplier=0.2, max=3.0),
             reraise=True,
         ):
             with attempt:

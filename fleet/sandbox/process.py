@@ -72,9 +72,22 @@ class ProcessTable:
             f.flush()
             os.fsync(f.fileno())
 
+    def stop(self, component: str, grace: float = 10.0) -> bool:
+        """Stop one component (SIGTERM, then SIGKILL); False if it was not running."""
+        live = [r for r in self.records() if r.component == component and r.alive()]
+        self._terminate(live, grace)
+        return bool(live)
+
     def stop_all(self, grace: float = 10.0) -> list[str]:
         """Stop every recorded process that is still the one we started; return their names."""
         live = [r for r in self.records() if r.alive()]
+        self._terminate(live, grace)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        return [r.component for r in live]
+
+    @staticmethod
+    def _terminate(live: list[ProcessRecord], grace: float) -> None:
         for record in live:
             _signal_group(record.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
@@ -86,9 +99,6 @@ class ProcessTable:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and any(r.alive() for r in live):
             time.sleep(0.05)
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
-        return [r.component for r in live]
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

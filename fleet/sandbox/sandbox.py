@@ -174,9 +174,14 @@ class Sandbox:
         )
 
     def _write_state(
-        self, config: SandboxConfig, *, phase: str, ports: dict[str, dict[str, int]] | None = None
+        self,
+        config: SandboxConfig,
+        *,
+        phase: str,
+        ports: dict[str, dict[str, int]] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
-        state = self._state()
+        state = self._state() | (extra or {})
         state["config"] = config.model_dump()
         state["phase"] = phase
         if ports is not None:
@@ -210,7 +215,10 @@ class Sandbox:
             for i, name in enumerate(names)
         }
         self._write_state(
-            config, phase="starting", ports={n: lay.ports for n, lay in layouts.items()}
+            config,
+            phase="starting",
+            ports={n: lay.ports for n, lay in layouts.items()},
+            extra={"toolchain": str(tc.root), "die_with_parent": die_with_parent},
         )
         for layout in layouts.values():
             self._prepare(layout, config)
@@ -302,6 +310,39 @@ class Sandbox:
                     api.apply(node)
                     api.apply_status(node)
             api.wait_established(c["metadata"]["name"] for c in crds)
+
+    # -- components at run time ---------------------------------------------------------------
+
+    def stop_component(self, cluster: str, component: str) -> None:
+        """Stop one component, e.g. a member's kube-apiserver to make the member unreachable."""
+        if not self.processes.stop(f"{cluster}/{component}"):
+            raise SandboxError(f"{cluster}/{component} is not running")
+
+    def start_component(self, cluster: str, component: str, timeout: float = 60.0) -> None:
+        """Start a stopped component again with the same command line, and wait for it."""
+        state = self._state()
+        layout = self.cluster(cluster)
+        tc = Toolchain(Path(state["toolchain"]))
+        config = self.config
+        builders: dict[str, Callable[[], Component]] = {
+            "etcd": lambda: comp.etcd(tc, layout),
+            "kube-apiserver": lambda: comp.kube_apiserver(tc, layout),
+            "kube-controller-manager": lambda: comp.kube_controller_manager(tc, layout),
+            "kube-scheduler": lambda: comp.kube_scheduler(tc, layout),
+            "podgroup-controller": lambda: comp.podgroup_controller(tc, layout),
+            "kwok": lambda: comp.kwok(tc, layout, _ASSETS / "kwok-stages.yaml"),
+            "training-operator": lambda: comp.training_operator(
+                tc, layout, config.gang_scheduler_name
+            ),
+        }
+        if component not in builders:
+            raise SandboxError(f"unknown sandbox component {component!r}")
+        started = start(
+            builders[component](),
+            self.processes,
+            die_with_parent=state.get("die_with_parent", False),
+        )
+        wait_ready([started], timeout)
 
     # -- nodes at run time --------------------------------------------------------------------
 

@@ -74,3 +74,49 @@ def with_node_selector(job: dict[str, Any], selector: dict[str, str]) -> dict[st
     for replica in replica_specs.values():
         replica["template"].setdefault("spec", {}).setdefault("nodeSelector", {}).update(selector)
     return out
+
+
+def gang_policy(
+    name: str,
+    namespace: str,
+    *,
+    kinds: tuple[str, ...] = ("PyTorchJob",),
+    toleration_seconds: int | None = 30,
+    purge_mode: str = "Immediately",
+    propagate_deps: bool = True,
+    estimator: str | None = None,
+    max_failovers: int | None = None,
+    grace_period_seconds: int | None = None,
+    cluster_names: list[str] | None = None,
+) -> dict[str, Any]:
+    """A PropagationPolicy shaped like the seeds' (Gang, Divided, failover on application)."""
+    replica_scheduling: dict[str, Any] = {
+        "replicaSchedulingType": "Divided",
+        "customSchedulingType": "Gang",
+    }
+    if estimator:
+        replica_scheduling["gangEstimator"] = estimator
+    placement: dict[str, Any] = {"replicaScheduling": replica_scheduling}
+    if cluster_names:
+        placement["clusterAffinity"] = {"clusterNames": cluster_names}
+    spec: dict[str, Any] = {
+        "propagateDeps": propagate_deps,
+        "placement": placement,
+        "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": k} for k in kinds],
+    }
+    if toleration_seconds is not None:
+        application: dict[str, Any] = {
+            "decisionConditions": {"tolerationSeconds": toleration_seconds},
+            "purgeMode": purge_mode,
+        }
+        if max_failovers is not None:
+            application["maxFailovers"] = max_failovers
+        if grace_period_seconds is not None:
+            application["gracePeriodSeconds"] = grace_period_seconds
+        spec["failover"] = {"application": application}
+    return {
+        "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

@@ -1,0 +1,185 @@
+"""End-to-end fixtures: the sandbox, fleet's CRDs, three joined members and a live controller.
+
+The controller runs as a real `fleet controller` process (two replicas electing a leader), so
+tests can SIGKILL it as a failing node would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.install import install_crds, join, single_context
+from fleet.kube import KubeClient, load
+from fleet.sandbox import Sandbox
+from fleet.testing.controller import ControllerProcess
+from fleet.testing.kube import ClusterClient, job_condition, wait_until
+from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL
+
+MEMBERS = ("member-1", "member-2", "member-3")
+PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
+BINDING = ("fleet.dev/v1alpha1", "GangBinding")
+LEASE_SECONDS = 6
+
+
+class Fleet:
+    """What e2e tests need: clients, the controller replicas, and questions about jobs."""
+
+    def __init__(self, sandbox: Sandbox, clusters: dict[str, ClusterClient], log_dir: Path) -> None:
+        self.sandbox = sandbox
+        self.clusters = clusters
+        self.api = clusters["fleet"]
+        self.log_dir = log_dir
+        self.replicas: list[ControllerProcess] = []
+
+    # -- controller replicas --------------------------------------------------------------
+
+    def start_replica(self, identity: str) -> ControllerProcess:
+        replica = ControllerProcess(
+            self.sandbox.kubeconfig,
+            identity,
+            self.log_dir,
+            "--lease-seconds",
+            str(LEASE_SECONDS),
+            "--metrics-port",
+            "0",
+        ).start()
+        self.replicas.append(replica)
+        return replica
+
+    def leader(self) -> str | None:
+        lease = self.api.get("coordination.k8s.io/v1", "Lease", "fleet-controller", "kube-system")
+        holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
+        return holder or None
+
+    def replica(self, identity: str) -> ControllerProcess:
+        return next(r for r in self.replicas if r.identity == identity)
+
+    def ensure_running(self) -> None:
+        """Tests that kill replicas leave them dead; bring every replica back."""
+        for replica in self.replicas:
+            if not replica.running:
+                replica.start()
+        wait_until(self.leader, timeout=3 * LEASE_SECONDS + 10, what="a leading controller")
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {r.identity}\n{r.tail(60)}" for r in self.replicas)
+
+    # -- questions ----------------------------------------------------------------------------
+
+    def binding(self, namespace: str, name: str, kind: str = "pytorchjob") -> dict[str, Any] | None:
+        return self.api.get(*BINDING, f"{kind}-{name}", namespace)
+
+    def target(self, namespace: str, name: str) -> str | None:
+        clusters = ((self.binding(namespace, name) or {}).get("spec") or {}).get("clusters") or []
+        return clusters[0]["name"] if clusters else None
+
+    def copies(self, namespace: str, name: str, api: tuple[str, str] = PYTORCHJOB) -> list[str]:
+        """Members holding a copy of the job, in name order."""
+        return [m for m in MEMBERS if self.clusters[m].get(*api, name, namespace) is not None]
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.api.get(*PYTORCHJOB, name, namespace)
+
+    def state(self, namespace: str, name: str) -> str | None:
+        conditions = ((self.job(namespace, name) or {}).get("status") or {}).get("conditions")
+        return conditions[-1]["type"] if conditions else None
+
+    def events(self, namespace: str, name: str) -> list[tuple[str, str, str]]:
+        return [
+            (e["reason"], e["message"], (e.get("source") or {}).get("component", ""))
+            for e in sorted(
+                self.api.events(namespace, name),
+                key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
+            )
+        ]
+
+    def wait_running(self, namespace: str, name: str, member: str, timeout: float = 90) -> None:
+        client = self.clusters[member]
+
+        def running() -> bool:
+            pods = client.pods(namespace, f"{JOB_NAME_LABEL}={name}")
+            return bool(pods) and all(p["status"].get("phase") == "Running" for p in pods)
+
+        wait_until(running, timeout=timeout, what=f"{name} running in {member}")
+        wait_until(
+            lambda: job_condition(self.job(namespace, name), "Running"),
+            timeout=timeout,
+            what=f"{name} Running on the fleet",
+        )
+
+    def mark(self, member: str, namespace: str, job: str, outcome: str) -> None:
+        client = self.clusters[member]
+        for pod in client.pods(namespace, f"{JOB_NAME_LABEL}={job}"):
+            client.patch(
+                "v1",
+                "Pod",
+                pod["metadata"]["name"],
+                {"metadata": {"labels": {OUTCOME_LABEL: outcome}}},
+                namespace,
+            )
+
+
+async def _bootstrap(kubeconfig: Path) -> None:
+    fleet = KubeClient(load(str(kubeconfig), "fleet"), name="fleet")
+    try:
+        await install_crds(fleet)
+        config = yaml.safe_load(kubeconfig.read_text())
+        for i, member in enumerate(MEMBERS, start=1):
+            await join(fleet, member, single_context(config, member), {"region": f"region-{i}"})
+    finally:
+        await fleet.aclose()
+
+
+@pytest.fixture(scope="session")
+def fleet(
+    sandbox: Sandbox, clusters: dict[str, ClusterClient], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Fleet]:
+    asyncio.run(_bootstrap(sandbox.kubeconfig))
+    log_dir = tmp_path_factory.mktemp("controller-logs")
+    handle = Fleet(sandbox, clusters, log_dir)
+    handle.start_replica("ctl-a")
+    handle.start_replica("ctl-b")
+    try:
+        wait_until(handle.leader, timeout=60, what="a leading controller")
+        for member in MEMBERS:
+            wait_until(
+                lambda m=member: _ready(clusters["fleet"], m),
+                timeout=60,
+                what=f"MemberCluster {member} Ready",
+            )
+        yield handle
+    finally:
+        for replica in handle.replicas:
+            replica.stop()
+
+
+def _ready(api: ClusterClient, member: str) -> bool:
+    mc = api.get("fleet.dev/v1alpha1", "MemberCluster", member)
+    conditions = ((mc or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture
+def live(fleet: Fleet, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    """The fleet with its controller running; on failure, the controller logs are attached."""
+    fleet.ensure_running()
+    started = time.monotonic()
+    yield fleet
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(f"\ncontroller logs ({time.monotonic() - started:.0f}s test):\n{fleet.logs()}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
+    return report
