@@ -18,6 +18,7 @@ import yaml
 from fleet.install import install_crds, join, single_context
 from fleet.kube import KubeClient, load
 from fleet.sandbox import Sandbox
+from fleet.sandbox.process import free_ports
 from fleet.testing.controller import ControllerProcess
 from fleet.testing.kube import ClusterClient, job_condition, wait_until
 from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL
@@ -41,6 +42,7 @@ class Fleet:
     # -- controller replicas --------------------------------------------------------------
 
     def start_replica(self, identity: str) -> ControllerProcess:
+        port = free_ports(1)[0]
         replica = ControllerProcess(
             self.sandbox.kubeconfig,
             identity,
@@ -48,9 +50,10 @@ class Fleet:
             "--lease-seconds",
             str(LEASE_SECONDS),
             "--metrics-port",
-            "0",
-        ).start()
-        self.replicas.append(replica)
+            str(port),
+        )
+        replica.metrics_port = port
+        self.replicas.append(replica.start())
         return replica
 
     def leader(self) -> str | None:

@@ -69,6 +69,11 @@ class Member:
     def ready(self) -> bool:
         return self.health.ready
 
+    @property
+    def known(self) -> bool:
+        """Whether we have heard from the member since connecting (ready or not)."""
+        return self.health.reason != "Connecting"
+
     def job(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
         """The member's copy of a dispatched job, as last seen by its watch."""
         informer = self.jobs.get((api_version, kind))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -48,7 +49,7 @@ from fleet.core.jobstate import JobState, job_state
 from fleet.core.kinds import Kind, find_kind
 from fleet.core.placement import place
 from fleet.core.workload import Gang, WorkloadError, gang_from_workload
-from fleet.kube import ApiError, KubeClient, Obj
+from fleet.kube import ApiError, KubeClient, Obj, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +107,17 @@ class Reconciler:
         self.settings = settings
         self.events = events
         self.metrics = metrics
-        self.queue: WorkQueue[WorkloadKey] = WorkQueue(self.reconcile, workers=settings.workers)
+        self.queue: WorkQueue[WorkloadKey] = WorkQueue(
+            self.reconcile, workers=settings.workers, expected=(Unreachable,)
+        )
         #: Workloads waiting for capacity, with when they started waiting (FIFO on retry).
         self.pending: dict[WorkloadKey, float] = {}
         #: Every workload seen on the fleet, so a new policy can pick up existing jobs.
         self.known: set[WorkloadKey] = set()
         #: Workload -> cluster it is bound to, so a member's news reaches its workloads.
         self.placed: dict[WorkloadKey, str] = {}
+        #: Workload -> clusters it left a copy in that is still to be purged (or fenced).
+        self.evicting: dict[WorkloadKey, set[str]] = {}
 
     # -- triggers ---------------------------------------------------------------------------
 
@@ -131,6 +136,9 @@ class Reconciler:
     def member_health_changed(self, member: str, _ready: bool) -> None:
         for key, cluster in list(self.placed.items()):
             if cluster == member:
+                self.queue.add(key)
+        for key, clusters in list(self.evicting.items()):
+            if member in clusters:
                 self.queue.add(key)
         self.retry_pending()
 
@@ -173,6 +181,7 @@ class Reconciler:
         self.known.discard(key)
         self.pending.pop(key, None)
         self.placed.pop(key, None)
+        self.evicting.pop(key, None)
         self.metrics.pending.set(len(self.pending))
 
     async def _interpret(self, workload: Obj) -> Gang | None:
@@ -348,7 +357,9 @@ class _Step:
         return [x.to_dict() for x in updated]
 
     def _status_list(self, name: str) -> list[dict[str, Any]]:
-        items = getattr(self.binding.status, name, None) if self.binding.status else None
+        """A list field of the binding's status by its JSON name, as dicts."""
+        attr = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+        items = getattr(self.binding.status, attr) if self.binding.status else None
         return [x.to_dict() for x in items or []]
 
     # -- 1. old copies ------------------------------------------------------------------------
@@ -392,6 +403,10 @@ class _Step:
                     f"{what} in {task.from_cluster} ({mode})",
                 )
                 self.r.metrics.purges.inc(task.from_cluster)
+        if remaining:
+            self.r.evicting[self.key] = {t.from_cluster for t in remaining}
+        else:
+            self.r.evicting.pop(self.key, None)
         if len(remaining) != len(tasks):
             await self._patch_binding(
                 {"gracefulEvictionTasks": [t.to_dict() for t in remaining] or None}, None
@@ -427,11 +442,14 @@ class _Step:
     async def _judge(self, target: str) -> bool:
         """Failover judgement on the current cluster; False ends this reconcile."""
         member = self.r.members.get(target)
-        ready = member is not None and member.ready
+        ready: bool | None = member is not None and member.ready
+        if member is not None and not member.known:
+            ready = None  # just (re)connected: no verdict on what we have not seen
         state = self._member_state(target)
+        synced = member is not None and member.jobs_synced(self.key.api_version, self.key.kind)
         observed = failover.Observation(
             cluster_ready=ready,
-            job_failed=state == "Failed",
+            job_failed=(state == "Failed") if synced else None,
             job_succeeded=state == "Succeeded",
         )
         status = self.binding.status
@@ -553,6 +571,8 @@ class _Step:
             },
         )
         self.r.placed.pop(self.key, None)
+        if tasks:
+            self.r.evicting[self.key] = {t["fromCluster"] for t in tasks}
         self.r.metrics.failovers.inc(verdict.reason)
         left = {"Never": f"; the copy in {target} is left in place (purgeMode Never)"}.get(mode, "")
         message = f"failing over from {target}: {verdict.message}{left}"

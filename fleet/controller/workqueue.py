@@ -24,8 +24,11 @@ class WorkQueue(Generic[K]):
         *,
         workers: int = 4,
         max_backoff: float = 60.0,
+        expected: tuple[type[BaseException], ...] = (),
     ) -> None:
         self._process = process
+        #: Failures worth a line in the log, not a traceback (an unreachable member).
+        self._expected = expected
         self._workers = workers
         self._max_backoff = max_backoff
         self._ready: asyncio.Queue[K] = asyncio.Queue()
@@ -93,13 +96,16 @@ class WorkQueue(Generic[K]):
                 self._failures.pop(key, None)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as e:
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
                 delay = min(0.5 * 2 ** (failures - 1), self._max_backoff)
-                log.exception(
-                    "reconciling %s failed (attempt %d); retry in %.1fs", key, failures, delay
-                )
+                if isinstance(e, self._expected):
+                    log.warning("reconciling %s: %s; retry in %.1fs", key, e, delay)
+                else:
+                    log.exception(
+                        "reconciling %s failed (attempt %d); retry in %.1fs", key, failures, delay
+                    )
                 self.add_after(key, delay)
             finally:
                 self.processed += 1

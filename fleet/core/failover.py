@@ -36,12 +36,16 @@ class FailoverSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Observation:
-    """What the controller sees of the job's current copy right now."""
+    """What the controller sees of the job's current copy right now.
+
+    `None` means "not known yet" (a controller that just started has not heard from the member,
+    or has not listed its jobs): nothing is judged on it, and the persisted timers stand.
+    """
 
     #: The member answers and reports Ready.
-    cluster_ready: bool
+    cluster_ready: bool | None
     #: The member copy is Failed (its conditions say so); meaningless while the cluster is lost.
-    job_failed: bool = False
+    job_failed: bool | None = False
     #: The member copy Succeeded: a finished job never moves.
     job_succeeded: bool = False
 
@@ -104,6 +108,8 @@ def judge(
     """
     if settings is None or (observed.job_succeeded and observed.cluster_ready):
         return Stay(CLEAR)
+    if observed.cluster_ready is None:
+        return Stay(timers)
     if not observed.cluster_ready:
         since = timers.cluster_lost_since if timers.cluster_lost_since is not None else now
         kept = Timers(unhealthy_since=timers.unhealthy_since, cluster_lost_since=since)
@@ -116,6 +122,8 @@ def judge(
             "ClusterLost",
             f"{cluster} has been unreachable or not Ready",
         )
+    if observed.job_failed is None:
+        return Stay(Timers(unhealthy_since=timers.unhealthy_since))
     if observed.job_failed:
         since = timers.unhealthy_since if timers.unhealthy_since is not None else now
         kept = Timers(unhealthy_since=since, cluster_lost_since=None)

@@ -38,6 +38,7 @@ class ControllerProcess:
         ]
         self.log = log_dir / f"controller-{identity}.log"
         self.popen: subprocess.Popen[bytes] | None = None
+        self.metrics_port: int | None = None
 
     def start(self) -> ControllerProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)

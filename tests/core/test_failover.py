@@ -127,3 +127,11 @@ def test_purge_modes():
     assert not waiting.delete and waiting.recheck_at == 60
     assert purge_old_copy("Gracefully", evicted_at=0, successor_running=True, now=10).delete
     assert purge_old_copy("Gracefully", evicted_at=0, successor_running=False, now=600).delete
+
+
+def test_nothing_is_judged_on_what_is_not_known_yet():
+    """A restarted controller that has not heard from the member keeps the stored timers."""
+    timers = Timers(unhealthy_since=5.0, cluster_lost_since=None)
+    assert judge(SETTINGS, Observation(cluster_ready=None), timers, now=100) == Stay(timers)
+    unknown_job = Observation(cluster_ready=True, job_failed=None)
+    assert judge(SETTINGS, unknown_job, timers, now=100) == Stay(Timers(unhealthy_since=5.0))
