@@ -64,12 +64,9 @@ def _print_status(sandbox: Sandbox) -> list[ClusterStatus]:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    sandbox = _sandbox(args)
-    sandbox.up(SandboxConfig.default(3))
-    _print_status(sandbox)
-    print(f"\nexport KUBECONFIG={sandbox.kubeconfig}   # contexts: fleet, member-1..3")
-    print("stop it with: fleet sandbox down")
-    return 0
+    from fleet.demo import run
+
+    return run(Path(args.state_dir) if args.state_dir else None)
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:
