@@ -3,10 +3,10 @@
 1. A fleet and three members with different GPU layouts (member-1's 8 GPUs are scattered over
    four nodes; member-2 has one whole 8-GPU node; member-3 two 4-GPU nodes).
 2. fleet's CRDs, the members joined, and the controller running beside the sandbox.
-3. The seeds' PropagationPolicy and a PyTorchJob (1 master + 2 workers): placed whole in one
-   member, the ScheduleBindingSucceed event, `kubectl amc get ... -M` as ACK One prints it.
-4. A gang that fits member-1 only by ACK's sum-of-free rule: fleet's node-level rule places it
-   where it can really start, and says why member-1 was rejected.
+3. The seeds' PropagationPolicy, and a gang that fits member-1 only by ACK's sum-of-free rule:
+   fleet's node-level rule places it where it can really start, and says why not member-1.
+4. The seeds' PyTorchJob (1 master + 2 workers): placed whole in one member, the
+   ScheduleBindingSucceed event, `kubectl amc get ... -M` as ACK One prints it.
 5. The job fails in its member: after tolerationSeconds it runs elsewhere.
 
 Everything stays up afterwards to explore; `fleet sandbox down` stops it all.
@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.request
 from collections.abc import Callable
@@ -232,9 +233,25 @@ def run(state_dir: Path | None = None) -> int:
     )
     _shell("kubectl get membercluster", kubeconfig)
 
-    _step("3. The seeds' example: a Gang PropagationPolicy and a PyTorchJob")
-    fleet.apply(SEED_POLICY)
-    job = pytorchjob("pytorch-test", namespace="default", workers=2, gpus=1)
+    fleet.apply(SEED_POLICY)  # the seeds' PropagationPolicy: Gang, failover after 30s
+    _step("3. Fragmentation: 2 workers x 4 GPUs. member-1 has 8 GPUs free in sum, 2 per node")
+    big = pytorchjob("big-gang", namespace="default", workers=2, gpus=4, master_gpus=0)
+    fleet.apply(big)
+    chosen = _wait(lambda: _target(fleet, "big-gang"), "big-gang placed")
+    _wait(lambda: _running_in(kubeconfig, chosen, "big-gang"), "big-gang running")
+    binding = fleet.get("fleet.dev/v1alpha1", "GangBinding", "pytorchjob-big-gang") or {}
+    scheduled = next(
+        (x for x in binding.get("status", {}).get("conditions", []) if x["type"] == "Scheduled"),
+        {"message": ""},
+    )
+    print(f"  fleet placed big-gang in {chosen}. The binding says why:")
+    print(textwrap.fill(scheduled["message"], 96, initial_indent="    ", subsequent_indent="    "))
+    print("  ACK One's sum-of-free rule accepts member-1 (8 free >= 8 needed); the gang would")
+    print("  wait there, whole, because no node of member-1 can hold a 4-GPU worker.")
+
+    _step("4. The seeds' example: a PyTorchJob with 1 master and 2 workers")
+    # OnFailure pods restart in place; after backoffLimit restarts the job is Failed.
+    job = pytorchjob("pytorch-test", namespace="default", workers=2, gpus=1, backoff_limit=2)
     fleet.apply(job)
     first = _wait(lambda: _target(fleet, "pytorch-test"), "pytorch-test placed")
     _wait(lambda: _running_in(kubeconfig, first, "pytorch-test"), "pytorch-test running")
@@ -251,21 +268,16 @@ def run(state_dir: Path | None = None) -> int:
     _shell("kubectl amc get pytorchjob -M", kubeconfig)
     _shell("kubectl amc get pod -M", kubeconfig)
 
-    _step("4. Fragmentation: 2 workers x 4 GPUs. member-1 has 8 GPUs free in sum, 2 per node")
-    big = pytorchjob("big-gang", namespace="default", workers=2, gpus=4, master_gpus=0)
-    fleet.apply(big)
-    chosen = _wait(lambda: _target(fleet, "big-gang"), "big-gang placed")
-    _wait(lambda: _running_in(kubeconfig, chosen, "big-gang"), "big-gang running")
-    print(f"  fleet placed big-gang in {chosen}; ACK's sum rule would also accept member-1,")
-    print("  where no node can hold a 4-GPU worker and the gang would wait, whole, forever.")
-    _shell("kubectl get gangbinding", kubeconfig)
-
     _step(f"5. Failover: pytorch-test fails in {first}; tolerationSeconds is 30")
     member = _Api(kubeconfig, first)
     for pod in member.pods("pytorch-test"):
         member.label_pod(pod["metadata"]["name"], OUTCOME_LABEL, "Failed")
     started = time.monotonic()
-    print("  marked its pods Failed (kwok plays a crashing container); waiting ...", flush=True)
+    print(
+        "  marked its pods to crash (kwok restarts them as a kubelet would; after backoffLimit 2"
+        " the job is Failed); waiting ...",
+        flush=True,
+    )
 
     def moved() -> str | None:
         target = _target(fleet, "pytorch-test")

@@ -644,6 +644,9 @@ class _Step:
         )
         now_dt = _now()
         result = f"Binding has been scheduled successfully. Result: {chosen}"
+        # The binding also says why the other clusters were not chosen.
+        others = "; ".join(decision.sentences())
+        explained = f"{result}; not chosen: {others}" if others else result
         try:
             await self._patch_binding(
                 {
@@ -666,7 +669,7 @@ class _Step:
                         PlacementRecord(cluster=chosen.cluster, placed_at=now_dt).to_dict(),
                     ],
                     "conditions": self._conditions(
-                        c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, result
+                        c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained
                     ),
                 },
             )
