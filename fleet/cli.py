@@ -25,6 +25,12 @@ def _cmd_sandbox_up(args: argparse.Namespace) -> int:
         else SandboxConfig.default(args.members)
     )
     sandbox = _sandbox(args)
+    if args.provider == "kind":
+        from fleet.sandbox.kind import up_with_kind
+
+        up_with_kind(config, sandbox.root)
+        print(f"\nexport KUBECONFIG={sandbox.root / 'kubeconfig'}")
+        return 0
     sandbox.up(config, timeout=args.timeout)
     _print_status(sandbox)
     print(f"\nexport KUBECONFIG={sandbox.kubeconfig}")
@@ -154,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--members", type=int, default=3, help="number of member clusters (default 3)")
     up.add_argument("--config", help="a sandbox YAML file describing members and their nodes")
     up.add_argument("--timeout", type=float, default=180, help="seconds to wait for each phase")
+    up.add_argument(
+        "--provider",
+        choices=["processes", "kind"],
+        default="processes",
+        help="processes (default; no Docker needed) or kind (needs Docker, kind, kubectl, helm)",
+    )
     up.set_defaults(func=_cmd_sandbox_up)
     ssub.add_parser("down", help="stop every sandbox process and remove its state").set_defaults(
         func=_cmd_sandbox_down
