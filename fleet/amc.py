@@ -23,6 +23,7 @@ import httpx
 import yaml
 
 from fleet.api import constants as c
+from fleet.core.kinds import KINDS
 from fleet.kube import Connection, from_kubeconfig, load
 from fleet.kubeconfig import KubeconfigError, kubeconfig_from_secret
 
@@ -69,8 +70,9 @@ def members(fleet: httpx.Client) -> dict[str, Connection]:
     return out
 
 
-def resolve(client: httpx.Client, what: str) -> tuple[str, bool]:
-    """`pytorchjob`, `pytorchjobs`, `PyTorchJob`, `po`, ... -> (collection path, namespaced)."""
+def resolve(client: httpx.Client, what: str) -> tuple[str, bool, str]:
+    """`pytorchjob`, `pytorchjobs`, `PyTorchJob`, `po`, ... -> (collection path, namespaced,
+    kind)."""
     want = what.lower()
     groups = [("/api/v1", "v1")]
     for group in (_get(client, "/apis") or {}).get("groups", []):
@@ -83,7 +85,7 @@ def resolve(client: httpx.Client, what: str) -> tuple[str, bool]:
             names = {res["name"], res.get("singularName", ""), res["kind"].lower()}
             names |= set(res.get("shortNames") or [])
             if want in names:
-                return f"{prefix}/{{ns}}{res['name']}", bool(res["namespaced"])
+                return f"{prefix}/{{ns}}{res['name']}", bool(res["namespaced"]), res["kind"]
     raise AmcError(f"the server doesn't have a resource type {what!r}")
 
 
@@ -105,24 +107,35 @@ def _cell(value: Any, column: dict[str, Any]) -> str:
     if value is None:
         return "<none>"
     if column.get("format") == "date" or column.get("type") == "date":
-        return _age(str(value)) if value else "<unknown>"
+        try:
+            return _age(str(value))
+        except ValueError:
+            return str(value) or "<unknown>"  # the server already made it relative
     if isinstance(value, list):
         return ",".join(map(str, value)) or "<none>"
     return str(value)
 
 
-def table_rows(table: dict[str, Any], cluster: str) -> tuple[list[str], list[list[str]]]:
-    """The member's table with CLUSTER after NAME and ADOPTION at the end."""
+#: Kinds fleet propagates to members: only these get an ADOPTION column (as ACK One prints).
+PROPAGATED_KINDS = frozenset(
+    [k.kind for k in KINDS] + ["ConfigMap", "Secret", "ServiceAccount", "PersistentVolumeClaim"]
+)
+
+
+def table_rows(
+    table: dict[str, Any], cluster: str, *, adoption: bool = True
+) -> tuple[list[str], list[list[str]]]:
+    """The member's table with CLUSTER after NAME, and ADOPTION at the end if asked."""
     columns = [c for c in table["columnDefinitions"] if c.get("priority", 0) == 0]
     keep = [i for i, c in enumerate(table["columnDefinitions"]) if c.get("priority", 0) == 0]
     header = [col["name"].upper() for col in columns]
-    header = [header[0], "CLUSTER", *header[1:], "ADOPTION"]
+    header = [header[0], "CLUSTER", *header[1:]] + (["ADOPTION"] if adoption else [])
     rows = []
     for row in table.get("rows") or []:
         cells = [_cell(row["cells"][i], table["columnDefinitions"][i]) for i in keep]
         labels = ((row.get("object") or {}).get("metadata") or {}).get("labels") or {}
         adopted = "Y" if labels.get(c.MANAGED_BY_LABEL) == c.MANAGED_BY_VALUE else "N"
-        rows.append([cells[0], cluster, *cells[1:], adopted])
+        rows.append([cells[0], cluster, *cells[1:]] + ([adopted] if adoption else []))
     return header, rows
 
 
@@ -175,7 +188,7 @@ def _get_command(args: argparse.Namespace) -> int:
     for cluster, conn in sorted(known.items()):
         with _client(conn) as member:
             try:
-                template, namespaced = resolve(member, args.resource)
+                template, namespaced, kind = resolve(member, args.resource)
             except (AmcError, httpx.HTTPError) as e:
                 print(f"warning: {cluster}: {e}", file=sys.stderr)
                 continue
@@ -193,7 +206,7 @@ def _get_command(args: argparse.Namespace) -> int:
             )
             if table is None:
                 continue
-            header, cluster_rows = table_rows(table, cluster)
+            header, cluster_rows = table_rows(table, cluster, adoption=kind in PROPAGATED_KINDS)
             rows += cluster_rows
     if args.output == "yaml":
         print(yaml.safe_dump_all(documents, sort_keys=False), end="")

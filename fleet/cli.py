@@ -205,12 +205,23 @@ def build_parser() -> argparse.ArgumentParser:
     jn.add_argument("--member-context", help="context in that kubeconfig (default: current)")
     jn.add_argument("--label", action="append", help="key=value label for clusterAffinity")
     jn.set_defaults(func=_cmd_join)
+    sub.add_parser("simulate", help="replay GPU traces through the placement code (see --help)")
+    sub.add_parser("amc", help="kubectl amc: objects across member clusters (see --help)")
     tc = sub.add_parser("toolchain", help="build (or find) the pinned upstream binaries")
     tc.set_defaults(func=_cmd_toolchain)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["simulate"]:
+        from fleet.simulate.cli import main as simulate
+
+        return simulate(argv[1:])
+    if argv[:1] == ["amc"]:
+        from fleet.amc import main as amc
+
+        return amc(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from fleet.core.snapshot import DEFAULT_RESERVATION_SECONDS
+
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -12,7 +14,7 @@ class Settings:
     estimator: Literal["nodes", "sum"] = "nodes"
     #: How long a placement holds its capacity in the fleet's snapshot before the member shows
     #: the pods bound (in-flight reservation).
-    reservation_seconds: float = 120.0
+    reservation_seconds: float = DEFAULT_RESERVATION_SECONDS
     #: Concurrent reconciles.
     workers: int = 4
     #: How often each member is probed.

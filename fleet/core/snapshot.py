@@ -40,6 +40,11 @@ DEFAULT_IDENTITY_LABEL_KEYS = frozenset({"kubernetes.io/hostname"})
 _VERDICT_CACHE_LIMIT = 512
 
 
+#: How long a placement holds its capacity in a snapshot before the member shows the gang's pods
+#: bound (the controller's and the simulator's default in-flight reservation).
+DEFAULT_RESERVATION_SECONDS = 120.0
+
+
 class Signature:
     """The non-resource facts a pod's constraints are judged against, shared by many nodes."""
 

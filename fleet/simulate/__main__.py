@@ -1,0 +1,5 @@
+"""`python -m fleet.simulate ...`"""
+
+from fleet.simulate.cli import main
+
+raise SystemExit(main())

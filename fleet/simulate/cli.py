@@ -1,0 +1,222 @@
+"""`fleet simulate` / `python -m fleet.simulate`: replay traces, compare policies, write a report.
+
+python -m fleet.simulate --dataset all --out out/simulate      # both datasets, the report
+python -m fleet.simulate --dataset philly --limit 2000          # a quick look
+python -m fleet.simulate --dataset custom --fleet f.yaml --trace t.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from fleet.core.failover import FailoverSettings
+from fleet.simulate import report
+from fleet.simulate.errors import DataError
+from fleet.simulate.faults import Faults, parse_duration, parse_outages
+from fleet.simulate.metrics import RunResult, summarize
+from fleet.simulate.policies import DEFAULT_POLICIES, make_policy, parse_policies
+from fleet.simulate.scenarios import DEFAULT_DATA_DIR, Options, Scenario, build, expand
+from fleet.simulate.simulation import SimConfig, simulate
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fleet simulate",
+        description="Replay GPU job traces through the real placement code and compare rules.",
+    )
+    p.add_argument(
+        "--dataset",
+        default="all",
+        help="all, philly, alibaba, alibaba-philly, alibaba-replay or custom; a comma "
+        "list; -xN compresses arrivals N times (philly-x5). Default: all "
+        "(philly, philly-x5, alibaba, alibaba-philly-x20)",
+    )
+    p.add_argument("--fleet", type=Path, help="fleet file (CSV or YAML) for --dataset custom")
+    p.add_argument("--trace", type=Path, help="trace file (CSV) for --dataset custom")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        help=f"where the public traces are (default {DEFAULT_DATA_DIR})",
+    )
+    p.add_argument(
+        "--policies",
+        default=",".join(DEFAULT_POLICIES),
+        help="comma list: sum, nodes, random, first, or <best|random|first>@<sum|nodes>",
+    )
+    p.add_argument("--out", type=Path, default=Path("out/simulate"), help="report folder")
+    p.add_argument("--seed", type=int, default=0, help="seed for random choices and faults")
+    p.add_argument("--limit", type=int, help="replay only the first N jobs")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="compress arrivals this many times (datasets without -xN)",
+    )
+    p.add_argument(
+        "--fill-target",
+        type=float,
+        default=1.3,
+        help="alibaba fill: stop when GPU requests reach this share of capacity",
+    )
+    p.add_argument(
+        "--reservation-ttl",
+        type=float,
+        default=60.0,
+        help="seconds the fleet holds a placement for pods not yet bound",
+    )
+    p.add_argument(
+        "--member-order",
+        choices=("backfill", "strict"),
+        default="backfill",
+        help="how a member tries waiting gangs (default backfill, as coscheduling)",
+    )
+    p.add_argument(
+        "--failures",
+        type=float,
+        default=0.0,
+        help="probability that one run attempt of a job fails",
+    )
+    p.add_argument(
+        "--outages", default="", help="MEMBER@START+DURATION,... (e.g. 6214e9@10d+6h) or random:N"
+    )
+    p.add_argument("--outage-duration", default="6h", help="duration of random outages")
+    p.add_argument("--toleration", default="300", help="failover tolerationSeconds (e.g. 300, 5m)")
+    p.add_argument("--max-failovers", type=int, default=3, help="give up after this many")
+    p.add_argument(
+        "--purge",
+        choices=("Directly", "Gracefully", "Never"),
+        default="Gracefully",
+        help="what happens to a copy left in a lost member",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="policy runs in parallel processes (default 1: the machine is shared)",
+    )
+    p.add_argument("--no-plots", action="store_true", help="skip the PNGs")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        return _run(args)
+    except (DataError, ValueError, OSError) as err:
+        print(f"fleet simulate: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    names = expand(args.dataset)
+    policies = parse_policies(args.policies)
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    options = Options(
+        data_dir=args.data_dir,
+        seed=args.seed,
+        limit=args.limit,
+        time_scale=args.time_scale,
+        fill_target=args.fill_target,
+        fleet=args.fleet,
+        trace=args.trace,
+    )
+    settings = FailoverSettings(
+        toleration_seconds=parse_duration(args.toleration),
+        purge_mode=args.purge,
+        max_failovers=args.max_failovers,
+    )
+    scenarios = [build(name, options) for name in names]
+    configs = {s.name: _config(args, s, settings) for s in scenarios}
+    tasks = [(s.name, p) for s in scenarios for p in policies]
+    results: dict[tuple[str, str], RunResult] = {}
+    if args.workers > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            futures = {
+                task: pool.submit(
+                    _replay_by_name, task[0], options, task[1], args.seed, configs[task[0]]
+                )
+                for task in tasks
+            }
+            for task, future in futures.items():
+                results[task] = future.result()
+                _progress(results[task], task[0])
+    else:
+        by_name = {s.name: s for s in scenarios}
+        for name, policy in tasks:
+            results[(name, policy)] = replay(by_name[name], policy, args.seed, configs[name])
+            _progress(results[(name, policy)], name)
+    runs = []
+    for s in scenarios:
+        rs = [results[(s.name, p)] for p in policies]
+        outages = configs[s.name].faults.outages
+        runs.append(report.ScenarioRun(s, rs, [summarize(r) for r in rs], outages))
+    path = report.write(
+        args.out, runs, _settings(args, policies, settings), plots_enabled=not args.no_plots
+    )
+    print(f"report: {path}")
+    return 0
+
+
+def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSettings) -> SimConfig:
+    span = scenario.trace[-1].submit if scenario.trace else 0.0
+    outages = parse_outages(
+        args.outages,
+        [m.name for m in scenario.fleet.members],
+        span=span,
+        seed=args.seed,
+        duration=parse_duration(args.outage_duration),
+    )
+    faults = Faults(args.failures, outages, settings, args.seed)
+    return SimConfig(args.reservation_ttl, args.member_order, faults)
+
+
+def replay(scenario: Scenario, policy: str, seed: int, config: SimConfig) -> RunResult:
+    """One policy over one scenario."""
+    members = [m.name for m in scenario.fleet.members]
+    return simulate(scenario.fleet, scenario.trace, make_policy(policy, members, seed), config)
+
+
+def _replay_by_name(
+    name: str, options: Options, policy: str, seed: int, config: SimConfig
+) -> RunResult:
+    return replay(build(name, options), policy, seed, config)
+
+
+def _progress(result: RunResult, scenario: str) -> None:
+    s = summarize(result)
+    print(
+        f"{scenario:>22} {result.policy:<8} {s['jobs']:>7,} jobs  p90 wait "
+        f"{report.human(s['wait_s']['p90']):>7}  mis-dispatches {s['mis_dispatches']:>6,}  "
+        f"never started {s['never_started']:>6,}  ({result.wall_seconds:.0f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _settings(
+    args: argparse.Namespace, policies: Sequence[str], failover: FailoverSettings
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "policies": ",".join(policies),
+        "seed": args.seed,
+        "reservation TTL (s)": args.reservation_ttl,
+        "member order": args.member_order,
+    }
+    if args.limit:
+        out["limit"] = args.limit
+    if args.failures or args.outages:
+        out["job failure probability"] = args.failures
+        out["outages"] = args.outages
+        out["failover toleration (s)"] = failover.toleration_seconds
+        out["max failovers"] = failover.max_failovers
+        out["purge mode"] = failover.purge_mode
+    return out

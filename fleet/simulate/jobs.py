@@ -1,0 +1,116 @@
+"""A job's life in the simulation, and the copies it leaves in member clusters.
+
+States: PENDING (no member fits; waits on the fleet) -> WAITING (dispatched; sits in its member
+until the member's gang scheduler can bind every pod) -> RUNNING -> DONE. Failure injection adds
+FAILED (the member copy failed; the failover clock runs) and GAVE_UP (failed over too often).
+A failover sends the job back to PENDING with its failed cluster excluded.
+
+A `Copy` is what one attempt holds in a member. It outlives a failover when the cluster was lost
+(the pods keep running there, unseen) until the purge mode deletes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from enum import Enum
+
+from fleet.core.failover import CLEAR, Timers
+from fleet.simulate.trace import JobSpec
+
+
+class State(Enum):
+    PENDING = "pending"
+    WAITING = "waiting"
+    RUNNING = "running"
+    FAILED = "failed"
+    DONE = "done"
+    GAVE_UP = "gave-up"
+
+
+class Copy:
+    """The pods of one attempt in one member."""
+
+    __slots__ = ("alive", "evicted_at", "gpus", "job", "key", "member", "pods", "started", "zombie")
+
+    def __init__(
+        self, job: SimJob, key: str, member: str, pods: list[str], gpus: int, started: float
+    ) -> None:
+        self.job = job
+        self.key = key
+        self.member = member
+        self.pods = pods
+        self.gpus = gpus
+        self.started = started
+        #: Left behind by a failover; holds its nodes until purged or finished.
+        self.zombie = False
+        self.evicted_at = 0.0
+        self.alive = True
+
+
+class SimJob:
+    """Mutable per-run state of one `JobSpec`; `seq` is its arrival order (FIFO key)."""
+
+    __slots__ = (
+        "attempt",
+        "copy",
+        "dispatched_at",
+        "end",
+        "excluded",
+        "failovers",
+        "first_start",
+        "gen",
+        "key",
+        "lost_gpu_seconds",
+        "member",
+        "mis_dispatches",
+        "misdispatched",
+        "pending_since",
+        "pending_total",
+        "queue_key",
+        "sat",
+        "seq",
+        "spec",
+        "state",
+        "stuck_in",
+        "timers",
+    )
+
+    def __init__(self, spec: JobSpec, seq: int) -> None:
+        self.spec = spec
+        self.seq = seq
+        self.state = State.PENDING
+        self.attempt = 0
+        self.key = spec.id
+        self.member: str | None = None
+        self.copy: Copy | None = None
+        self.dispatched_at = 0.0
+        self.first_start: float | None = None
+        self.end: float | None = None
+        #: Dispatches that did not start at once, and seconds spent in members after them.
+        self.mis_dispatches = 0
+        self.misdispatched = False
+        self.sat = 0.0
+        #: Where the job sits unstarted when the run ends (a mis-dispatch never resolved).
+        self.stuck_in: str | None = None
+        #: Seconds waiting on the fleet (no member fits).
+        self.pending_since = spec.submit
+        self.pending_total = 0.0
+        self.failovers = 0
+        self.timers: Timers = CLEAR
+        #: Bumped whenever scheduled failover checks become stale.
+        self.gen = 0
+        #: cluster -> (excluded until, or None for good; why), after failovers.
+        self.excluded: dict[str, tuple[float | None, str]] = {}
+        self.lost_gpu_seconds = 0.0
+        self.queue_key: Hashable = spec.shape
+
+    @property
+    def gpus(self) -> int:
+        return self.spec.shape.gpus
+
+    def next_attempt(self) -> None:
+        self.attempt += 1
+        self.key = f"{self.spec.id}#{self.attempt}"
+
+    def __repr__(self) -> str:
+        return f"SimJob({self.spec.id}, {self.state.value}, member={self.member})"

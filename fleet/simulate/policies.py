@@ -1,0 +1,126 @@
+"""Placement policies compared by the simulator, all run through `fleet.core.placement.place`.
+
+A policy is an estimator (which members can hold the gang: `sum` or `nodes`) and a scorer
+(which of those to prefer). The engine's own pairs are `sum` and `nodes`, both with its best-fit
+scorer. The baselines swap only the scorer, which is the engine's documented plug point, so
+every policy filters, screens and checks with the very code the controller runs:
+
+* `random` — a uniformly random fitting member (seeded): each candidate gets a random rank, and
+  the engine's "first real fit in rank order" picks among the fitting ones;
+* `first` — the first fitting member in the fleet's list order.
+
+Baselines use the `nodes` estimator unless written `random@sum` / `first@sum`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from fleet.core.estimate import Estimator, estimator_named
+from fleet.core.placement import Decision, place
+from fleet.core.scoring import Score, Scorer, best_fit
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.workload import Gang
+
+DEFAULT_POLICIES = ("sum", "nodes", "random", "first")
+CHOOSERS = ("best", "random", "first")
+
+
+class PlacementPolicy(Protocol):
+    """Decides where a gang goes; `decide` has `place`'s signature minus the tuning knobs."""
+
+    @property
+    def name(self) -> str: ...
+
+    def decide(
+        self,
+        gang: Gang,
+        clusters: Sequence[ClusterSnapshot],
+        *,
+        not_ready: Collection[str],
+        failed_over: Mapping[str, str],
+    ) -> Decision: ...
+
+
+@dataclass
+class EnginePolicy:
+    """`place` with a given estimator and scorer."""
+
+    name: str
+    estimator: Estimator
+    scorer: Scorer = best_fit
+
+    def decide(
+        self,
+        gang: Gang,
+        clusters: Sequence[ClusterSnapshot],
+        *,
+        not_ready: Collection[str],
+        failed_over: Mapping[str, str],
+    ) -> Decision:
+        return place(
+            gang,
+            clusters,
+            estimator=self.estimator,
+            scorer=self.scorer,
+            not_ready=not_ready,
+            failed_over=failed_over,
+        )
+
+
+def first_in_list(members: Sequence[str]) -> Scorer:
+    """Rank members by their position in the fleet list."""
+    index = {name: float(i) for i, name in enumerate(members)}
+
+    def score(gang: Gang, snapshot: ClusterSnapshot) -> Score:
+        return Score(-index[snapshot.name], 0.0)
+
+    return score
+
+
+def random_rank(rng: random.Random) -> Scorer:
+    """Rank members at random; the first fitting one in that order is a uniform pick."""
+
+    def score(gang: Gang, snapshot: ClusterSnapshot) -> Score:
+        return Score(rng.random(), 0.0)
+
+    return score
+
+
+def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPolicy:
+    """`sum`, `nodes`, `random`, `first`, or `<best|random|first>@<sum|nodes>`."""
+    text = spec.strip()
+    if text in ("sum", "nodes"):
+        chooser, estimator_name = "best", text
+    else:
+        chooser, _, estimator_name = text.partition("@")
+        estimator_name = estimator_name or "nodes"
+    if chooser not in CHOOSERS:
+        raise ValueError(
+            f"unknown policy {spec!r} (expected sum, nodes, random, first, or "
+            f"<{'|'.join(CHOOSERS)}>@<sum|nodes>)"
+        )
+    estimator = estimator_named(estimator_name)
+    scorer: Scorer
+    if chooser == "best":
+        scorer = best_fit
+    elif chooser == "first":
+        scorer = first_in_list(members)
+    else:
+        scorer = random_rank(random.Random(seed))
+    return EnginePolicy(text, estimator, scorer)
+
+
+def parse_policies(text: str) -> list[str]:
+    """`sum,nodes,random` -> names, checked, in order, without repeats."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise ValueError("no policy given")
+    for name in names:
+        make_policy(name, ["probe"])
+    if len(set(names)) != len(names):
+        raise ValueError(f"a policy is listed twice in {text!r}")
+    return names

@@ -1,0 +1,454 @@
+"""The event engine: one policy, one fleet, one trace, simulated time.
+
+Fleet side (the controller's view): one `ClusterSnapshot` per member holding bound pods *and*
+in-flight reservations. A job is placed with the policy (`place` underneath), the assignment is
+reserved for `reservation_ttl` seconds, and the gang joins its member's line. When the member
+binds the pods they carry the placement's owner key, which consumes the reservation, exactly as
+the controller's informer events do. A job nothing fits waits on the fleet queue and is retried
+when capacity frees (a job ends or fails, a reservation expires, a member comes back, an
+exclusion ends): event driven, never polled.
+
+Member side: see `member`. The engine is a heap of timed events plus the sorted trace read in
+step (arrivals are never pushed on the heap); all events of one instant are applied before the
+members and then the fleet act on the new state.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from fleet.core.failover import (
+    CLEAR,
+    GiveUp,
+    Move,
+    Observation,
+    Stay,
+    delete_before_placing,
+    exclusion_until,
+    purge_old_copy,
+    still_excluded,
+)
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.simulate.faults import FailoverJudge, Faults, core_judge
+from fleet.simulate.fleets import FleetSpec
+from fleet.simulate.jobs import Copy, SimJob, State
+from fleet.simulate.member import Member
+from fleet.simulate.metrics import RunResult
+from fleet.simulate.policies import PlacementPolicy
+from fleet.simulate.queueing import FifoQueue, FleetQueue
+from fleet.simulate.trace import JobSpec
+
+# Event kinds, in the order they apply within one instant: capacity first, arrivals last.
+FINISH, FAIL, OUTAGE_END, PURGE, EXPIRE, UNEXCLUDE, OUTAGE_START, CHECK = range(8)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    #: How long the fleet holds a placement for pods that have not shown up bound. The
+    #: controller has no fixed value yet; 60 s is the default here.
+    reservation_ttl: float = 60.0
+    #: "backfill" (coscheduling: an unstartable gang does not block younger ones) or "strict".
+    member_order: str = "backfill"
+    faults: Faults = field(default_factory=Faults)
+
+    def __post_init__(self) -> None:
+        if self.member_order not in ("backfill", "strict"):
+            raise ValueError(f"member order must be backfill or strict, got {self.member_order!r}")
+        if self.reservation_ttl < 0:
+            raise ValueError("reservation TTL must not be negative")
+
+
+class Simulation:
+    def __init__(
+        self,
+        fleet: FleetSpec,
+        trace: Sequence[JobSpec],
+        policy: PlacementPolicy,
+        config: SimConfig | None = None,
+        *,
+        queue: FleetQueue | None = None,
+        judge: FailoverJudge | None = None,
+    ) -> None:
+        self.config = config if config is not None else SimConfig()
+        self.policy = policy
+        self.fleet = fleet
+        self.trace = sorted(trace, key=lambda j: j.submit)
+        strict = self.config.member_order == "strict"
+        self.members = {m.name: Member(m, strict=strict) for m in fleet.members}
+        #: The controller's view: what members report plus in-flight reservations.
+        self.views = {
+            m.name: ClusterSnapshot.build(m.name, m.nodes, labels=m.labels) for m in fleet.members
+        }
+        self._view_list = list(self.views.values())
+        self.queue: FleetQueue = queue if queue is not None else FifoQueue()
+        faults = self.config.faults
+        self.judge = judge if judge is not None else core_judge(faults.settings)
+        self.now = 0.0
+        self._heap: list[tuple[float, int, int, Any]] = []
+        self._seq = itertools.count()
+        self._down: set[str] = set()
+        self._outages: dict[str, int] = {}
+        self._dirty: dict[Member, None] = {}
+        self._freed = False
+        self._zombies: dict[SimJob, list[Copy]] = {}
+        self._allocated = 0
+        #: When a job last changed state; the run "ends" there (bookkeeping events after it,
+        #: such as a reservation expiring with nothing left to place, do not count).
+        self._last_change = 0.0
+        self._ran = False
+        self.samples: list[tuple[float, int]] = [(0.0, 0)]
+        self.counters = dict.fromkeys(
+            ("decisions", "dispatches", "mis_dispatches", "failovers", "failures", "purged"), 0
+        )
+        self._handlers: dict[int, Callable[[Any], None]] = {
+            FINISH: self._on_finish,
+            FAIL: self._on_fail,
+            OUTAGE_END: self._on_outage_end,
+            PURGE: self._on_purge,
+            EXPIRE: self._on_expire,
+            UNEXCLUDE: self._on_unexclude,
+            OUTAGE_START: self._on_outage_start,
+            CHECK: self._on_check,
+        }
+
+    # The loop ---------------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Replay the whole trace; a `Simulation` runs once."""
+        if self._ran:
+            raise RuntimeError("a Simulation runs once; build a new one")
+        self._ran = True
+        started = time.perf_counter()
+        jobs = [SimJob(spec, i) for i, spec in enumerate(self.trace)]
+        for outage in self.config.faults.outages:
+            if outage.member not in self.members:
+                raise ValueError(f"outage names unknown member {outage.member!r}")
+            self._push(outage.start, OUTAGE_START, outage.member)
+            self._push(outage.end, OUTAGE_END, outage.member)
+        heap = self._heap
+        handlers = self._handlers
+        n = len(jobs)
+        i = 0
+        while True:
+            arrival = jobs[i].spec.submit if i < n else math.inf
+            event = heap[0][0] if heap else math.inf
+            now = min(arrival, event)
+            if now == math.inf:
+                break
+            self.now = now
+            while heap and heap[0][0] <= now:
+                _, kind, _, payload = heapq.heappop(heap)
+                handlers[kind](payload)
+            while i < n and jobs[i].spec.submit <= now:
+                job = jobs[i]
+                job.pending_since = now
+                self.queue.push(job, now)
+                i += 1
+            self._settle()
+        end = max(self._last_change, self.trace[-1].submit if self.trace else 0.0)
+        for job in jobs:
+            if job.state is State.WAITING:
+                job.stuck_in = job.member
+                if job.misdispatched:
+                    job.sat += end - job.dispatched_at
+            elif job.state is State.PENDING:
+                job.pending_total += end - job.pending_since
+        return RunResult(
+            policy=self.policy.name,
+            jobs=jobs,
+            samples=self.samples,
+            total_gpus=self.fleet.total(),
+            end=end,
+            counters=dict(self.counters),
+            wall_seconds=time.perf_counter() - started,
+        )
+
+    def _push(self, when: float, kind: int, payload: Any) -> None:
+        heapq.heappush(self._heap, (when, kind, next(self._seq), payload))
+
+    def _settle(self) -> None:
+        """Members first (gangs already dispatched have first claim), then the fleet queue."""
+        if self._dirty:
+            dirty = list(self._dirty)
+            self._dirty.clear()
+            for member in dirty:
+                if not member.down:
+                    member.waiting.reopen()
+                    member.waiting.drain(partial(self._try_start, member))
+        if self._freed:
+            self._freed = False
+            self.queue.capacity_freed()
+        if len(self.queue):
+            self.queue.drain(self._try_dispatch, self.now)
+
+    # Fleet side -------------------------------------------------------------------------------
+    def _try_dispatch(self, job: SimJob) -> bool:
+        now = self.now
+        self.counters["decisions"] += 1
+        failed_over = {name: why for name, (_, why) in job.excluded.items()}
+        decision = self.policy.decide(
+            job.spec.shape.gang, self._view_list, not_ready=self._down, failed_over=failed_over
+        )
+        placement = decision.placement
+        if placement is None:
+            return False
+        name = placement.cluster
+        ttl = self.config.reservation_ttl
+        self.views[name].reserve(job.key, placement.assignment, now + ttl)
+        self.counters["dispatches"] += 1
+        job.pending_total += now - job.pending_since
+        job.state = State.WAITING
+        job.member = name
+        job.dispatched_at = now
+        self._last_change = now
+        member = self.members[name]
+        member.jobs[job] = None
+        member.waiting.push(job, job.spec.shape, job.seq)
+        if not member.down:
+            member.waiting.drain(partial(self._try_start, member))
+        if job.state is State.WAITING:
+            job.mis_dispatches += 1
+            job.misdispatched = True
+            self.counters["mis_dispatches"] += 1
+            self._push(now + ttl, EXPIRE, name)
+        return True
+
+    def _on_expire(self, name: str) -> None:
+        if self.views[name].expire(self.now):
+            self._freed = True
+
+    # Member side ------------------------------------------------------------------------------
+    def _try_start(self, member: Member, job: SimJob) -> bool:
+        assignment = member.fits(job.spec.shape.gang)
+        if assignment is None:
+            return False
+        now = self.now
+        copy, pods = member.bind(job, assignment, now)
+        view = self.views[member.name]
+        for pod in pods:
+            view.upsert_pod(pod)
+        job.state = State.RUNNING
+        job.copy = copy
+        waited = now - job.dispatched_at
+        if job.misdispatched:
+            job.sat += waited
+            job.misdispatched = False
+        if job.first_start is None:
+            job.first_start = now
+        self._allocate(copy.gpus)
+        duration = job.spec.duration
+        if math.isfinite(duration):
+            point = self.config.faults.failure_point(job.spec.id, job.attempt)
+            if point is not None:
+                self._push(now + point * duration, FAIL, copy)
+            else:
+                self._push(now + duration, FINISH, copy)
+        for old in self._zombies.get(job, ()):
+            if old.alive and not self.members[old.member].down:
+                self._purge(old)
+        return True
+
+    def _free(self, copy: Copy) -> None:
+        if not copy.alive:
+            return
+        copy.alive = False
+        member = self.members[copy.member]
+        member.unbind(copy)
+        view = self.views[copy.member]
+        for uid in copy.pods:
+            view.remove_pod(uid)
+        self._allocate(-copy.gpus)
+        self._dirty[member] = None
+        self._freed = True
+
+    def _allocate(self, gpus: int) -> None:
+        self._allocated += gpus
+        now = self.now
+        self._last_change = now
+        if self.samples[-1][0] == now:
+            self.samples[-1] = (now, self._allocated)
+        else:
+            self.samples.append((now, self._allocated))
+
+    def _on_finish(self, copy: Copy) -> None:
+        if not copy.alive:
+            return
+        self._free(copy)
+        if copy.zombie:
+            return
+        job = copy.job
+        job.state = State.DONE
+        job.end = self.now
+        job.copy = None
+        job.gen += 1
+        self._leave_member(job)
+        self.queue.finished(job, self.now)
+
+    def _on_fail(self, copy: Copy) -> None:
+        if not copy.alive or copy.zombie:
+            return
+        self._free(copy)
+        self.counters["failures"] += 1
+        job = copy.job
+        job.state = State.FAILED
+        job.copy = None
+        job.lost_gpu_seconds += (self.now - copy.started) * copy.gpus
+        self._judge(job)
+
+    def _leave_member(self, job: SimJob) -> None:
+        if job.member is not None:
+            self.members[job.member].jobs.pop(job, None)
+
+    # Failover ---------------------------------------------------------------------------------
+    def _judge(self, job: SimJob) -> None:
+        assert job.member is not None
+        member = self.members[job.member]
+        observed = Observation(cluster_ready=not member.down, job_failed=job.state is State.FAILED)
+        verdict = self.judge(
+            observed, job.timers, self.now, failovers=job.failovers, cluster=job.member
+        )
+        if isinstance(verdict, Stay):
+            job.timers = verdict.timers
+            job.gen += 1
+            if verdict.recheck_at is not None:
+                self._push(verdict.recheck_at, CHECK, (job, job.gen))
+        elif isinstance(verdict, Move):
+            self._last_change = self.now
+            self._evict(job)
+            self.counters["failovers"] += 1
+            job.failovers += 1
+            assert job.member is not None
+            until = exclusion_until(self.config.faults.settings, self.now)
+            job.excluded[job.member] = (until, f"{verdict.reason}: {verdict.message}")
+            if until is not None:
+                self._push(until, UNEXCLUDE, (job, job.member, until))
+            self._leave_member(job)
+            job.member = None
+            job.timers = CLEAR
+            job.next_attempt()
+            job.state = State.PENDING
+            job.pending_since = self.now
+            job.queue_key = self._queue_key(job)
+            self.queue.push(job, self.now)
+        else:
+            assert isinstance(verdict, GiveUp)
+            self._last_change = self.now
+            self._evict(job)
+            self._leave_member(job)
+            job.state = State.GAVE_UP
+            job.end = self.now
+
+    def _evict(self, job: SimJob) -> None:
+        """Take the job's current copy out of its member, as a failover or give-up does."""
+        assert job.member is not None
+        member = self.members[job.member]
+        now = self.now
+        job.gen += 1
+        if job.state is State.WAITING:
+            member.waiting.remove(job, job.spec.shape)
+            if self.views[member.name].release(job.key):
+                self._freed = True
+            if job.misdispatched:
+                job.sat += now - job.dispatched_at
+                job.misdispatched = False
+        elif job.state is State.RUNNING:
+            copy = job.copy
+            assert copy is not None
+            job.copy = None
+            job.lost_gpu_seconds += (now - copy.started) * copy.gpus
+            copy.zombie = True
+            copy.evicted_at = now
+            mode = self.config.faults.settings.purge_mode
+            if delete_before_placing(mode, old_cluster_reachable=not member.down):
+                self._free(copy)
+                self.counters["purged"] += 1
+            else:
+                self._zombies.setdefault(job, []).append(copy)
+
+    def _purge(self, copy: Copy) -> None:
+        job = copy.job
+        settings = self.config.faults.settings
+        decision = purge_old_copy(
+            settings.purge_mode,
+            evicted_at=copy.evicted_at,
+            successor_running=job.state is State.RUNNING,
+            now=self.now,
+            grace_period_seconds=settings.grace_period_seconds,
+        )
+        if decision.delete:
+            self._free(copy)
+            self.counters["purged"] += 1
+        elif decision.recheck_at is not None:
+            self._push(decision.recheck_at, PURGE, copy)
+
+    def _on_purge(self, copy: Copy) -> None:
+        if copy.alive and not self.members[copy.member].down:
+            self._purge(copy)
+
+    def _on_check(self, payload: tuple[SimJob, int]) -> None:
+        job, gen = payload
+        if gen == job.gen and job.state in (State.WAITING, State.RUNNING, State.FAILED):
+            self._judge(job)
+
+    def _on_unexclude(self, payload: tuple[SimJob, str, float]) -> None:
+        job, name, until = payload
+        entry = job.excluded.get(name)
+        if entry is None or entry[0] != until or still_excluded(until, self.now):
+            return
+        del job.excluded[name]
+        if job.state is State.PENDING:
+            self.queue.remove(job)
+            job.queue_key = self._queue_key(job)
+            self.queue.push(job, self.now)
+        else:
+            job.queue_key = self._queue_key(job)
+
+    @staticmethod
+    def _queue_key(job: SimJob) -> object:
+        """Jobs are interchangeable on the fleet queue when shape and exclusions agree."""
+        if not job.excluded:
+            return job.spec.shape
+        return (job.spec.shape, frozenset(job.excluded))
+
+    def _on_outage_start(self, name: str) -> None:
+        self._outages[name] = self._outages.get(name, 0) + 1
+        if self._outages[name] > 1:
+            return
+        member = self.members[name]
+        member.down = True
+        self._down.add(name)
+        for job in list(member.jobs):
+            self._judge(job)
+
+    def _on_outage_end(self, name: str) -> None:
+        self._outages[name] -= 1
+        if self._outages[name] > 0:
+            return
+        member = self.members[name]
+        member.down = False
+        self._down.discard(name)
+        self._dirty[member] = None
+        self._freed = True
+        for job in list(member.jobs):
+            self._judge(job)
+        for copy in [c for c in member.copies.values() if c.zombie]:
+            self._purge(copy)
+
+
+def simulate(
+    fleet: FleetSpec,
+    trace: Sequence[JobSpec],
+    policy: PlacementPolicy,
+    config: SimConfig | None = None,
+    *,
+    queue: FleetQueue | None = None,
+    judge: FailoverJudge | None = None,
+) -> RunResult:
+    """Replay `trace` on `fleet` under `policy`; see the module docstring."""
+    return Simulation(fleet, trace, policy, config, queue=queue, judge=judge).run()

@@ -1,0 +1,121 @@
+"""The command: a custom fleet and trace end to end, a Philly slice from the real data, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet.simulate import load_philly, make_policy, philly_fleet, simulate, summarize
+from fleet.simulate.cli import main
+from fleet.simulate.scenarios import DEFAULT_DATA_DIR, PHILLY_JOBS, PHILLY_VCS, expand
+from fleet.simulate.trace import prepare
+
+HAVE_DATA = (DEFAULT_DATA_DIR / PHILLY_JOBS).exists() and (DEFAULT_DATA_DIR / PHILLY_VCS).exists()
+needs_data = pytest.mark.skipif(not HAVE_DATA, reason=f"public traces not in {DEFAULT_DATA_DIR}")
+
+
+def custom_files(tmp_path: Path) -> tuple[Path, Path]:
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("member,nodes,gpu\na,2,8\nb,1,4\n", encoding="utf-8")
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        "job,submit,duration,workers,gpu\nbg1,0,1000,1,7\nbg2,0,1000,1,7\nbg3,0,100,1,4\n"
+        "J,1,10,1,2\n",
+        encoding="utf-8",
+    )
+    return fleet, trace
+
+
+def test_custom_run_writes_report_metrics_csv_and_plots(tmp_path, capsys):
+    fleet, trace = custom_files(tmp_path)
+    out = tmp_path / "out"
+    code = main(
+        ["--dataset", "custom", "--fleet", str(fleet), "--trace", str(trace), "--out", str(out)]
+    )
+    assert code == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    policies = metrics["scenarios"]["custom"]["policies"]
+    assert list(policies) == ["sum", "nodes", "random", "first"]
+    assert policies["sum"]["mis_dispatches"] == 1 and policies["nodes"]["mis_dispatches"] == 0
+    report = (out / "report.md").read_text()
+    assert "mis-dispatches 1 -> 0" in report and "![CDF of wait time per policy]" in report
+    for png in ("wait-cdf.png", "utilization.png", "misdispatch.png", "wait-by-class.png"):
+        assert (out / "custom" / png).stat().st_size > 5000
+    lines = (out / "custom" / "jobs.csv").read_text().splitlines()
+    assert lines[0].startswith("policy,job,team") and len(lines) == 1 + 4 * 4
+    assert "report:" in capsys.readouterr().out
+
+
+def test_bad_input_exits_2_with_the_line(tmp_path, capsys):
+    fleet, trace = custom_files(tmp_path)
+    trace.write_text("submit,duration,workers,gpu\n0,ten,1,1\n", encoding="utf-8")
+    code = main(
+        [
+            "--dataset",
+            "custom",
+            "--fleet",
+            str(fleet),
+            "--trace",
+            str(trace),
+            "--out",
+            str(tmp_path / "o"),
+            "--no-plots",
+        ]
+    )
+    assert code == 2
+    assert f"{trace}:2: duration: expected a number" in capsys.readouterr().err
+    assert main(["--dataset", "custom", "--out", str(tmp_path / "o")]) == 2
+    assert "--fleet FILE and --trace FILE" in capsys.readouterr().err
+    assert main(["--dataset", "philly", "--policies", "best@magic"]) == 2
+    assert main(["--dataset", "mars"]) == 2
+
+
+def test_dataset_names_expand():
+    assert expand("all") == ["philly", "philly-x5", "alibaba", "alibaba-philly-x20"]
+    assert expand("philly-x2.5,philly") == ["philly-x2.5", "philly"]
+
+
+@needs_data
+def test_a_philly_slice_parses_and_replays():
+    jobs = prepare(load_philly(DEFAULT_DATA_DIR / PHILLY_JOBS), limit=400, time_scale=20)
+    fleet = philly_fleet(DEFAULT_DATA_DIR / PHILLY_VCS)
+    assert fleet.describe() == "11 members, 352 nodes, 2816 GPUs"
+    for policy in ("sum", "nodes"):
+        result = simulate(fleet, jobs, make_policy(policy, [m.name for m in fleet.members]))
+        s = summarize(result)
+        assert s["jobs"] == 400 and s["started"] + s["never_started"] == 400
+        assert (
+            s["completed"]
+            + s["never_started"]
+            + sum(1 for j in result.jobs if j.first_start is not None and j.end is None)
+            == 400
+        )
+        assert 0 < s["gpu_utilization_mean"] <= 1
+
+
+@needs_data
+def test_the_command_runs_a_philly_slice(tmp_path):
+    out = tmp_path / "o"
+    assert (
+        main(
+            [
+                "--dataset",
+                "philly",
+                "--limit",
+                "300",
+                "--policies",
+                "sum,nodes",
+                "--out",
+                str(out),
+                "--no-plots",
+                "--failures",
+                "0.05",
+            ]
+        )
+        == 0
+    )
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["scenarios"]["philly"]["policies"]["nodes"]["jobs"] == 300
+    assert metrics["settings"]["job failure probability"] == 0.05
