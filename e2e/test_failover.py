@@ -35,21 +35,35 @@ def _moved(live: Fleet, namespace: str, name: str, away_from: str) -> str | None
     return target if target and target != away_from else None
 
 
-def _two_members(add_nodes, namespace: str) -> None:
+def _running_job(live: Fleet, namespace: str, add_nodes, policy: dict) -> str:
+    """Room in member-1 and member-2, the policy, and job `job` running; returns its member."""
     for member in ("member-1", "member-2"):
         add_nodes(member, count=1, gpu=4, labels={"test": namespace})
-
-
-def test_immediately_deletes_the_failed_copy_and_runs_elsewhere(live: Fleet, namespace, add_nodes):
-    _two_members(add_nodes, namespace)
-    live.api.create(gang_policy("gang", namespace, toleration_seconds=2, purge_mode="Immediately"))
+    live.api.create(policy)
     live.api.create(_job(namespace, "job"))
     first = wait_until(lambda: live.target(namespace, "job"), what="placement")
     live.wait_running(namespace, "job", first)
+    return first
 
+
+def _fail_and_move(live: Fleet, namespace: str, first: str, *, running: bool = True) -> str:
+    """Fail job `job` in `first`; return the member it moved to (running there if asked)."""
     live.mark(first, namespace, "job", "Failed")
     second = wait_until(lambda: _moved(live, namespace, "job", first), timeout=60, what="failover")
-    live.wait_running(namespace, "job", second)
+    if running:
+        live.wait_running(namespace, "job", second)
+    return second
+
+
+def test_immediately_deletes_the_failed_copy_and_runs_elsewhere(live: Fleet, namespace, add_nodes):
+    first = _running_job(
+        live,
+        namespace,
+        add_nodes,
+        gang_policy("gang", namespace, toleration_seconds=2, purge_mode="Immediately"),
+    )
+
+    second = _fail_and_move(live, namespace, first)
     assert live.copies(namespace, "job") == [second]
     history = _history(live, namespace, "job")
     assert [(h["fromCluster"], h["reason"]) for h in history] == [(first, "ApplicationFailure")]
@@ -59,26 +73,24 @@ def test_immediately_deletes_the_failed_copy_and_runs_elsewhere(live: Fleet, nam
 
 
 def test_graciously_keeps_the_old_copy_until_the_new_one_runs(live: Fleet, namespace, add_nodes):
-    _two_members(add_nodes, namespace)
-    live.api.create(
+    first = _running_job(
+        live,
+        namespace,
+        add_nodes,
         gang_policy(
             "gang",
             namespace,
             toleration_seconds=2,
             purge_mode="Graciously",
             grace_period_seconds=600,
-        )
+        ),
     )
-    live.api.create(_job(namespace, "job"))
-    first = wait_until(lambda: live.target(namespace, "job"), what="placement")
-    live.wait_running(namespace, "job", first)
     other = next(m for m in ("member-1", "member-2") if m != first)
 
     # The new home cannot start the gang yet: its scheduler is down.
     live.sandbox.stop_component(other, "kube-scheduler")
     try:
-        live.mark(first, namespace, "job", "Failed")
-        wait_until(lambda: _moved(live, namespace, "job", first), timeout=60, what="failover")
+        _fail_and_move(live, namespace, first, running=False)
         wait_until(
             lambda: live.copies(namespace, "job") == sorted([first, other]),
             what="both copies while the new one waits",
@@ -96,25 +108,25 @@ def test_graciously_keeps_the_old_copy_until_the_new_one_runs(live: Fleet, names
 
 
 def test_never_leaves_the_old_copy_for_a_person(live: Fleet, namespace, add_nodes):
-    _two_members(add_nodes, namespace)
-    live.api.create(gang_policy("gang", namespace, toleration_seconds=2, purge_mode="Never"))
-    live.api.create(_job(namespace, "job"))
-    first = wait_until(lambda: live.target(namespace, "job"), what="placement")
-    live.wait_running(namespace, "job", first)
-    live.mark(first, namespace, "job", "Failed")
-    second = wait_until(lambda: _moved(live, namespace, "job", first), timeout=60, what="failover")
-    live.wait_running(namespace, "job", second)
+    first = _running_job(
+        live,
+        namespace,
+        add_nodes,
+        gang_policy("gang", namespace, toleration_seconds=2, purge_mode="Never"),
+    )
+    second = _fail_and_move(live, namespace, first)
     time.sleep(3)
     assert live.copies(namespace, "job") == sorted([first, second])
     assert any("left in place" in m for _, m, _ in live.events(namespace, "job"))
 
 
 def test_a_lost_member_is_failed_over_and_its_stale_copy_fenced(live: Fleet, namespace, add_nodes):
-    _two_members(add_nodes, namespace)
-    live.api.create(gang_policy("gang", namespace, toleration_seconds=3, purge_mode="Immediately"))
-    live.api.create(_job(namespace, "job"))
-    first = wait_until(lambda: live.target(namespace, "job"), what="placement")
-    live.wait_running(namespace, "job", first)
+    first = _running_job(
+        live,
+        namespace,
+        add_nodes,
+        gang_policy("gang", namespace, toleration_seconds=3, purge_mode="Immediately"),
+    )
 
     lost_at = time.monotonic()
     live.sandbox.stop_component(first, "kube-apiserver")
@@ -142,18 +154,15 @@ def test_a_lost_member_is_failed_over_and_its_stale_copy_fenced(live: Fleet, nam
 def test_failover_limit_fails_the_job_on_the_fleet_with_its_history(
     live: Fleet, namespace, add_nodes
 ):
-    _two_members(add_nodes, namespace)
-    live.api.create(
+    first = _running_job(
+        live,
+        namespace,
+        add_nodes,
         gang_policy(
             "gang", namespace, toleration_seconds=1, purge_mode="Immediately", max_failovers=1
-        )
+        ),
     )
-    live.api.create(_job(namespace, "job"))
-    first = wait_until(lambda: live.target(namespace, "job"), what="placement")
-    live.wait_running(namespace, "job", first)
-    live.mark(first, namespace, "job", "Failed")
-    second = wait_until(lambda: _moved(live, namespace, "job", first), timeout=60, what="failover")
-    live.wait_running(namespace, "job", second)
+    second = _fail_and_move(live, namespace, first)
     live.mark(second, namespace, "job", "Failed")
 
     def failed_on_fleet():
@@ -228,12 +237,9 @@ def test_controller_killed_during_a_burst_never_duplicates_or_loses_a_job(
 
 
 def test_restart_mid_window_keeps_the_original_deadline(live: Fleet, namespace, add_nodes):
-    _two_members(add_nodes, namespace)
     toleration = 20
-    live.api.create(gang_policy("gang", namespace, toleration_seconds=toleration))
-    live.api.create(_job(namespace, "job"))
-    first = wait_until(lambda: live.target(namespace, "job"), what="placement")
-    live.wait_running(namespace, "job", first)
+    policy = gang_policy("gang", namespace, toleration_seconds=toleration)
+    first = _running_job(live, namespace, add_nodes, policy)
     live.mark(first, namespace, "job", "Failed")
 
     def since():

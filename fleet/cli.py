@@ -90,6 +90,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         workers=args.workers,
         metrics_port=args.metrics_port,
         lease_seconds=args.lease_seconds,
+        lease_namespace=args.lease_namespace,
     )
     connection = load(args.kubeconfig, args.context)
     asyncio.run(run(settings, connection, identity=args.id))
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=15.0,
         help="leader lease: the longest a standby waits to take over",
     )
+    ctl.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
     ctl.add_argument("--id", help="this replica's identity in the lease (default host-pid)")
     ctl.add_argument("-v", "--verbose", action="store_true")
     ctl.set_defaults(func=_cmd_controller)

@@ -33,7 +33,7 @@ from fleet.install import install_crds, join, single_context
 from fleet.kube import KubeClient, load
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.sandbox.process import Component, free_ports, start, wait_ready
-from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL, pytorchjob
+from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL, gang_policy, pytorchjob
 
 T = TypeVar("T")
 
@@ -57,27 +57,10 @@ DEMO_CONFIG = SandboxConfig(
     ]
 )
 
-SEED_POLICY = {
-    "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
-    "kind": "PropagationPolicy",
-    "metadata": {"name": "example-policy", "namespace": "default"},
-    "spec": {
-        "propagateDeps": True,
-        "failover": {
-            "application": {
-                "decisionConditions": {"tolerationSeconds": 30},
-                "purgeMode": "Immediately",
-            }
-        },
-        "placement": {
-            "replicaScheduling": {
-                "replicaSchedulingType": "Divided",
-                "customSchedulingType": "Gang",
-            }
-        },
-        "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
-    },
-}
+#: The seeds' PropagationPolicy: Gang, propagateDeps, failover after 30 s, purge Immediately.
+SEED_POLICY = gang_policy(
+    "example-policy", "default", toleration_seconds=30, purge_mode="Immediately"
+)
 
 
 def _step(title: str) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fleet.kube import ApiError, KubeClient, Obj, Unreachable
 
@@ -88,14 +88,7 @@ class LeaderElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": {**spec, "acquireTime": _micro(now), "leaseTransitions": 0},
             }
-            try:
-                await self.client.create(body)
-            except ApiError as e:
-                if e.conflict:
-                    return False
-                raise
-            self._renewed_at = time.monotonic()
-            return True
+            return await self._write(self.client.create(body))
         current = lease.get("spec") or {}
         holder = current.get("holderIdentity")
         record = (holder, current.get("renewTime"))
@@ -112,8 +105,12 @@ class LeaderElector:
             spec["acquireTime"] = current.get("acquireTime") or _micro(now)
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
         lease["spec"] = spec
+        return await self._write(self.client.replace(lease))
+
+    async def _write(self, request: Awaitable[Obj]) -> bool:
+        """Create or update the lease; losing the race (409) means someone else holds it."""
         try:
-            await self.client.replace(lease)
+            await request
         except ApiError as e:
             if e.conflict:
                 return False

@@ -322,3 +322,16 @@ def test_every_resource_has_a_crd() -> None:
     }
     for model in RESOURCES:
         assert crd_for(model)["metadata"]["name"] == model.crd.crd_name
+
+
+def test_helm_chart_carries_the_generated_crds():
+    """helm/fleet/crds is written by `python -m fleet.api.crdgen --write helm/fleet/crds/`."""
+    from pathlib import Path
+
+    from fleet.api.crdgen import render_crds
+
+    chart = Path(__file__).resolve().parents[2] / "helm" / "fleet" / "crds"
+    rendered = render_crds()
+    assert sorted(p.name for p in chart.glob("*.yaml")) == sorted(rendered)
+    for name, text in rendered.items():
+        assert (chart / name).read_text() == text, f"{name} drifted: regenerate the chart's CRDs"
