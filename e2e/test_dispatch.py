@@ -283,3 +283,39 @@ def test_a_broken_member_is_not_ready_and_the_others_keep_working(
     finally:
         live.api.delete("fleet.dev/v1alpha1", "MemberCluster", member["metadata"]["name"])
         live.api.delete("v1", "Secret", "broken-kubeconfig", "fleet-system")
+
+
+def test_spec_changes_reach_the_member_copy(live: Fleet, namespace, add_nodes):
+    add_nodes("member-2", count=1, gpu=4, labels={"test": namespace})
+    live.api.create(gang_policy("gang", namespace))
+    live.api.create(_job(namespace, "edited", workers=1, gpus=1))
+    live.wait_running(namespace, "edited", "member-2")
+    live.api.patch(
+        *PYTORCHJOB, "edited", {"spec": {"runPolicy": {"ttlSecondsAfterFinished": 600}}}, namespace
+    )
+
+    def member_ttl():
+        copy = live.clusters["member-2"].get(*PYTORCHJOB, "edited", namespace) or {}
+        return copy.get("spec", {}).get("runPolicy", {}).get("ttlSecondsAfterFinished")
+
+    assert wait_until(member_ttl, what="the change applied in the member") == 600
+
+
+def test_deleting_the_policy_leaves_placed_jobs_alone(live: Fleet, namespace, add_nodes):
+    add_nodes("member-1", count=1, gpu=4, labels={"test": namespace})
+    live.api.create(gang_policy("gang", namespace))
+    live.api.create(_job(namespace, "kept", workers=1, gpus=1))
+    live.wait_running(namespace, "kept", "member-1")
+    live.api.delete("policy.one.alibabacloud.com/v1alpha1", "PropagationPolicy", "gang", namespace)
+
+    live.api.create(_job(namespace, "not-dispatched", workers=1, gpus=1))
+    live.mark("member-1", namespace, "kept", "Succeeded")
+    wait_until(
+        lambda: job_condition(live.job(namespace, "kept"), "Succeeded"),
+        what="status still mirrored",
+    )
+    assert live.copies(namespace, "kept") == ["member-1"]
+    assert live.binding(namespace, "not-dispatched") is None
+    assert live.copies(namespace, "not-dispatched") == []
+    live.api.delete(*PYTORCHJOB, "kept", namespace)
+    wait_until(lambda: live.copies(namespace, "kept") == [], what="cleanup still works")
