@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -24,6 +25,7 @@ import yaml
 from fleet.install import install_crds, join, single_context
 from fleet.kube import KubeClient, load
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
+from fleet.sandbox.process import free_ports
 from fleet.testing.controller import ControllerProcess
 from fleet.testing.workloads import gang_policy, pytorchjob
 
@@ -136,19 +138,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox and logs up")
+    parser.add_argument(
+        "controller_args", nargs="*", help="extra `fleet controller` flags, after --"
+    )
     args = parser.parse_args()
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="fleet-bench-"))
     sandbox = Sandbox(state)
-    sandbox.up(CONFIG, die_with_parent=True)
-    controller = ControllerProcess(sandbox.kubeconfig, "bench", state)
+    sandbox.up(CONFIG, die_with_parent=not args.keep)
+    port = free_ports(1)[0]
+    controller = ControllerProcess(sandbox.kubeconfig, "bench", state, "--metrics-port", str(port))
     try:
         asyncio.run(_setup(sandbox.kubeconfig))
         controller.start()
         time.sleep(5)
         asyncio.run(_bench(sandbox.kubeconfig, args.jobs))
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        reconciles = [line for line in metrics.splitlines() if line.startswith("fleet_reconciles")]
+        print(f"  controller: {', '.join(reconciles)} for {2 * args.jobs} jobs")
     finally:
         controller.stop()
-        sandbox.down(progress=lambda _m: None)
+        if not args.keep:
+            sandbox.down(progress=lambda _m: None)
     return 0
 
 

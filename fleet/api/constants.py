@@ -36,6 +36,9 @@ An annotation, not a label: label values cannot contain '/' and are limited to 6
 POLICY_ANNOTATION: Final = "fleet.dev/policy"
 """Annotation on the fleet-side workload: `<Kind>/<namespace>/<name>` of the policy that claimed it
 (namespace empty for a ClusterPropagationPolicy), so a claim survives restarts."""
+APPLIED_DIGEST_ANNOTATION: Final = "fleet.dev/applied-digest"
+"""Annotation on a member copy: digest of what fleet last applied, so unchanged copies are not
+re-applied on every reconcile."""
 CLUSTER_ANNOTATION: Final = "fleet.dev/cluster"
 """Annotation on the fleet-side workload naming the member cluster it currently runs in."""
 FINALIZER: Final = "fleet.dev/cleanup"

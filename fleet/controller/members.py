@@ -62,6 +62,8 @@ class Member:
         self.nodes: Informer | None = None
         self.pods: Informer | None = None
         self.jobs: dict[tuple[str, str], Informer] = {}
+        #: Namespaces known to exist in the member (skips a GET per dispatch).
+        self.namespaces: set[str] = set()
         self._sources: dict[str, tuple[bool, str]] = {}
         self._probe = (False, "not probed yet")
 
@@ -259,6 +261,7 @@ class MemberRegistry:
                 await task
         member.tasks = []
         member.jobs = {}
+        member.namespaces = set()
         if member.client is not None:
             await member.client.aclose()
             member.client = None

@@ -82,6 +82,9 @@ class Metrics:
             "cluster",
         )
         self.pending = Gauge("fleet_pending_jobs", "Gang jobs waiting for a cluster that fits.")
+        self.reconciles = Counter(
+            "fleet_reconciles_total", "Reconciles of fleet workloads, by outcome.", "outcome"
+        )
         self.leader = Gauge("fleet_leader", "1 while this replica is the active controller.")
         self.decision_seconds = Histogram(
             "fleet_placement_decision_seconds",
@@ -95,6 +98,7 @@ class Metrics:
             self.failovers,
             self.purges,
             self.pending,
+            self.reconciles,
             self.leader,
             self.decision_seconds,
         ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import os
 import socket
@@ -168,8 +169,9 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     async def cleanup(**_: Any) -> None:
         await controller.stop()
 
-    def workload_event(body: kopf.Body, **_: Any) -> None:
-        controller.reconciler.workload_changed(dict(body))
+    def workload_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        deleted = event.get("type") == "DELETED"
+        controller.reconciler.workload_changed(copy.deepcopy(dict(body)), deleted=deleted)
 
     for kind in KINDS:
         kopf.on.event(kind.api_version, kind.kind, registry=registry)(workload_event)
@@ -188,6 +190,11 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
                     obj, "InvalidPolicy", "; ".join(problems), warning=True
                 )
         controller.reconciler.policies_changed()
+
+    @kopf.on.event(c.FLEET_API_VERSION, "GangBinding", registry=registry)
+    def binding_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        deleted = event.get("type") == "DELETED"
+        controller.reconciler.binding_changed(copy.deepcopy(dict(body)), deleted=deleted)
 
     @kopf.on.event(c.FLEET_API_VERSION, "MemberCluster", registry=registry)
     async def member_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:

@@ -11,6 +11,8 @@ Kubeflow training operator (which makes a PodGroup for coscheduling or Volcano),
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -54,7 +56,25 @@ def member_copy(
         labels[c.POD_GROUP_NAME_LABEL] = meta["name"]
         labels[c.POD_GROUP_MIN_AVAILABLE_LABEL] = str(min_member)
         labels[c.FLEET_UID_LABEL] = uid
-    return out
+    return stamped(out)
+
+
+def _digest(obj: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def stamped(desired: dict[str, Any]) -> dict[str, Any]:
+    """`desired` with an annotation recording what was applied, so an unchanged object is not
+    written again on every reconcile (and a removed field is still noticed)."""
+    desired["metadata"]["annotations"][c.APPLIED_DIGEST_ANNOTATION] = _digest(desired)
+    return desired
+
+
+def is_current(member_obj: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether `member_obj` was last applied from exactly `desired`."""
+    annotations = (member_obj.get("metadata") or {}).get("annotations") or {}
+    wanted = (desired.get("metadata") or {}).get("annotations", {}).get(c.APPLIED_DIGEST_ANNOTATION)
+    return wanted is not None and annotations.get(c.APPLIED_DIGEST_ANNOTATION) == wanted
 
 
 def is_ours(member_obj: Mapping[str, Any], fleet_uid: str) -> bool:

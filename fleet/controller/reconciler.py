@@ -10,6 +10,7 @@ functions of fleet.core.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import logging
@@ -37,6 +38,7 @@ from fleet.api import (
 from fleet.api import constants as c
 from fleet.api.conditions import set_condition
 from fleet.controller import propagation
+from fleet.controller.cache import Newest
 from fleet.controller.events import EventRecorder
 from fleet.controller.members import Member, MemberRegistry
 from fleet.controller.metrics import Metrics
@@ -118,13 +120,52 @@ class Reconciler:
         self.placed: dict[WorkloadKey, str] = {}
         #: Workload -> clusters it left a copy in that is still to be purged (or fenced).
         self.evicting: dict[WorkloadKey, set[str]] = {}
+        #: What each workload's decision-relevant fields last were (see workload_changed).
+        self._fingerprints: dict[WorkloadKey, tuple[object, ...]] = {}
+        #: Newest copies of workloads and their bindings (watch events and our own writes).
+        self.workloads: Newest[WorkloadKey] = Newest()
+        self.bindings: Newest[WorkloadKey] = Newest()
 
     # -- triggers ---------------------------------------------------------------------------
 
-    def workload_changed(self, obj: Mapping[str, Any]) -> None:
+    def workload_changed(self, obj: Obj, *, deleted: bool = False) -> None:
+        """A fleet workload event. Changes to its status alone are fleet's own mirror writes and
+        need no reconcile; everything a decision reads (spec, labels, annotations, finalizers,
+        deletion) does."""
         key = WorkloadKey.of(obj)
+        if deleted:
+            self.workloads.drop(key)
+            self.queue.add(key)
+            return
+        self.workloads.offer(key, obj)
         self.known.add(key)
+        meta = obj.get("metadata") or {}
+        fingerprint = (
+            meta.get("uid"),
+            meta.get("generation"),
+            meta.get("deletionTimestamp"),
+            tuple(meta.get("finalizers") or ()),
+            tuple(sorted((meta.get("labels") or {}).items())),
+            tuple(sorted((meta.get("annotations") or {}).items())),
+        )
+        if self._fingerprints.get(key) == fingerprint and not meta.get("deletionTimestamp"):
+            return
+        self._fingerprints[key] = fingerprint
         self.queue.add(key)
+
+    def binding_changed(self, obj: Obj, *, deleted: bool = False) -> None:
+        """Keep the binding cache current (another replica, or a person, may write bindings)."""
+        ref = (obj.get("spec") or {}).get("resource") or {}
+        key = WorkloadKey(
+            ref.get("apiVersion", ""),
+            ref.get("kind", ""),
+            ref.get("namespace") or "",
+            ref.get("name", ""),
+        )
+        if deleted:
+            self.bindings.drop(key)
+        else:
+            self.bindings.offer(key, obj)
 
     def member_job_changed(self, member: str, _event: str, obj: Obj) -> None:
         self.queue.add(WorkloadKey.of(obj))
@@ -150,14 +191,30 @@ class Reconciler:
     # -- the loop body ------------------------------------------------------------------------
 
     async def reconcile(self, key: WorkloadKey) -> None:
+        try:
+            await self._reconcile(key)
+        except Exception:
+            self.metrics.reconciles.inc("error")
+            raise
+        self.metrics.reconciles.inc("ok")
+
+    async def _reconcile(self, key: WorkloadKey) -> None:
         kind = find_kind(key.api_version, key.kind)
         if kind is None:
             return
-        workload = await self.fleet.get(key.api_version, key.kind, key.name, key.namespace)
+        workload = self.workloads.get(key)
         if workload is None:
-            self._forget(key)
-            return
-        raw = await self.fleet.get(*BINDING, binding_name(key.kind, key.name), key.namespace)
+            workload = await self.fleet.get(key.api_version, key.kind, key.name, key.namespace)
+            if workload is None:
+                self._forget(key)
+                return
+            self.workloads.offer(key, workload)
+        workload = copy.deepcopy(workload)
+        raw = self.bindings.get(key)
+        if raw is None:
+            raw = await self.fleet.get(*BINDING, binding_name(key.kind, key.name), key.namespace)
+            if raw is not None:
+                self.bindings.offer(key, raw)
         binding = GangBinding.from_dict(raw) if raw else None
         if binding is not None and binding.spec.resource.uid != workload["metadata"]["uid"]:
             binding = None  # left by an earlier object of the same name; GC removes it
@@ -182,6 +239,9 @@ class Reconciler:
         self.pending.pop(key, None)
         self.placed.pop(key, None)
         self.evicting.pop(key, None)
+        self._fingerprints.pop(key, None)
+        self.workloads.drop(key)
+        self.bindings.drop(key)
         self.metrics.pending.set(len(self.pending))
 
     async def _interpret(self, workload: Obj) -> Gang | None:
@@ -222,28 +282,50 @@ class Reconciler:
             if not e.conflict:
                 raise
             existing = await self.fleet.get(*BINDING, str(binding.metadata.name), key.namespace)
-            if existing is None:
-                raise
+            owner = ((existing or {}).get("spec") or {}).get("resource", {}).get("uid")
+            if existing is None or owner != workload["metadata"]["uid"]:
+                raise  # a binding of an earlier object of that name, not yet collected: retry
             created = existing
+        self.bindings.offer(key, created)
         log.info("%s: bound by %s (%s)", key, match.ref.name, match.reason)
         return GangBinding.from_dict(created)
 
     async def _ensure_finalizer(self, workload: Obj) -> None:
-        finalizers = list(workload["metadata"].get("finalizers") or [])
-        if c.FINALIZER in finalizers:
-            return
-        await self.fleet.patch(
-            workload["apiVersion"],
-            workload["kind"],
-            workload["metadata"]["name"],
-            {
+        if c.FINALIZER not in (workload["metadata"].get("finalizers") or []):
+            await self._set_finalizer(workload, present=True)
+
+    async def _set_finalizer(self, workload: Obj, *, present: bool) -> None:
+        """Add or remove fleet's finalizer, guarded by resourceVersion so a concurrent change to
+        the list is never lost; a conflict reads the object again and retries once."""
+        key = WorkloadKey.of(workload)
+        for attempt in (1, 2):
+            finalizers = [
+                f for f in workload["metadata"].get("finalizers") or [] if f != c.FINALIZER
+            ]
+            if present:
+                finalizers.append(c.FINALIZER)
+            patch = {
                 "metadata": {
-                    "finalizers": [*finalizers, c.FINALIZER],
+                    "finalizers": finalizers,
                     "resourceVersion": workload["metadata"]["resourceVersion"],
                 }
-            },
-            workload["metadata"].get("namespace"),
-        )
+            }
+            try:
+                updated = await self.fleet.patch(
+                    key.api_version, key.kind, key.name, patch, key.namespace
+                )
+            except ApiError as e:
+                if not e.conflict or attempt == 2:
+                    raise
+                fresh = await self.fleet.get(key.api_version, key.kind, key.name, key.namespace)
+                if fresh is None:
+                    return
+                workload.clear()
+                workload.update(fresh)
+                continue
+            workload["metadata"] = updated["metadata"]
+            self.workloads.offer(key, updated)
+            return
 
     async def _finalize(self, key: WorkloadKey, workload: Obj, binding: GangBinding | None) -> None:
         finalizers = list(workload["metadata"].get("finalizers") or [])
@@ -269,17 +351,25 @@ class Reconciler:
                 return
         for snapshot in self.members.snapshots():
             snapshot.release(uid)
-        finalizers.remove(c.FINALIZER)
-        await self.fleet.patch(
-            key.api_version,
-            key.kind,
-            key.name,
-            {"metadata": {"finalizers": finalizers}},
-            key.namespace,
-        )
+        await self._set_finalizer(workload, present=False)
         self.events.forget(uid)
         self._forget(key)
         log.info("%s: deleted; member copies %s", key, "kept" if preserve else "removed")
+
+    async def patch_status(self, workload: Obj, status: dict[str, Any]) -> None:
+        """Merge-patch the fleet workload's status; `workload` and the cache follow."""
+        meta = workload["metadata"]
+        updated = await self.fleet.patch(
+            workload["apiVersion"],
+            workload["kind"],
+            meta["name"],
+            {"status": status},
+            meta.get("namespace"),
+            subresource="status",
+        )
+        workload["status"] = updated.get("status")
+        workload["metadata"] = updated["metadata"]
+        self.workloads.offer(WorkloadKey.of(workload), updated)
 
     async def _set_workload_condition(
         self, workload: Obj, status: str, reason: str, message: str
@@ -288,7 +378,7 @@ class Reconciler:
             (workload.get("status") or {}).get("conditions") or [], status, reason, message
         )
         if conditions != (workload.get("status") or {}).get("conditions"):
-            await _patch_status(self.fleet, workload, {"conditions": conditions})
+            await self.patch_status(workload, {"conditions": conditions})
 
 
 @dataclasses.dataclass
@@ -334,27 +424,29 @@ class _Step:
         name = str(meta.name)
         if spec is not None:
             updated = await self.r.fleet.patch(*BINDING, name, {"spec": spec}, meta.namespace)
+            self.r.bindings.offer(self.key, updated)
             self.binding = GangBinding.from_dict(updated)
         if status is not None:
             updated = await self.r.fleet.patch(
                 *BINDING, name, {"status": status}, meta.namespace, subresource="status"
             )
+            self.r.bindings.offer(self.key, updated)
             self.binding = GangBinding.from_dict(updated)
 
-    def _conditions(
-        self, type_: str, status: ConditionStatus, reason: str, message: str
-    ) -> list[Any]:
+    def _conditions(self, *changes: tuple[str, ConditionStatus, str, str]) -> list[dict[str, Any]]:
+        """The binding's conditions with each (type, status, reason, message) set."""
         current = self.binding.status.conditions if self.binding.status else None
-        updated = set_condition(
-            current,
-            type_,
-            status,
-            reason,
-            message[:32000],
-            _now(),
-            observed_generation=self.binding.metadata.generation,
-        )
-        return [x.to_dict() for x in updated]
+        for type_, status, reason, message in changes:
+            current = set_condition(
+                current,
+                type_,
+                status,
+                reason,
+                message[:32000],
+                _now(),
+                observed_generation=self.binding.metadata.generation,
+            )
+        return [x.to_dict() for x in current or []]
 
     def _status_list(self, name: str) -> list[dict[str, Any]]:
         """A list field of the binding's status by its JSON name, as dicts."""
@@ -497,7 +589,7 @@ class _Step:
             {
                 "phase": "Failed",
                 "conditions": self._conditions(
-                    c.CONDITION_HEALTHY, "False", "FailoverLimitReached", message
+                    (c.CONDITION_HEALTHY, "False", "FailoverLimitReached", message)
                 ),
             },
         )
@@ -510,7 +602,7 @@ class _Step:
         conditions = [x for x in conditions if x.get("type") != "Failed"] + [
             _job_condition("Failed", "FailoverLimitReached", message)
         ]
-        await _patch_status(self.r.fleet, self.workload, {"conditions": conditions})
+        await self.r.patch_status(self.workload, {"conditions": conditions})
         await self.r.events.record(self.workload, "FailoverLimitReached", message, warning=True)
         log.warning("%s: %s", self.key, message)
 
@@ -563,10 +655,12 @@ class _Step:
                 "unhealthySince": None,
                 "clusterLostSince": None,
                 "conditions": self._conditions(
-                    c.CONDITION_SCHEDULED,
-                    "False",
-                    c.REASON_FAILED_OVER,
-                    f"failing over from {target}: {verdict.message}",
+                    (
+                        c.CONDITION_SCHEDULED,
+                        "False",
+                        c.REASON_FAILED_OVER,
+                        f"failing over from {target}: {verdict.message}",
+                    )
                 ),
             },
         )
@@ -583,8 +677,7 @@ class _Step:
             if x.get("type") not in ("Failed", "Running", "Succeeded")
         ]
         conditions.append(_job_condition("Restarting", "FailingOver", message))
-        await _patch_status(
-            self.r.fleet,
+        await self.r.patch_status(
             self.workload,
             {
                 "conditions": _with_fleet_condition(
@@ -603,10 +696,12 @@ class _Step:
                 {
                     "phase": "Pending",
                     "conditions": self._conditions(
-                        c.CONDITION_SCHEDULED,
-                        "False",
-                        c.REASON_QUEUED,
-                        "suspension.scheduling holds the job for the queue",
+                        (
+                            c.CONDITION_SCHEDULED,
+                            "False",
+                            c.REASON_QUEUED,
+                            "suspension.scheduling holds the job for the queue",
+                        )
                     ),
                 },
             )
@@ -669,7 +764,7 @@ class _Step:
                         PlacementRecord(cluster=chosen.cluster, placed_at=now_dt).to_dict(),
                     ],
                     "conditions": self._conditions(
-                        c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained
+                        (c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained)
                     ),
                 },
             )
@@ -708,7 +803,7 @@ class _Step:
                 "phase": "Pending",
                 "pendingReasons": reasons,
                 "conditions": self._conditions(
-                    c.CONDITION_SCHEDULED, "False", c.REASON_NO_CLUSTER_FIT, summary
+                    (c.CONDITION_SCHEDULED, "False", c.REASON_NO_CLUSTER_FIT, summary)
                 ),
             },
         )
@@ -727,8 +822,7 @@ class _Step:
                 f"{self.key.kind} {self.key.name} is created on the fleet and waits for a cluster.",
             )
         ]
-        await _patch_status(
-            self.r.fleet,
+        await self.r.patch_status(
             self.workload,
             {
                 "conditions": _with_fleet_condition(
@@ -740,6 +834,7 @@ class _Step:
     # -- 4. the member copy ---------------------------------------------------------------------
 
     async def _apply(self, member: Member) -> Obj | None:
+        """Create or update the member copy; None if it could not be applied (recorded)."""
         assert member.client is not None
         client = member.client
         self.r.placed[self.key] = member.name
@@ -747,45 +842,50 @@ class _Step:
         desired = propagation.member_copy(
             self.workload, self.kind, min_member=self.gang.min_member, binding=binding_ref
         )
+        seen = member.job(self.key.api_version, self.key.kind, self.key.namespace, self.key.name)
+        if seen is not None and propagation.is_current(seen, desired):
+            return seen  # nothing changed since the last apply: no write
         try:
             existing = await client.get(
                 self.key.api_version, self.key.kind, self.key.name, self.key.namespace
             )
             if existing is not None and not propagation.is_ours(existing, self.uid):
-                await self._applied(
+                await self._apply_failed(
                     member.name,
-                    False,
                     f"{self.key.kind} {self.key.namespace}/{self.key.name} already exists in "
                     f"{member.name} and was not created by fleet for this object",
                 )
                 return None
+            if existing is not None and propagation.is_current(existing, desired):
+                return existing
             if existing is None:
-                await self._ensure_namespace(client)
+                await self._ensure_namespace(member)
                 await self._propagate_dependencies(client)
             copy = await client.apply(desired, field_manager=FIELD_MANAGER)
         except ApiError as e:
             if e.status in (400, 403, 404, 409, 422):
-                await self._applied(member.name, False, str(e))
+                await self._apply_failed(member.name, str(e))
                 return None
             raise
         if existing is None:
             log.info("%s: created in %s", self.key, member.name)
-        await self._applied(member.name, True, f"applied to {member.name}")
         return copy
 
-    async def _ensure_namespace(self, client: KubeClient) -> None:
-        if not self.key.namespace:
+    async def _ensure_namespace(self, member: Member) -> None:
+        if not self.key.namespace or self.key.namespace in member.namespaces:
             return
-        namespace = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {
-                "name": self.key.namespace,
-                "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
-            },
-        }
-        if await client.get("v1", "Namespace", self.key.namespace) is None:
-            await client.apply(namespace, field_manager=FIELD_MANAGER)
+        assert member.client is not None
+        if await member.client.get("v1", "Namespace", self.key.namespace) is None:
+            namespace = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": self.key.namespace,
+                    "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
+                },
+            }
+            await member.client.apply(namespace, field_manager=FIELD_MANAGER)
+        member.namespaces.add(self.key.namespace)
 
     async def _propagate_dependencies(self, client: KubeClient) -> None:
         policy = self.r.policies.get(self.binding.spec.policy)
@@ -807,27 +907,23 @@ class _Step:
             )
             await client.apply(copy, field_manager=FIELD_MANAGER)
 
-    async def _applied(self, cluster: str, ok: bool, message: str) -> None:
-        aggregated = [
-            x for x in self._status_list("aggregatedStatus") if x["clusterName"] == cluster
-        ]
-        entry = aggregated[0] if aggregated else {"clusterName": cluster}
-        if entry.get("applied") == ok and (ok or entry.get("appliedMessage") == message):
+    async def _apply_failed(self, cluster: str, message: str) -> None:
+        current = self.binding.condition(c.CONDITION_FULLY_APPLIED)
+        if current is not None and current.status == "False" and current.message == message:
             return
-        entry = {**entry, "applied": ok, "appliedMessage": None if ok else message}
-        reason = c.REASON_FULLY_APPLIED if ok else c.REASON_APPLY_FAILED
         await self._patch_binding(
             None,
             {
-                "phase": "Dispatched" if ok else "Scheduled",
-                "aggregatedStatus": [entry],
+                "phase": "Scheduled",
+                "aggregatedStatus": [
+                    {"clusterName": cluster, "applied": False, "appliedMessage": message}
+                ],
                 "conditions": self._conditions(
-                    c.CONDITION_FULLY_APPLIED, "True" if ok else "False", reason, message
+                    (c.CONDITION_FULLY_APPLIED, "False", c.REASON_APPLY_FAILED, message)
                 ),
             },
         )
-        if not ok:
-            await self.r.events.record(self.workload, "ApplyFailed", message, warning=True)
+        await self.r.events.record(self.workload, "ApplyFailed", message, warning=True)
 
     # -- 5. status --------------------------------------------------------------------------------
 
@@ -852,7 +948,7 @@ class _Step:
         )
         current = self.workload.get("status") or {}
         if any(current.get(k) != v for k, v in mirrored.items()):
-            await _patch_status(self.r.fleet, self.workload, mirrored)
+            await self.r.patch_status(self.workload, mirrored)
         health = "Unhealthy" if state == "Failed" else "Healthy"
         phase = {"Succeeded": "Succeeded", "Failed": "Failed", "Running": "Running"}.get(
             state, "Dispatched"
@@ -864,8 +960,14 @@ class _Step:
             "jobState": state,
         }
         status = self.binding.status
-        previous = [x for x in self._status_list("aggregatedStatus")]
-        if previous == [entry] and status is not None and status.phase == phase:
+        applied = self.binding.condition(c.CONDITION_FULLY_APPLIED)
+        if (
+            self._status_list("aggregatedStatus") == [entry]
+            and status is not None
+            and status.phase == phase
+            and applied is not None
+            and applied.status == "True"
+        ):
             return
         await self._patch_binding(
             None,
@@ -873,10 +975,18 @@ class _Step:
                 "phase": phase,
                 "aggregatedStatus": [entry],
                 "conditions": self._conditions(
-                    c.CONDITION_HEALTHY,
-                    "False" if health == "Unhealthy" else "True",
-                    c.REASON_UNHEALTHY if health == "Unhealthy" else c.REASON_HEALTHY,
-                    f"{self.key.kind} is {state} in {member.name}",
+                    (
+                        c.CONDITION_FULLY_APPLIED,
+                        "True",
+                        c.REASON_FULLY_APPLIED,
+                        f"applied to {member.name}",
+                    ),
+                    (
+                        c.CONDITION_HEALTHY,
+                        "False" if health == "Unhealthy" else "True",
+                        c.REASON_UNHEALTHY if health == "Unhealthy" else c.REASON_HEALTHY,
+                        f"{self.key.kind} is {state} in {member.name}",
+                    ),
                 ),
             },
         )
@@ -954,17 +1064,3 @@ def _with_fleet_condition(
         "lastUpdateTime": stamp,
     }
     return [ours, *rest]
-
-
-async def _patch_status(fleet: KubeClient, workload: Obj, status: dict[str, Any]) -> None:
-    meta = workload["metadata"]
-    updated = await fleet.patch(
-        workload["apiVersion"],
-        workload["kind"],
-        meta["name"],
-        {"status": status},
-        meta.get("namespace"),
-        subresource="status",
-    )
-    workload["status"] = updated.get("status")
-    workload["metadata"] = updated["metadata"]
