@@ -5,7 +5,7 @@
 1. job failure: a running job's pods fail; time until every pod of the job runs in another
    member, minus tolerationSeconds (0 here, so it is all overhead: detection, decision, delete,
    create, gang scheduling in the new member);
-2. member loss: the member's API server is stopped; the same time, minus tolerationSeconds;
+2. member loss: every process of the member is killed; the same time, minus tolerationSeconds;
 3. HA takeover: the leading controller is SIGKILLed; time until the standby holds the lease, and
    until a job created right after the kill is placed.
 Prints medians and extremes; nothing is asserted.
@@ -69,8 +69,9 @@ class Bench:
         wait_until(lambda: self.running_in(member, name), what="running", timeout=120)
         return member
 
-    def moved(self, name: str, away: str) -> float:
-        started = time.monotonic()
+    def moved(self, name: str, away: str, started: float | None = None) -> float:
+        """Seconds from `started` (default: now) until the job runs outside `away`."""
+        started = time.monotonic() if started is None else started
         new = wait_until(
             lambda: (t := self.target(name)) and t != away and t,
             what="failover",
@@ -79,6 +80,21 @@ class Bench:
         )
         wait_until(lambda: self.running_in(new, name), what="running", timeout=120, interval=0.05)
         return time.monotonic() - started
+
+    def delete(self, name: str) -> None:
+        """Remove a trial's job everywhere, so trials do not crowd each other."""
+        self.c["fleet"].delete("kubeflow.org/v1", "PyTorchJob", name, NS)
+        wait_until(
+            lambda: (
+                all(
+                    self.c[m].get("kubeflow.org/v1", "PyTorchJob", name, NS) is None
+                    for m in MEMBERS
+                )
+                and self.c["fleet"].get("kubeflow.org/v1", "PyTorchJob", name, NS) is None
+            ),
+            what=f"{name} deleted",
+            timeout=120,
+        )
 
     def fail(self, member: str, name: str) -> None:
         for pod in self.c[member].pods(NS, f"{JOB_NAME_LABEL}={name}"):
@@ -108,10 +124,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--lease-seconds", type=float, default=15.0)
+    parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox and logs up")
     args = parser.parse_args()
-    state = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    state = args.state_dir or Path(tempfile.mkdtemp(prefix="fleet-bench-"))
     sandbox = Sandbox(state)
-    sandbox.up(CONFIG, die_with_parent=True)
+    sandbox.up(CONFIG, die_with_parent=not args.keep)
     lease = ["--lease-seconds", str(args.lease_seconds)]
     replicas = [ControllerProcess(sandbox.kubeconfig, n, state, *lease) for n in ("a", "b")]
     try:
@@ -130,6 +148,7 @@ def main() -> int:
             first = bench.start_job(name)
             bench.fail(first, name)
             failures.append(bench.moved(name, first))
+            bench.delete(name)
         print("job failure -> running elsewhere (tolerationSeconds 0, purgeMode Immediately)")
         _summary("overhead", failures)
 
@@ -137,19 +156,14 @@ def main() -> int:
         for i in range(args.trials):
             name = f"lost-{i}"
             first = bench.start_job(name)
-            sandbox.stop_component(first, "kube-apiserver")
+            lost_at = time.monotonic()
+            sandbox.stop_cluster(first, abrupt=True)
             try:
-                losses.append(bench.moved(name, first))
+                losses.append(bench.moved(name, first, lost_at))
             finally:
-                sandbox.start_component(first, "kube-apiserver")
-            wait_until(
-                lambda f=first: (
-                    bench.c["fleet"].get("fleet.dev/v1alpha1", "MemberCluster", f)
-                    and _ready(bench, f)
-                ),
-                what="member back",
-                timeout=120,
-            )
+                sandbox.start_cluster(first)
+            wait_until(lambda f=first: _ready(bench, f), what="member back", timeout=120)
+            bench.delete(name)
         print("member lost -> running elsewhere (tolerationSeconds 0)")
         _summary("overhead", losses)
 
@@ -172,6 +186,7 @@ def main() -> int:
             wait_until(
                 lambda n=f"ha-{i}": bench.target(n), what="dispatch", timeout=120, interval=0.05
             )
+            bench.delete(f"ha-{i}")
             dispatches.append(time.monotonic() - killed)
             victim.start()
             time.sleep(2)
@@ -181,7 +196,8 @@ def main() -> int:
     finally:
         for r in replicas:
             r.stop()
-        sandbox.down(progress=lambda _m: None)
+        if not args.keep:
+            sandbox.down(progress=lambda _m: None)
     return 0
 
 

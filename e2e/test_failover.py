@@ -129,7 +129,7 @@ def test_a_lost_member_is_failed_over_and_its_stale_copy_fenced(live: Fleet, nam
     )
 
     lost_at = time.monotonic()
-    live.sandbox.stop_component(first, "kube-apiserver")
+    live.sandbox.stop_cluster(first, abrupt=True)
     try:
         second = wait_until(
             lambda: _moved(live, namespace, "job", first),
@@ -142,7 +142,7 @@ def test_a_lost_member_is_failed_over_and_its_stale_copy_fenced(live: Fleet, nam
         history = _history(live, namespace, "job")
         assert history[-1]["reason"] == "ClusterLost"
     finally:
-        live.sandbox.start_component(first, "kube-apiserver")
+        live.sandbox.start_cluster(first)
     # The member comes back still holding the old copy: fleet deletes it and says so.
     wait_until(
         lambda: live.copies(namespace, "job") == [second], timeout=90, what="the stale copy fenced"

@@ -88,8 +88,9 @@ class ProcessTable:
 
     @staticmethod
     def _terminate(live: list[ProcessRecord], grace: float) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds (at once when grace is 0)."""
         for record in live:
-            _signal_group(record.pid, signal.SIGTERM)
+            _signal_group(record.pid, signal.SIGTERM if grace > 0 else signal.SIGKILL)
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline and any(r.alive() for r in live):
             time.sleep(0.1)

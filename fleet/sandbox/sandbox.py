@@ -39,6 +39,16 @@ FLEET = "fleet"
 _ASSETS = Path(__file__).parent / "assets"
 #: The training operator's cert rotator checks this fixed path for a mounted serving cert.
 _ROTATOR_CERT = Path("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+#: Every process of a member, in start order (the fleet runs the first three).
+_COMPONENT_ORDER = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "podgroup-controller",
+    "kwok",
+    "training-operator",
+)
 _MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs", "podgroups", "elasticquotas")
 _FLEET_CRDS = ("pytorchjobs", "tfjobs", "mpijobs")
 
@@ -320,6 +330,29 @@ class Sandbox:
 
     def start_component(self, cluster: str, component: str, timeout: float = 60.0) -> None:
         """Start a stopped component again with the same command line, and wait for it."""
+        self._start_components(cluster, [component], timeout)
+
+    def stop_cluster(self, cluster: str, *, abrupt: bool = False) -> None:
+        """Take a whole cluster down (every process; its etcd data stays), as when it is lost.
+
+        `abrupt` kills at once (a crash or a cut network), instead of a graceful shutdown.
+        """
+        for component in reversed(_COMPONENT_ORDER):
+            self.processes.stop(f"{cluster}/{component}", grace=0.0 if abrupt else 10.0)
+
+    def start_cluster(self, cluster: str, timeout: float = 120.0) -> None:
+        """Bring a stopped cluster back: etcd, then the API server, then everything else."""
+        alive = {r.component for r in self.processes.records() if r.alive()}
+        wanted = [c for c in self._components(cluster) if f"{cluster}/{c}" not in alive]
+        for phase in (["etcd"], ["kube-apiserver"]):
+            self._start_components(cluster, [c for c in wanted if c in phase], timeout)
+        rest = [c for c in wanted if c not in ("etcd", "kube-apiserver")]
+        self._start_components(cluster, rest, timeout)
+
+    def _components(self, cluster: str) -> list[str]:
+        return list(_COMPONENT_ORDER[:3] if cluster == FLEET else _COMPONENT_ORDER)
+
+    def _start_components(self, cluster: str, components: Sequence[str], timeout: float) -> None:
         state = self._state()
         layout = self.cluster(cluster)
         tc = Toolchain(Path(state["toolchain"]))
@@ -335,14 +368,15 @@ class Sandbox:
                 tc, layout, config.gang_scheduler_name
             ),
         }
-        if component not in builders:
-            raise SandboxError(f"unknown sandbox component {component!r}")
-        started = start(
-            builders[component](),
-            self.processes,
-            die_with_parent=state.get("die_with_parent", False),
-        )
-        wait_ready([started], timeout)
+        unknown = [c for c in components if c not in builders]
+        if unknown:
+            raise SandboxError(f"unknown sandbox component(s) {', '.join(unknown)}")
+        die_with_parent = state.get("die_with_parent", False)
+        started = [
+            start(builders[c](), self.processes, die_with_parent=die_with_parent)
+            for c in components
+        ]
+        wait_ready(started, timeout)
 
     # -- nodes at run time --------------------------------------------------------------------
 
