@@ -162,6 +162,9 @@ class _Api:
     def get(self, api_version: str, kind: str, name: str, namespace: str = "default") -> Any:
         return self.run(lambda c: c.get(api_version, kind, name, namespace))
 
+    def delete(self, api_version: str, kind: str, name: str, namespace: str = "default") -> None:
+        self.run(lambda c: c.delete(api_version, kind, name, namespace))
+
     def label_pod(self, name: str, key: str, value: str) -> None:
         patch = {"metadata": {"labels": {key: value}}}
         self.run(lambda c: c.patch("v1", "Pod", name, patch, "default"))
@@ -171,6 +174,20 @@ class _Api:
             lambda c: c.list("v1", "Pod", "default", label_selector=f"{JOB_NAME_LABEL}={job}")
         )
         return list(listing["items"])
+
+
+def _clear_previous_run(fleet: _Api, kubeconfig: Path) -> None:
+    """A second `fleet demo` on the same sandbox starts from the same clean slate."""
+    names = ("pytorch-test", "big-gang")
+    for name in names:
+        fleet.delete("kubeflow.org/v1", "PyTorchJob", name)
+    _wait(
+        lambda: (
+            all(_Api(kubeconfig, m.name).pods(n) == [] for m in DEMO_CONFIG.members for n in names)
+            and all(fleet.get("kubeflow.org/v1", "PyTorchJob", n) is None for n in names)
+        ),
+        "the previous demo's jobs to be gone",
+    )
 
 
 def _target(fleet: _Api, name: str) -> str | None:
@@ -216,6 +233,7 @@ def run(state_dir: Path | None = None) -> int:
     )
     _shell("kubectl get membercluster", kubeconfig)
 
+    _clear_previous_run(fleet, kubeconfig)
     fleet.apply(SEED_POLICY)  # the seeds' PropagationPolicy: Gang, failover after 30s
     _step("3. Fragmentation: 2 workers x 4 GPUs. member-1 has 8 GPUs free in sum, 2 per node")
     big = pytorchjob("big-gang", namespace="default", workers=2, gpus=4, master_gpus=0)
