@@ -1,8 +1,9 @@
 """Reconcile one fleet workload: bind, place, dispatch, mirror status, fail over, clean up.
 
-Every step reads what it needs from the API (the workload, its GangBinding, the member's copy)
-and writes its decision to the GangBinding before acting on a member, so a controller killed at
-any point and started again finds the decision and finishes it: member objects have the fleet
+Every step reads what it needs (the workload and its GangBinding from watch-fed caches, the
+member's copy from its member) and writes its decision to the GangBinding before acting on a
+member, so a controller killed at any point and started again finds the decision and finishes
+it: member objects have the fleet
 object's name and namespace and carry its UID, creating one that exists adopts it, deleting one
 that is gone is a no-op. The decisions themselves (placement, failover, purge) are the pure
 functions of fleet.core.

@@ -97,7 +97,8 @@ class NodesEstimator:
         result = pack(snapshot, gang)
         if isinstance(result, Assignment):
             return result
-        return diagnose(snapshot, gang, result)
+        # Diagnosing walks every node group: do it only if someone reads the sentence.
+        return Sentence(_diagnosis, snapshot, snapshot.version, gang, result)
 
 
 SUM = SumEstimator()
@@ -169,6 +170,16 @@ def _largest_block_sentence(
         f"needs {pods_needing(parts, requests, [name])}; {amount(name, free)} free "
         f"but the largest free block on one node is {block}"
     )
+
+
+def _diagnosis(snapshot: ClusterSnapshot, version: int, gang: Gang, failure: Unplaced) -> str:
+    """The diagnosis, if the snapshot is still the one packing failed on."""
+    if snapshot.version != version:
+        return clip(
+            f"no node-by-node assignment for {roster(gang.minimum_parts)} "
+            "(the cluster changed before this was explained)"
+        )
+    return diagnose(snapshot, gang, failure)
 
 
 def diagnose(snapshot: ClusterSnapshot, gang: Gang, failure: Unplaced) -> str:

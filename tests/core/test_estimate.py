@@ -49,7 +49,19 @@ def test_fragmentation_sum_says_fit_nodes_says_no() -> None:
     assert isinstance(SUM.check(gang, snap), Assignment)
     expected = "needs 4 workers x 2 GPUs; 8 GPUs free but the largest free block on one node is 1"
     assert NODES.screen(gang, snap) == expected
-    assert isinstance(NODES.check(gang, snap), str)
+    assert not isinstance(NODES.check(gang, snap), Assignment)
+
+
+def test_a_nodes_rejection_is_explained_only_when_read_and_only_if_still_true() -> None:
+    gang = Gang.of(workers(2, 4))
+    snap = cluster("m", node("a", gpu=2), node("b", gpu=2), node("c", gpu=8))
+    snap.upsert_pod(pod("p1", "c", gpu=6))
+    reason = NODES.check(gang, snap)
+    assert not isinstance(reason, Assignment)
+    assert "worker" in str(reason)
+    stale = NODES.check(gang, snap)
+    snap.upsert_node(node("d", gpu=1))
+    assert "the cluster changed before this was explained" in str(stale)
 
 
 def test_brief_example_sentence_with_six_free_gpus() -> None:
