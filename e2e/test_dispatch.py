@@ -146,9 +146,16 @@ def test_status_is_mirrored_through_running_to_succeeded(live: Fleet, namespace,
         lambda: job_condition(live.job(namespace, "mirror"), "Succeeded"),
         what="Succeeded on the fleet",
     )
-    status = live.job(namespace, "mirror")["status"]
+    # The operator writes replica counts a moment after the condition: wait for them too.
+    status = wait_until(
+        lambda: (
+            (s := live.job(namespace, "mirror")["status"])
+            and (s.get("replicaStatuses") or {}).get("Worker", {}).get("succeeded") == 1
+            and s
+        ),
+        what="replica statuses mirrored",
+    )
     assert status["completionTime"] and status["startTime"]
-    assert status["replicaStatuses"]["Worker"]["succeeded"] == 1
     assert live.state(namespace, "mirror") == "Succeeded"
     wait_until(
         lambda: (live.binding(namespace, "mirror")["status"].get("phase")) == "Succeeded",
@@ -319,3 +326,18 @@ def test_deleting_the_policy_leaves_placed_jobs_alone(live: Fleet, namespace, ad
     assert live.copies(namespace, "not-dispatched") == []
     live.api.delete(*PYTORCHJOB, "kept", namespace)
     wait_until(lambda: live.copies(namespace, "kept") == [], what="cleanup still works")
+
+
+def test_deleting_the_fleet_namespace_cleans_the_member_too(live: Fleet, namespace, add_nodes):
+    """The namespace controller may delete the binding before the job; the copy still goes."""
+    add_nodes("member-2", count=1, gpu=4, labels={"test": namespace})
+    live.api.create(gang_policy("gang", namespace))
+    live.api.create(_job(namespace, "in-ns", workers=1, gpus=1))
+    live.wait_running(namespace, "in-ns", "member-2")
+    live.api.delete("v1", "Namespace", namespace)
+    wait_until(
+        lambda: live.copies(namespace, "in-ns") == [],
+        timeout=90,
+        what="the member copy deleted with the fleet namespace",
+    )
+    assert live.clusters["member-2"].get("v1", "Namespace", namespace) is not None

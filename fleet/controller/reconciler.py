@@ -62,6 +62,10 @@ FIELD_MANAGER = "fleet"
 FLEET_CONDITION = "Scheduled"
 
 
+class BindingGone(Exception):
+    """The binding disappeared under a reconcile (a namespace being deleted): run again."""
+
+
 @dataclasses.dataclass(frozen=True, order=True)
 class WorkloadKey:
     api_version: str
@@ -111,7 +115,7 @@ class Reconciler:
         self.events = events
         self.metrics = metrics
         self.queue: WorkQueue[WorkloadKey] = WorkQueue(
-            self.reconcile, workers=settings.workers, expected=(Unreachable,)
+            self.reconcile, workers=settings.workers, expected=(Unreachable, BindingGone)
         )
         #: Workloads waiting for capacity, with when they started waiting (FIFO on retry).
         self.pending: dict[WorkloadKey, float] = {}
@@ -335,9 +339,12 @@ class Reconciler:
         uid = workload["metadata"]["uid"]
         policy = self.policies.get(binding.spec.policy) if binding else None
         preserve = bool(policy and policy.spec.preserve_resources_on_deletion)
-        if binding is not None and not preserve:
+        if not preserve:
             waiting = []
-            for cluster in _clusters_holding(binding):
+            # Without its binding (a deleted namespace takes bindings first) any member may
+            # hold the copy: look in every one; the UID label says which copy is ours.
+            clusters = _clusters_holding(binding) if binding else sorted(self.members.members)
+            for cluster in clusters:
                 member = self.members.get(cluster)
                 if member is None:
                     continue  # the member was removed from the fleet: nothing to reach
@@ -419,6 +426,17 @@ class _Step:
     # -- binding writes ---------------------------------------------------------------------
 
     async def _patch_binding(
+        self, spec: dict[str, Any] | None, status: dict[str, Any] | None
+    ) -> None:
+        try:
+            await self._write_binding(spec, status)
+        except ApiError as e:
+            if not e.not_found:
+                raise
+            self.r.bindings.drop(self.key)
+            raise BindingGone(f"{self.key}: its GangBinding was deleted; starting over") from e
+
+    async def _write_binding(
         self, spec: dict[str, Any] | None, status: dict[str, Any] | None
     ) -> None:
         meta = self.binding.metadata
