@@ -149,7 +149,7 @@ class MemberRegistry:
 
     def not_ready(self) -> dict[str, str]:
         return {
-            name: f"not ready ({m.health.reason}: {m.health.message})"
+            name: f"{m.health.reason}: {m.health.message}"
             for name, m in self.members.items()
             if not m.ready
         }

@@ -729,7 +729,7 @@ class _Step:
         policy = self.r.policies.get(self.binding.spec.policy)
         affinity = core_affinity(policy.spec if policy else None)
         excluded = {
-            e.name: f"the job failed over from it ({e.reason or 'failure'})"
+            e.name: e.reason or "failure"
             for e in (self.binding.status.excluded_clusters if self.binding.status else None) or []
             if failover.still_excluded(_epoch(e.until), now)
         }

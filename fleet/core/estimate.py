@@ -165,10 +165,13 @@ def _block_shortfall(gang: Gang, snapshot: ClusterSnapshot) -> Reason | None:
 def _largest_block_sentence(
     parts: list[tuple[str, int]], requests: Resources, name: str, free: int, largest: int
 ) -> str:
+    needs = pods_needing(parts, requests, [name])
+    if free <= 0:
+        return clip(f"needs {needs}; none free")
     block = str(largest) if name in ACCELERATORS else amount(name, largest)
     return clip(
-        f"needs {pods_needing(parts, requests, [name])}; {amount(name, free)} free "
-        f"but the largest free block on one node is {block}"
+        f"needs {needs}; {amount(name, free)} free but the largest free block on one node is "
+        f"{block}"
     )
 
 
