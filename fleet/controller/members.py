@@ -64,7 +64,8 @@ class Member:
         self.jobs: dict[tuple[str, str], Informer] = {}
         #: Namespaces known to exist in the member (skips a GET per dispatch).
         self.namespaces: set[str] = set()
-        self._sources: dict[str, tuple[bool, str]] = {}
+        #: Per watched kind: (in sync, why not, since when not, ever synced).
+        self._sources: dict[str, _Source] = {}
         self._probe = (False, "not probed yet")
 
     @property
@@ -99,6 +100,23 @@ class Member:
         return allocatable, allocated, nodes
 
 
+@dataclasses.dataclass
+class _Source:
+    """The health of one of a member's watches (nodes, pods)."""
+
+    ok: bool = False
+    why: str = "syncing"
+    failing_since: float = dataclasses.field(default_factory=time.monotonic)
+    synced_once: bool = False
+
+    def report(self, ok: bool, why: str) -> None:
+        if ok:
+            self.synced_once = True
+        elif self.ok:
+            self.failing_since = time.monotonic()
+        self.ok, self.why = ok, why
+
+
 HealthCallback = Callable[[str, bool], None]
 
 
@@ -114,8 +132,10 @@ class MemberRegistry:
         on_health: HealthCallback,
         probe_interval: float = 3.0,
         status_interval: float = 10.0,
+        source_grace: float = 15.0,
     ) -> None:
         self.fleet = fleet
+        self.source_grace = source_grace
         self.members: dict[str, Member] = {}
         self.on_capacity = on_capacity
         self.on_job = on_job
@@ -222,11 +242,11 @@ class MemberRegistry:
     def _connect(self, member: Member) -> None:
         assert member.client is not None
         client = member.client
-        member._sources = {"Node": (False, "syncing"), "Pod": (False, "syncing")}
+        member._sources = {"Node": _Source(), "Pod": _Source()}
 
         def source_health(kind: str) -> Callable[[bool, str], None]:
             def report(ok: bool, why: str) -> None:
-                member._sources[kind] = (ok, why)
+                member._sources[kind].report(ok, why)
                 self._refresh_health(member)
 
             return report
@@ -336,14 +356,21 @@ class MemberRegistry:
             await asyncio.sleep(self.probe_interval)
 
     def _refresh_health(self, member: Member) -> None:
+        """Unreachable is the probe's word; a watch that breaks after it was in sync only
+        counts once it has stayed broken past `source_grace` (it relists by itself meanwhile),
+        so one dropped connection never looks like a lost cluster."""
         ok, why = member._probe
         if not ok:
             self._set_health(member, False, c.REASON_CLUSTER_NOT_REACHABLE, why)
             return
-        for kind, (source_ok, source_why) in member._sources.items():
-            if not source_ok:
-                reason = c.REASON_CLUSTER_NOT_READY
-                self._set_health(member, False, reason, f"{kind}s not in sync: {source_why}")
+        now = time.monotonic()
+        for kind, source in member._sources.items():
+            if not source.synced_once:
+                self._set_health(member, False, c.REASON_CLUSTER_NOT_READY, f"{kind}s syncing")
+                return
+            if not source.ok and now - source.failing_since > self.source_grace:
+                message = f"{kind}s not in sync for {now - source.failing_since:.0f}s: {source.why}"
+                self._set_health(member, False, c.REASON_CLUSTER_NOT_READY, message)
                 return
         self._set_health(member, True, c.REASON_CLUSTER_READY, "connected; nodes and pods in sync")
 
