@@ -120,8 +120,13 @@ def test_waits_with_reasons_until_capacity_appears(live: Fleet, namespace, add_n
 
     reasons = wait_until(pending_reasons, what="pending reasons")
     assert {r["cluster"] for r in reasons} == set(MEMBERS)
-    job = live.job(namespace, "waiter")
-    scheduled = next(c for c in job["status"]["conditions"] if c["type"] == "Scheduled")
+
+    # The binding and the job are two writes; the job's condition may land a moment later.
+    def scheduled_condition():
+        conditions = ((live.job(namespace, "waiter") or {}).get("status") or {}).get("conditions")
+        return next((c for c in conditions or [] if c["type"] == "Scheduled"), None)
+
+    scheduled = wait_until(scheduled_condition, what="the Scheduled condition on the fleet job")
     assert scheduled["status"] == "False" and scheduled["reason"] == "NoClusterFit"
     assert "member-1:" in scheduled["message"]
     assert any(r == "ScheduleBindingFailed" for r, _, _ in live.events(namespace, "waiter"))
