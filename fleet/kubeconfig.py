@@ -239,6 +239,23 @@ def _entries(
     return by_name
 
 
+def _credential_field_problems(
+    kind: str, body: Mapping[str, Any], path: str
+) -> list[KubeconfigProblem]:
+    """File paths (which would read the controller's disk) and PEM data that does not parse."""
+    out = [
+        KubeconfigProblem(f"{path}.{key}", f"file paths are not allowed; use {inline}")
+        for key, inline in _FILE_FIELDS[kind].items()
+        if body.get(key)
+    ]
+    for key in _PEM_FIELDS[kind]:
+        if key in body:
+            problem = _pem_problem(body[key], f"{path}.{key}")
+            if problem:
+                out.append(problem)
+    return out
+
+
 def _cluster_problems(i: int, cluster: Mapping[str, Any]) -> list[KubeconfigProblem]:
     path = f"clusters[{i}].cluster"
     out: list[KubeconfigProblem] = []
@@ -249,16 +266,7 @@ def _cluster_problems(i: int, cluster: Mapping[str, Any]) -> list[KubeconfigProb
                 "insecure TLS verification is not allowed; provide certificate-authority-data",
             )
         )
-    for key, inline in _FILE_FIELDS["cluster"].items():
-        if cluster.get(key):
-            out.append(
-                KubeconfigProblem(f"{path}.{key}", f"file paths are not allowed; use {inline}")
-            )
-    for key in _PEM_FIELDS["cluster"]:
-        if key in cluster:
-            problem = _pem_problem(cluster[key], f"{path}.{key}")
-            if problem:
-                out.append(problem)
+    out += _credential_field_problems("cluster", cluster, path)
     out += _server_problems(cluster.get("server"), f"{path}.server")
     return out
 
@@ -272,16 +280,7 @@ def _user_problems(i: int, user: Mapping[str, Any], resolved: bool) -> list[Kube
         out.append(
             KubeconfigProblem(f"{path}.auth-provider", "auth-provider plugins are not allowed")
         )
-    for key, inline in _FILE_FIELDS["user"].items():
-        if user.get(key):
-            out.append(
-                KubeconfigProblem(f"{path}.{key}", f"file paths are not allowed; use {inline}")
-            )
-    for key in _PEM_FIELDS["user"]:
-        if key in user:
-            problem = _pem_problem(user[key], f"{path}.{key}")
-            if problem:
-                out.append(problem)
+    out += _credential_field_problems("user", user, path)
     has_cert, has_key = "client-certificate-data" in user, "client-key-data" in user
     if has_cert != has_key:
         missing = "client-key-data" if has_cert else "client-certificate-data"
