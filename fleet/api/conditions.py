@@ -38,32 +38,19 @@ def set_condition(
 ) -> list[Condition]:
     """A new list with the condition set; lastTransitionTime changes only when status does,
     and an unchanged condition comes back equal, so callers can skip the write."""
-    out: list[Condition] = []
-    found = False
-    for c in conditions or ():
-        if c.type != type_:
-            out.append(c)
-            continue
-        found = True
-        out.append(
-            Condition(
-                type=type_,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=observed_generation,
-                last_transition_time=c.last_transition_time if c.status == status else now,
-            )
-        )
-    if not found:
-        out.append(
-            Condition(
-                type=type_,
-                status=status,
-                reason=reason,
-                message=message,
-                observed_generation=observed_generation,
-                last_transition_time=now,
-            )
-        )
-    return out
+    previous = find_condition(conditions, type_)
+    updated = Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=observed_generation,
+        last_transition_time=(
+            previous.last_transition_time
+            if previous is not None and previous.status == status
+            else now
+        ),
+    )
+    if previous is None:
+        return [*(conditions or ()), updated]
+    return [updated if c.type == type_ else c for c in conditions or ()]
