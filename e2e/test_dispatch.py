@@ -320,13 +320,16 @@ def test_deleting_the_policy_leaves_placed_jobs_alone(live: Fleet, namespace, ad
     live.wait_running(namespace, "kept", "member-1")
     live.api.delete("policy.one.alibabacloud.com/v1alpha1", "PropagationPolicy", "gang", namespace)
 
-    live.api.create(_job(namespace, "not-dispatched", workers=1, gpus=1))
     live.mark("member-1", namespace, "kept", "Succeeded")
     wait_until(
         lambda: job_condition(live.job(namespace, "kept"), "Succeeded"),
         what="status still mirrored",
     )
     assert live.copies(namespace, "kept") == ["member-1"]
+    # Created only now, so the controller has surely seen the policy go (it has no status to
+    # wait on); then give it the time a dispatch takes.
+    live.api.create(_job(namespace, "not-dispatched", workers=1, gpus=1))
+    time.sleep(5)
     assert live.binding(namespace, "not-dispatched") is None
     assert live.copies(namespace, "not-dispatched") == []
     live.api.delete(*PYTORCHJOB, "kept", namespace)
