@@ -24,9 +24,9 @@ lint: $(VENV)/.installed
 test: lint
 	$(BIN)/python -m pytest
 
-# Only the tests that need no sandbox (seconds).
+# Only the tests that need no sandbox and no Go build (seconds).
 unit: $(VENV)/.installed
-	$(BIN)/python -m pytest -m "not sandbox"
+	$(BIN)/python -m pytest -m "not sandbox and not toolchain"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

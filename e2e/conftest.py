@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.install import install_crds, join, single_context
+from fleet.install import SECRETS_NAMESPACE, install_crds, join, single_context
 from fleet.kube import KubeClient, load
 from fleet.sandbox import Sandbox
 from fleet.sandbox.process import free_ports
+from fleet.testing.chart import RBAC_KINDS, render_chart, service_account_kubeconfig
 from fleet.testing.controller import ControllerProcess
 from fleet.testing.kube import ClusterClient, job_condition, wait_until
 from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL
@@ -27,16 +28,26 @@ MEMBERS = ("member-1", "member-2", "member-3")
 PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
 BINDING = ("fleet.dev/v1alpha1", "GangBinding")
 LEASE_SECONDS = 6
+#: Where the chart is installed (and the member kubeconfig Secrets live), as `fleet join` does.
+NAMESPACE = SECRETS_NAMESPACE
 
 
 class Fleet:
     """What e2e tests need: clients, the controller replicas, and questions about jobs."""
 
-    def __init__(self, sandbox: Sandbox, clusters: dict[str, ClusterClient], log_dir: Path) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        clusters: dict[str, ClusterClient],
+        log_dir: Path,
+        kubeconfig: Path,
+    ) -> None:
         self.sandbox = sandbox
         self.clusters = clusters
         self.api = clusters["fleet"]
         self.log_dir = log_dir
+        #: What the replicas authenticate with: the Helm chart's ServiceAccount.
+        self.kubeconfig = kubeconfig
         self.replicas: list[ControllerProcess] = []
 
     # -- controller replicas --------------------------------------------------------------
@@ -44,11 +55,13 @@ class Fleet:
     def start_replica(self, identity: str) -> ControllerProcess:
         port = free_ports(1)[0]
         replica = ControllerProcess(
-            self.sandbox.kubeconfig,
+            self.kubeconfig,
             identity,
             self.log_dir,
             "--lease-seconds",
             str(LEASE_SECONDS),
+            "--lease-namespace",
+            NAMESPACE,
             "--metrics-port",
             str(port),
         )
@@ -57,7 +70,7 @@ class Fleet:
         return replica
 
     def leader(self) -> str | None:
-        lease = self.api.get("coordination.k8s.io/v1", "Lease", "fleet-controller", "kube-system")
+        lease = self.api.get("coordination.k8s.io/v1", "Lease", "fleet-controller", NAMESPACE)
         holder = ((lease or {}).get("spec") or {}).get("holderIdentity")
         return holder or None
 
@@ -140,13 +153,28 @@ async def _bootstrap(kubeconfig: Path) -> None:
         await fleet.aclose()
 
 
+def _install_chart_rbac(kubeconfig: Path, api: ClusterClient) -> dict[str, Any]:
+    """Apply the chart's RBAC as `helm install` would; a kubeconfig of its ServiceAccount."""
+    rendered = render_chart(NAMESPACE)
+    for obj in rendered:
+        if obj["kind"] in RBAC_KINDS:
+            api.apply(obj)
+    account = next(o for o in rendered if o["kind"] == "ServiceAccount")["metadata"]["name"]
+    base = single_context(yaml.safe_load(kubeconfig.read_text()), "fleet")
+    return service_account_kubeconfig(api, base, NAMESPACE, account)
+
+
 @pytest.fixture(scope="session")
 def fleet(
     sandbox: Sandbox, clusters: dict[str, ClusterClient], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Fleet]:
     asyncio.run(_bootstrap(sandbox.kubeconfig))
     log_dir = tmp_path_factory.mktemp("controller-logs")
-    handle = Fleet(sandbox, clusters, log_dir)
+    kubeconfig = log_dir / "fleet-controller.kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(_install_chart_rbac(sandbox.kubeconfig, clusters["fleet"]))
+    )
+    handle = Fleet(sandbox, clusters, log_dir, kubeconfig)
     handle.start_replica("ctl-a")
     handle.start_replica("ctl-b")
     try:

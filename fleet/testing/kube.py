@@ -11,7 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from kubernetes import config as k8s_config
-from kubernetes.client import ApiClient
+from kubernetes.client import (
+    ApiClient,
+    AuthenticationV1TokenRequest,
+    CoreV1Api,
+    V1TokenRequestSpec,
+)
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
@@ -122,6 +127,44 @@ class ClusterClient:
                 return False
             raise
         return True
+
+    def dry_run(self, obj: dict[str, Any], namespace: str | None = None) -> None:
+        """Server-side apply `obj` with dryRun=All and strict field validation: the server says
+        whether it would take it (unknown fields included) and keeps nothing."""
+        ns = namespace or obj.get("metadata", {}).get("namespace")
+        res = self.resource(obj["apiVersion"], obj["kind"])
+        request = self.api.param_serialize(
+            "PATCH",
+            res.path(name=obj["metadata"]["name"], namespace=ns),
+            query_params=[
+                ("dryRun", "All"),
+                ("fieldValidation", "Strict"),
+                ("fieldManager", "fleet-tests"),
+                ("force", "true"),
+            ],
+            header_params={
+                "Content-Type": "application/apply-patch+yaml",
+                "Accept": "application/json",
+            },
+            body=obj,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api.call_api(*request)
+        if not 200 <= response.status <= 299:
+            response.read()
+            self.api.response_deserialize(response, {})  # raises ApiException with the body
+
+    def service_account_token(self, namespace: str, name: str, seconds: int = 86400) -> str:
+        """A bound token for the ServiceAccount (TokenRequest), as a pod of it would get."""
+        request = AuthenticationV1TokenRequest(
+            spec=V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
+        )
+        response = CoreV1Api(self.api).create_namespaced_service_account_token(
+            name, namespace, request
+        )
+        if response.status is None or not response.status.token:
+            raise AssertionError(f"no token issued for ServiceAccount {namespace}/{name}")
+        return response.status.token
 
     def pods(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.items("v1", "Pod", namespace, label_selector)
