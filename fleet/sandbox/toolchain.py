@@ -272,7 +272,7 @@ def _default_progress(message: str) -> None:
 
 
 def ensure_helm(progress: Progress | None = None) -> Path:
-    """The pinned helm binary, built on first use (about 3 minutes cold on 2 cores)."""
+    """The pinned helm binary, built on first use (about 2 minutes cold on 2 cores)."""
     say = progress or _default_progress
     key = json.dumps([_platform(), HELM_MODULE.go_mod(), HELM_MODULE.ldflags]).encode()
     digest = hashlib.sha256(key).hexdigest()[:16]
