@@ -33,7 +33,13 @@ from fleet.install import install_crds, join, single_context
 from fleet.kube import KubeClient, load
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.sandbox.process import Component, free_ports, start, wait_ready
-from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL, gang_policy, pytorchjob
+from fleet.testing.workloads import (
+    JOB_NAME_LABEL,
+    OUTCOME_LABEL,
+    gang_policy,
+    outcome_template_patch,
+    pytorchjob,
+)
 
 T = TypeVar("T")
 
@@ -165,9 +171,19 @@ class _Api:
     def delete(self, api_version: str, kind: str, name: str, namespace: str = "default") -> None:
         self.run(lambda c: c.delete(api_version, kind, name, namespace))
 
-    def label_pod(self, name: str, key: str, value: str) -> None:
-        patch = {"metadata": {"labels": {key: value}}}
-        self.run(lambda c: c.patch("v1", "Pod", name, patch, "default"))
+    def mark(self, job: str, outcome: str) -> None:
+        """Make a PyTorchJob's pods (and any it starts again) end with `outcome`."""
+        obj = self.get("kubeflow.org/v1", "PyTorchJob", job)
+        template_patch = outcome_template_patch(obj, outcome)
+        self.run(lambda c: c.patch("kubeflow.org/v1", "PyTorchJob", job, template_patch, "default"))
+        pod_patch = {"metadata": {"labels": {OUTCOME_LABEL: outcome}}}
+        names = [pod["metadata"]["name"] for pod in self.pods(job)]
+
+        async def label(client: KubeClient) -> None:
+            for name in names:
+                await client.patch("v1", "Pod", name, pod_patch, "default")
+
+        self.run(label)
 
     def pods(self, job: str) -> list[dict[str, Any]]:
         listing = self.run(
@@ -271,8 +287,7 @@ def run(state_dir: Path | None = None) -> int:
 
     _step(f"5. Failover: pytorch-test fails in {first}; tolerationSeconds is 30")
     member = _Api(kubeconfig, first)
-    for pod in member.pods("pytorch-test"):
-        member.label_pod(pod["metadata"]["name"], OUTCOME_LABEL, "Failed")
+    member.mark("pytorch-test", "Failed")
     started = time.monotonic()
     print(
         "  marked its pods to crash (kwok restarts them as a kubelet would; after backoffLimit 2"

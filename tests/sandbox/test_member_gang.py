@@ -9,7 +9,13 @@ from typing import Any
 import yaml
 
 from fleet.testing.kube import ClusterClient, job_condition, wait_until
-from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL, pytorchjob, with_node_selector
+from fleet.testing.workloads import (
+    JOB_NAME_LABEL,
+    OUTCOME_LABEL,
+    outcome_template_patch,
+    pytorchjob,
+    with_node_selector,
+)
 
 DATA = Path(__file__).parent.parent / "data"
 PG = ("scheduling.x-k8s.io/v1alpha1", "PodGroup")
@@ -28,6 +34,9 @@ def _running(pods: list[dict[str, Any]], count: int) -> bool:
 
 
 def _mark(member: ClusterClient, namespace: str, job: str, outcome: str) -> None:
+    tf = member.get("kubeflow.org/v1", "TFJob", job, namespace)
+    assert tf is not None
+    member.patch("kubeflow.org/v1", "TFJob", job, outcome_template_patch(tf, outcome), namespace)
     for pod in member.pods(namespace, f"{JOB_NAME_LABEL}={job}"):
         member.patch(
             "v1",
