@@ -75,6 +75,7 @@ def test_component_dying_on_start_names_it_and_its_log(tmp_path):
     assert "boom: cannot listen" in message
 
 
+@pytest.mark.toolchain
 def test_failed_up_stops_everything_it_started(tmp_path):
     """A sandbox whose API server dies: clear error, and etcd (already up) is stopped too."""
     real = ensure_toolchain(progress=lambda _m: None)
