@@ -22,7 +22,7 @@ from fleet.sandbox.process import free_ports
 from fleet.testing.chart import RBAC_KINDS, render_chart, service_account_kubeconfig
 from fleet.testing.controller import ControllerProcess
 from fleet.testing.kube import ClusterClient, job_condition, wait_until
-from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL
+from fleet.testing.workloads import JOB_NAME_LABEL
 
 MEMBERS = ("member-1", "member-2", "member-3")
 PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
@@ -131,15 +131,7 @@ class Fleet:
         )
 
     def mark(self, member: str, namespace: str, job: str, outcome: str) -> None:
-        client = self.clusters[member]
-        for pod in client.pods(namespace, f"{JOB_NAME_LABEL}={job}"):
-            client.patch(
-                "v1",
-                "Pod",
-                pod["metadata"]["name"],
-                {"metadata": {"labels": {OUTCOME_LABEL: outcome}}},
-                namespace,
-            )
+        self.clusters[member].mark_job(PYTORCHJOB, job, namespace, outcome)
 
 
 async def _bootstrap(kubeconfig: Path) -> None:

@@ -21,6 +21,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
+from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL, outcome_template_patch
+
 T = TypeVar("T")
 
 
@@ -165,6 +167,19 @@ class ClusterClient:
         if response.status is None or not response.status.token:
             raise AssertionError(f"no token issued for ServiceAccount {namespace}/{name}")
         return response.status.token
+
+    def mark_job(self, api: tuple[str, str], name: str, namespace: str, outcome: str) -> None:
+        """Make a Kubeflow job's pods end with `outcome` (kwok plays it): its replica templates
+        first, so pods the operator starts again carry it too, then the pods it has."""
+        job = self.get(*api, name, namespace)
+        if job is None:
+            raise AssertionError(f"{api[1]} {namespace}/{name} not found in {self.name}")
+        self.patch(*api, name, outcome_template_patch(job, outcome), namespace)
+        for pod in self.pods(namespace, f"{JOB_NAME_LABEL}={name}"):
+            labels = {OUTCOME_LABEL: outcome}
+            self.patch(
+                "v1", "Pod", pod["metadata"]["name"], {"metadata": {"labels": labels}}, namespace
+            )
 
     def pods(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.items("v1", "Pod", namespace, label_selector)

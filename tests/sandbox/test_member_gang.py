@@ -11,8 +11,6 @@ import yaml
 from fleet.testing.kube import ClusterClient, job_condition, wait_until
 from fleet.testing.workloads import (
     JOB_NAME_LABEL,
-    OUTCOME_LABEL,
-    outcome_template_patch,
     pytorchjob,
     with_node_selector,
 )
@@ -34,17 +32,7 @@ def _running(pods: list[dict[str, Any]], count: int) -> bool:
 
 
 def _mark(member: ClusterClient, namespace: str, job: str, outcome: str) -> None:
-    tf = member.get("kubeflow.org/v1", "TFJob", job, namespace)
-    assert tf is not None
-    member.patch("kubeflow.org/v1", "TFJob", job, outcome_template_patch(tf, outcome), namespace)
-    for pod in member.pods(namespace, f"{JOB_NAME_LABEL}={job}"):
-        member.patch(
-            "v1",
-            "Pod",
-            pod["metadata"]["name"],
-            {"metadata": {"labels": {OUTCOME_LABEL: outcome}}},
-            namespace,
-        )
+    member.mark_job(("kubeflow.org/v1", "TFJob"), job, namespace, outcome)
 
 
 def test_pytorchjob_runs_as_one_gang(clusters, namespace, add_nodes):
