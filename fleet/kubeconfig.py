@@ -5,6 +5,9 @@ MultiKueue, fleet refuses anything that would let that input run a program in th
 (exec and auth-provider plugins), read the controller's files (certificate and token paths), or
 talk to the member without verifying it (insecure-skip-tls-verify, plain http). Every problem is
 reported at once, each naming its field, so one round of fixing is enough.
+
+How a context resolves to its cluster and user is fleet.kube's (resolve_context), shared with
+the permissive reading of the fleet's own kubeconfig; only the rules are here.
 """
 
 from __future__ import annotations
@@ -13,12 +16,18 @@ import base64
 import binascii
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-import yaml
+from fleet.kube import (
+    KubeconfigEntry,
+    KubeconfigError,
+    KubeconfigProblem,
+    load_kubeconfig,
+    resolve_context,
+)
 
 __all__ = [
     "DEFAULT_SECRET_KEY",
@@ -50,31 +59,10 @@ _DNS_LABEL: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 
 
 @dataclass(frozen=True)
-class KubeconfigProblem:
-    """One thing wrong with a kubeconfig, naming the field it is about."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
-class KubeconfigError(ValueError):
-    """A kubeconfig fleet will not use; `problems` lists every reason."""
-
-    def __init__(self, problems: Sequence[KubeconfigProblem], source: str | None = None) -> None:
-        self.problems = list(problems)
-        self.source = source
-        where = f" ({source})" if source else ""
-        super().__init__(f"invalid kubeconfig{where}: " + "; ".join(map(str, self.problems)))
-
-
-@dataclass(frozen=True)
 class ResolvedKubeconfig:
     """A validated kubeconfig and what its current-context resolves to.
 
-    `config` can be handed to kubernetes.config.new_client_from_config_dict.
+    `config` is what fleet.kube.from_kubeconfig turns into a Connection.
     """
 
     config: dict[str, Any]
@@ -150,17 +138,6 @@ def kubeconfig_text_from_secret(secret: Any, key: str = DEFAULT_SECRET_KEY) -> s
     return text
 
 
-def load_kubeconfig(text: str | bytes) -> dict[str, Any]:
-    """Parse kubeconfig YAML (or JSON) into a dict; KubeconfigError if it is not a mapping."""
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KubeconfigError([KubeconfigProblem("(document)", f"not valid YAML: {exc}")]) from None
-    if not isinstance(loaded, dict):
-        raise KubeconfigError([KubeconfigProblem("(document)", "is not a YAML mapping")])
-    return loaded
-
-
 # --- Validation ------------------------------------------------------------------------------
 
 
@@ -206,39 +183,6 @@ def _pem_problem(value: Any, field: str) -> KubeconfigProblem | None:
     return None
 
 
-def _entries(
-    config: Mapping[str, Any], section: str, inner: str, out: list[KubeconfigProblem]
-) -> dict[str, list[tuple[int, Mapping[str, Any]]]]:
-    """Name -> [(index, inner mapping)] for one of clusters/contexts/users, noting shape errors."""
-    raw = config.get(section)
-    by_name: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
-    if raw is None:
-        return by_name
-    if not isinstance(raw, list):
-        out.append(KubeconfigProblem(section, "must be a list"))
-        return by_name
-    for i, entry in enumerate(raw):
-        path = f"{section}[{i}]"
-        if not isinstance(entry, Mapping):
-            out.append(KubeconfigProblem(path, "must be a mapping with name and " + inner))
-            continue
-        name = entry.get("name")
-        body = entry.get(inner)
-        if not isinstance(name, str) or not name:
-            out.append(KubeconfigProblem(f"{path}.name", "required"))
-            continue
-        if body is None:
-            body = {}
-        if not isinstance(body, Mapping):
-            out.append(KubeconfigProblem(f"{path}.{inner}", "must be a mapping"))
-            continue
-        by_name.setdefault(name, []).append((i, body))
-    for name, found in by_name.items():
-        for i, _ in found[1:]:
-            out.append(KubeconfigProblem(f"{section}[{i}].name", f"duplicate name {name!r}"))
-    return by_name
-
-
 def _credential_field_problems(
     kind: str, body: Mapping[str, Any], path: str
 ) -> list[KubeconfigProblem]:
@@ -256,8 +200,8 @@ def _credential_field_problems(
     return out
 
 
-def _cluster_problems(i: int, cluster: Mapping[str, Any]) -> list[KubeconfigProblem]:
-    path = f"clusters[{i}].cluster"
+def _cluster_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
+    path, cluster = entry.path, entry.body
     out: list[KubeconfigProblem] = []
     if cluster.get("insecure-skip-tls-verify") in (True, "true", "True"):
         out.append(
@@ -271,8 +215,8 @@ def _cluster_problems(i: int, cluster: Mapping[str, Any]) -> list[KubeconfigProb
     return out
 
 
-def _user_problems(i: int, user: Mapping[str, Any], resolved: bool) -> list[KubeconfigProblem]:
-    path = f"users[{i}].user"
+def _user_problems(entry: KubeconfigEntry, resolved: bool) -> list[KubeconfigProblem]:
+    path, user = entry.path, entry.body
     out: list[KubeconfigProblem] = []
     if user.get("exec") is not None:
         out.append(KubeconfigProblem(f"{path}.exec", "exec plugins are not allowed"))
@@ -304,44 +248,6 @@ def _user_problems(i: int, user: Mapping[str, Any], resolved: bool) -> list[Kube
     return out
 
 
-def _resolve(
-    config: Mapping[str, Any], out: list[KubeconfigProblem]
-) -> tuple[
-    dict[str, list[tuple[int, Mapping[str, Any]]]],
-    dict[str, list[tuple[int, Mapping[str, Any]]]],
-    tuple[str, str, str, str | None] | None,
-]:
-    clusters = _entries(config, "clusters", "cluster", out)
-    contexts = _entries(config, "contexts", "context", out)
-    users = _entries(config, "users", "user", out)
-    current = config.get("current-context")
-    if not isinstance(current, str) or not current:
-        names = ", ".join(repr(n) for n in contexts) or "none defined"
-        out.append(KubeconfigProblem("current-context", f"required (contexts: {names})"))
-        return clusters, users, None
-    if current not in contexts:
-        names = ", ".join(repr(n) for n in contexts) or "none defined"
-        out.append(KubeconfigProblem("current-context", f"context {current!r} not found ({names})"))
-        return clusters, users, None
-    if len(contexts[current]) > 1:
-        return clusters, users, None  # the duplicate is already reported
-    ci, ctx = contexts[current][0]
-    resolved: list[str] = []
-    for ref, table, section in (("cluster", clusters, "clusters"), ("user", users, "users")):
-        target = ctx.get(ref)
-        field = f"contexts[{ci}].context.{ref}"
-        if not isinstance(target, str) or not target:
-            out.append(KubeconfigProblem(field, "required"))
-        elif target not in table:
-            out.append(KubeconfigProblem(field, f"{ref} {target!r} not found in {section}"))
-        elif len(table[target]) == 1:
-            resolved.append(target)
-    if len(resolved) != 2:
-        return clusters, users, None
-    namespace = ctx.get("namespace")
-    return clusters, users, (current, resolved[0], resolved[1], namespace or None)
-
-
 def _validate(
     config: Mapping[str, Any],
 ) -> tuple[list[KubeconfigProblem], ResolvedKubeconfig | None]:
@@ -350,27 +256,27 @@ def _validate(
         out.append(KubeconfigProblem("kind", f"must be Config, not {config.get('kind')!r}"))
     if config.get("apiVersion") not in (None, "v1"):
         out.append(KubeconfigProblem("apiVersion", f"must be v1, not {config.get('apiVersion')!r}"))
-    clusters, users, resolution = _resolve(config, out)
-    resolved_user = resolution[2] if resolution else None
-    for found in clusters.values():
-        for i, cluster in found:
-            out += _cluster_problems(i, cluster)
-    for name, found in users.items():
-        for i, user in found:
-            out += _user_problems(i, user, resolved=name == resolved_user)
-    if resolution is None and not out:
+    resolution = resolve_context(config)
+    out += resolution.problems
+    resolved = resolution.context
+    resolved_user = resolved.user.name if resolved and resolved.user else None
+    for found in resolution.clusters.values():
+        for cluster in found:
+            out += _cluster_problems(cluster)
+    for name, users in resolution.users.items():
+        for user in users:
+            out += _user_problems(user, resolved=name == resolved_user)
+    if resolved is None and not out:
         out.append(KubeconfigProblem("current-context", "does not resolve to one cluster and user"))
-    if out or resolution is None:
+    if out or resolved is None or resolved.user is None:
         return sorted(out, key=_problem_order(config)), None
-    context, cluster_name, user_name, namespace = resolution
-    server = str(clusters[cluster_name][0][1]["server"]).strip()
     return [], ResolvedKubeconfig(
         config=dict(config),
-        context=context,
-        cluster=cluster_name,
-        user=user_name,
-        server=server,
-        namespace=namespace,
+        context=resolved.name,
+        cluster=resolved.cluster.name,
+        user=resolved.user.name,
+        server=resolved.server,
+        namespace=resolved.namespace,
     )
 
 

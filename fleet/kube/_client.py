@@ -1,84 +1,50 @@
-"""An async Kubernetes client on httpx: the verbs fleet needs, discovery, and watches.
+"""The async Kubernetes client on httpx: the controller's verbs, discovery, and watches.
 
-One instance per API server. Reads and idempotent writes retry on connection errors, 429 and
-5xx with exponential backoff (tenacity); creates are not retried blindly, callers treat a 409
-as "already there" and adopt the object instead.
+One instance per API server. Reads and idempotent writes retry on no answer, 429 and 5xx with
+exponential backoff (tenacity); creates and replaces are not retried blindly, callers treat a
+409 as "already there" (or "someone wrote first") instead. What is asked is built in
+_requests, shared with the sync client; only sending is here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-import json
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import quote
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import httpx
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
+from tenacity import AsyncRetrying
 
 from fleet.kube._connection import Connection
+from fleet.kube._discovery import Discovery, Resource
+from fleet.kube._errors import KubeError
+from fleet.kube._requests import (
+    Call,
+    Done,
+    Obj,
+    Op,
+    Requests,
+    decode,
+    resource_of,
+    resume,
+    retry_policy,
+    unreachable,
+    watch_event,
+)
 
-Obj = dict[str, Any]
+T = TypeVar("T")
 
-
-class ApiError(Exception):
-    """The API server refused a request; `status` is the HTTP code."""
-
-    def __init__(self, status: int, reason: str, message: str, server: str = "") -> None:
-        self.status = status
-        self.reason = reason
-        self.message = message
-        where = f" ({server})" if server else ""
-        super().__init__(f"{status} {reason}: {message}{where}")
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
-
-    @property
-    def gone(self) -> bool:
-        return self.status == 410
-
-
-class Unreachable(Exception):
-    """The API server did not answer (connection refused, timeout, TLS failure)."""
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, Unreachable):
-        return True
-    return isinstance(exc, ApiError) and (exc.status == 429 or exc.status >= 500)
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the API."""
-
-    api_version: str
-    kind: str
-    plural: str
-    namespaced: bool
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace)}"
-        base += f"/{self.plural}"
-        return f"{base}/{quote(name)}" if name else base
+__all__ = ["KubeClient"]
 
 
 class KubeClient:
-    """Talks to one API server."""
+    """Talks to one API server, asynchronously.
+
+    `transport` replaces the network (tests pass an httpx.MockTransport), `sleep` the waits
+    between retries (tests pass one that returns at once).
+    """
 
     def __init__(
         self,
@@ -87,108 +53,87 @@ class KubeClient:
         name: str = "",
         timeout: float = 15.0,
         retries: int = 4,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.name = name or connection.server
         self.server = connection.server
+        self.connection = connection
         self._retries = retries
+        self._sleep = sleep
         self._http = httpx.AsyncClient(
             base_url=connection.server,
             verify=connection.ssl_context,
-            headers=dict(connection.headers),
+            auth=connection.auth,
             timeout=httpx.Timeout(timeout, connect=5.0),
             limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
+            transport=transport,
         )
-        self._resources: dict[tuple[str, str], Resource] = {}
+        self._requests = Requests(self.name, Discovery())
+        #: Requests sent, by (verb, resource): what a dispatch costs (see /metrics).
+        self.requests: Counter[tuple[str, str]] = Counter()
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    # -- plumbing ---------------------------------------------------------------------------
+    async def __aenter__(self) -> KubeClient:
+        return self
 
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        retry: bool = True,
-    ) -> Any:
-        async def once() -> Any:
-            try:
-                r = await self._http.request(
-                    method,
-                    path,
-                    params=params,
-                    content=None if body is None else json.dumps(body),
-                    headers={"Content-Type": content_type} if body is not None else None,
-                )
-            except httpx.TransportError as e:
-                raise Unreachable(f"{self.name}: {type(e).__name__}: {e}") from e
-            if r.status_code >= 400:
-                raise self._error(r)
-            return r.json() if r.content else None
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
-        if not retry:
-            return await once()
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception(_transient),
-            stop=stop_after_attempt(self._retries),
-            wait=wait_exponential_jitter(multiplier=0.2, max=3.0),
-            reraise=True,
-        ):
+    # -- sending --------------------------------------------------------------------------------
+
+    async def _send(self, call: Call) -> Any:
+        self.requests[(call.verb, resource_of(call.path))] += 1
+        try:
+            response = await self._http.send(call.build(self._http))
+        except httpx.TransportError as e:
+            raise unreachable(call, e, self.name) from e
+        return decode(call, response, self.name)
+
+    async def _execute(self, call: Call) -> Any:
+        if not call.retry:
+            return await self._send(call)
+        async for attempt in AsyncRetrying(sleep=self._sleep, **retry_policy(self._retries)):
             with attempt:
-                return await once()
+                return await self._send(call)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _error(self, r: httpx.Response) -> ApiError:
-        try:
-            status = r.json()
-            return ApiError(
-                r.status_code, status.get("reason", ""), status.get("message", r.text), self.name
-            )
-        except ValueError:
-            return ApiError(r.status_code, r.reason_phrase, r.text[:300], self.name)
+    async def _run(self, op: Op[T]) -> T:
+        step = resume(op)
+        while not isinstance(step, Done):
+            try:
+                answer = await self._execute(step)
+            except KubeError as e:
+                step = resume(op, error=e)
+            else:
+                step = resume(op, answer)
+        return step.value
 
-    # -- discovery --------------------------------------------------------------------------
+    # -- discovery ------------------------------------------------------------------------------
 
     async def resource(self, api_version: str, kind: str) -> Resource:
-        """Look a kind up once (cached); raises ApiError 404 if the server does not serve it."""
-        key = (api_version, kind)
-        if key in self._resources:
-            return self._resources[key]
-        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        listing = await self._send("GET", path)
-        for item in listing.get("resources", []):
-            if "/" in item["name"]:
-                continue
-            found = Resource(api_version, item["kind"], item["name"], bool(item["namespaced"]))
-            self._resources[(api_version, item["kind"])] = found
-        if key not in self._resources:
-            raise ApiError(404, "NotFound", f"{self.name} serves no {kind} in {api_version}")
-        return self._resources[key]
+        """Where a kind lives (cached); NotFound if the server does not serve it."""
+        return await self._run(self._requests.resource(api_version, kind))
+
+    async def lookup(self, word: str) -> Resource:
+        """The resource a user means by `word` (`pytorchjob`, `po`, ...), across all groups."""
+        return await self._run(self._requests.lookup(word))
 
     def forget_discovery(self) -> None:
-        self._resources.clear()
+        self._requests.discovery.forget()
 
-    # -- verbs ------------------------------------------------------------------------------
+    # -- verbs ----------------------------------------------------------------------------------
 
     async def version(self) -> Obj:
-        result: Obj = await self._send("GET", "/version")
-        return result
+        return await self._run(self._requests.version())
 
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> Obj | None:
-        res = await self.resource(api_version, kind)
-        try:
-            obj: Obj = await self._send("GET", res.path(namespace, name))
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
-        return obj
+        """The object, or None if it does not exist (403 and the rest raise)."""
+        return await self._run(self._requests.get(api_version, kind, name, namespace))
 
     async def list(
         self,
@@ -200,33 +145,66 @@ class KubeClient:
         field_selector: str | None = None,
     ) -> Obj:
         """The whole list object (items plus metadata.resourceVersion, for a following watch)."""
-        res = await self.resource(api_version, kind)
-        params = {}
-        if label_selector:
-            params["labelSelector"] = label_selector
-        if field_selector:
-            params["fieldSelector"] = field_selector
-        result: Obj = await self._send("GET", res.path(namespace), params=params)
-        return result
-
-    async def create(self, obj: Mapping[str, Any]) -> Obj:
-        res = await self.resource(obj["apiVersion"], obj["kind"])
-        ns = obj.get("metadata", {}).get("namespace")
-        created: Obj = await self._send("POST", res.path(ns), body=obj, retry=False)
-        return created
-
-    async def apply(self, obj: Mapping[str, Any], *, field_manager: str, force: bool = True) -> Obj:
-        """Server-side apply: idempotent, so it is retried."""
-        res = await self.resource(obj["apiVersion"], obj["kind"])
-        meta = obj["metadata"]
-        applied: Obj = await self._send(
-            "PATCH",
-            res.path(meta.get("namespace"), meta["name"]),
-            params={"fieldManager": field_manager, "force": "true" if force else "false"},
-            body=obj,
-            content_type="application/apply-patch+yaml",
+        return await self._run(
+            self._requests.list(
+                api_version,
+                kind,
+                namespace,
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
         )
-        return applied
+
+    async def table(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        name: str | None = None,
+        *,
+        label_selector: str | None = None,
+    ) -> Obj | None:
+        """What `kubectl get` prints (a meta.k8s.io Table); None if the named object is
+        missing."""
+        return await self._run(
+            self._requests.table(res, namespace, name, label_selector=label_selector)
+        )
+
+    async def create(self, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        """POST, not retried: a Conflict (409) means it is already there."""
+        return await self._run(self._requests.create(obj, namespace))
+
+    async def create_subresource(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        subresource: str,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+    ) -> Obj:
+        return await self._run(
+            self._requests.create_subresource(api_version, kind, name, subresource, body, namespace)
+        )
+
+    async def apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+        field_validation: str | None = None,
+    ) -> Obj:
+        """Server-side apply: idempotent, so it is retried."""
+        return await self._run(
+            self._requests.apply(
+                obj,
+                field_manager=field_manager,
+                force=force,
+                dry_run=dry_run,
+                field_validation=field_validation,
+            )
+        )
 
     async def patch(
         self,
@@ -239,25 +217,21 @@ class KubeClient:
         subresource: str | None = None,
         patch_type: str = "merge",
     ) -> Obj:
-        res = await self.resource(api_version, kind)
-        path = res.path(namespace, name) + (f"/{subresource}" if subresource else "")
-        content_type = {
-            "merge": "application/merge-patch+json",
-            "json": "application/json-patch+json",
-            "strategic": "application/strategic-merge-patch+json",
-        }[patch_type]
-        patched: Obj = await self._send("PATCH", path, body=patch, content_type=content_type)
-        return patched
+        return await self._run(
+            self._requests.patch(
+                api_version,
+                kind,
+                name,
+                patch,
+                namespace,
+                subresource=subresource,
+                patch_type=patch_type,
+            )
+        )
 
     async def replace(self, obj: Mapping[str, Any], *, subresource: str | None = None) -> Obj:
-        """PUT with the object's resourceVersion: fails with 409 if someone else wrote first."""
-        res = await self.resource(obj["apiVersion"], obj["kind"])
-        meta = obj["metadata"]
-        path = res.path(meta.get("namespace"), meta["name"]) + (
-            f"/{subresource}" if subresource else ""
-        )
-        replaced: Obj = await self._send("PUT", path, body=obj, retry=False)
-        return replaced
+        """PUT with the object's resourceVersion: Conflict (409) if someone else wrote first."""
+        return await self._run(self._requests.replace(obj, subresource=subresource))
 
     async def delete(
         self,
@@ -271,19 +245,11 @@ class KubeClient:
     ) -> bool:
         """Delete (idempotent: False if it was already gone). `uid` guards against deleting a
         newer object that reuses the name."""
-        res = await self.resource(api_version, kind)
-        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
-        if uid:
-            body["preconditions"] = {"uid": uid}
-        try:
-            await self._send("DELETE", res.path(namespace, name), body=body)
-        except ApiError as e:
-            if e.not_found:
-                return False
-            if e.conflict and uid:
-                return False
-            raise
-        return True
+        return await self._run(
+            self._requests.delete(
+                api_version, kind, name, namespace, propagation=propagation, uid=uid
+            )
+        )
 
     async def watch(
         self,
@@ -298,40 +264,31 @@ class KubeClient:
     ) -> AsyncIterator[Obj]:
         """Yield watch events (type, object) until the server closes the stream.
 
-        A 410 Gone (as an HTTP status or an ERROR event) raises ApiError(410): the caller lists
-        again and resumes from the new resourceVersion.
+        A 410 Gone (as an HTTP status or an ERROR event) raises Gone: the caller lists again
+        and resumes from the new resourceVersion. A broken stream raises Unreachable.
         """
         res = await self.resource(api_version, kind)
-        params = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(timeout_seconds),
-        }
-        if label_selector:
-            params["labelSelector"] = label_selector
-        if field_selector:
-            params["fieldSelector"] = field_selector
-        timeout = httpx.Timeout(connect=5.0, read=timeout_seconds + 30, write=10, pool=10)
+        call = self._requests.watch_call(
+            res,
+            resource_version=resource_version,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            timeout_seconds=timeout_seconds,
+        )
         try:
-            async with self._http.stream(
-                "GET", res.path(namespace), params=params, timeout=timeout
-            ) as r:
-                if r.status_code >= 400:
-                    await r.aread()
-                    raise self._error(r)
-                async for line in r.aiter_lines():
-                    if not line:
-                        continue
-                    event: Obj = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise ApiError(
-                            int(status.get("code") or 500),
-                            status.get("reason", ""),
-                            status.get("message", ""),
-                            self.name,
-                        )
+            response = await self._http.send(call.build(self._http), stream=True)
+        except httpx.TransportError as e:
+            raise unreachable(call, e, self.name) from e
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                decode(call, response, self.name)
+            async for line in response.aiter_lines():
+                event = watch_event(line, call, self.name)
+                if event is not None:
                     yield event
         except httpx.TransportError as e:
-            raise Unreachable(f"{self.name}: watch {kind}: {type(e).__name__}: {e}") from e
+            raise unreachable(call, e, self.name) from e
+        finally:
+            await response.aclose()

@@ -1,145 +1,248 @@
-"""How to reach one API server: its URL, TLS context and credentials, from a kubeconfig.
+"""How to reach one API server: its URL, TLS context and credentials.
 
-Member kubeconfigs come from Secrets and are validated first (inline data only, see
-fleet.kubeconfig); the fleet's own kubeconfig may reference files, like any client's.
+Built from a kubeconfig (a member's, validated first by fleet.kubeconfig, or the fleet's own,
+which may point at files like any kubectl kubeconfig) or from the pod's service account.
+Credentials live in memory only, inside the Connection: the client key is loaded into the
+SSLContext without ever touching disk (see _tls), and the service-account token is re-read from
+its file when the kubelet rotates it (see _auth).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
+import ipaddress
 import os
 import ssl
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+import httpx
 
-_SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+from fleet.kube._auth import BearerToken, TokenFile
+from fleet.kube._errors import KubeconfigError, KubeconfigProblem
+from fleet.kube._kubeconfig import Credential, credential, read_kubeconfig_file, resolve_context
+from fleet.kube._tls import client_ssl_context, load_client_certificate
+
+__all__ = ["Connection", "TlsMaterial", "from_kubeconfig", "in_cluster", "load"]
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-class ConnectionError_(ValueError):
-    """A kubeconfig we cannot turn into a connection."""
+@dataclasses.dataclass(frozen=True, repr=False)
+class TlsMaterial:
+    """The CA, client certificate and key a Connection was built from, for clients that build
+    their own TLS (kopf's login): PEM data held in memory, and the user's own file paths when
+    the kubeconfig named files. Never a file fleet wrote."""
+
+    ca: Credential | None = None
+    certificate: Credential | None = None
+    key: Credential | None = None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False, eq=False)
 class Connection:
+    """One API server and how to authenticate to it.
+
+    `ssl_context` is an SSLContext (with the client certificate loaded, if any), True for the
+    system's CAs, or False when the kubeconfig says insecure-skip-tls-verify. `auth` adds the
+    bearer token to each request (None: the client certificate, or nothing, authenticates).
+    """
+
     server: str
-    ssl_context: ssl.SSLContext | bool
-    headers: Mapping[str, str]
-    #: For kopf's login handler: the same credentials as files/values.
-    ca_path: str | None = None
-    cert_path: str | None = None
-    key_path: str | None = None
-    token: str | None = None
+    ssl_context: ssl.SSLContext | bool = True
+    auth: httpx.Auth | None = None
     default_namespace: str | None = None
+    #: Where this connection came from, for messages: a kubeconfig file and context, a Secret.
+    source: str = ""
+    #: What `ssl_context` was built from; lives as long as the connection.
+    tls: TlsMaterial = dataclasses.field(default_factory=TlsMaterial)
+
+    @property
+    def insecure(self) -> bool:
+        return self.ssl_context is False
+
+    def bearer_token(self) -> str | None:
+        """The token to send now (re-read from its file if it rotated), or None."""
+        if isinstance(self.auth, BearerToken | TokenFile):
+            return self.auth.token()
+        return None
+
+    def __repr__(self) -> str:
+        return f"Connection({self.server!r}, source={self.source!r})"
 
 
-def _data_or_file(entry: Mapping[str, Any], key: str, base: Path | None) -> bytes | None:
-    if data := entry.get(f"{key}-data"):
-        return base64.b64decode(data)
-    if path := entry.get(key):
-        p = Path(path)
-        if base is not None and not p.is_absolute():
-            p = base / p
-        return p.read_bytes()
-    return None
-
-
-def _private_file(data: bytes, suffix: str) -> str:
-    """ssl needs files for a client certificate; keep them private and process-scoped."""
-    fd, path = tempfile.mkstemp(prefix="fleet-", suffix=suffix)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return path
+def _tls(
+    cluster_path: str,
+    cluster: Mapping[str, Any],
+    user_path: str,
+    tls: TlsMaterial,
+    out: list[KubeconfigProblem],
+) -> ssl.SSLContext | bool:
+    insecure = cluster.get("insecure-skip-tls-verify") in (True, "true", "True")
+    ca = tls.ca.data if tls.ca else None
+    certificate = tls.certificate.data if tls.certificate else None
+    key = tls.key.data if tls.key else None
+    if ca is None and not (certificate and key):
+        return not insecure
+    ca_field = "certificate-authority" + (
+        "-data" if cluster.get("certificate-authority-data") else ""
+    )
+    try:
+        context = client_ssl_context(ca=ca, insecure=insecure)
+    except (ssl.SSLError, ValueError) as exc:
+        out.append(KubeconfigProblem(f"{cluster_path}.{ca_field}", f"not a usable CA: {exc}"))
+        return False
+    if certificate and key:
+        try:
+            load_client_certificate(context, certificate, key)
+        except (ssl.SSLError, ValueError) as exc:
+            out.append(
+                KubeconfigProblem(
+                    user_path, f"client certificate and key are not a usable pair: {exc}"
+                )
+            )
+    return context
 
 
 def from_kubeconfig(
-    config: Mapping[str, Any], context: str | None = None, base: Path | None = None
+    config: Mapping[str, Any],
+    context: str | None = None,
+    base: Path | None = None,
+    *,
+    source: str | None = None,
 ) -> Connection:
-    """Resolve `context` (default: current-context) into a Connection."""
+    """Resolve `context` (default: current-context) into a Connection.
 
-    def named(section: str, name: str) -> Mapping[str, Any]:
-        for item in config.get(section) or []:
-            if item.get("name") == name:
-                inner: Mapping[str, Any] = item.get(section[:-1]) or {}
-                return inner
-        raise ConnectionError_(f"kubeconfig has no {section[:-1]} named {name!r}")
-
-    ctx_name = context or config.get("current-context")
-    if not ctx_name:
-        raise ConnectionError_("kubeconfig has no current-context and none was given")
-    ctx = named("contexts", ctx_name)
-    cluster = named("clusters", ctx.get("cluster", ""))
-    user = named("users", ctx.get("user", "")) if ctx.get("user") else {}
-    server = str(cluster.get("server", "")).rstrip("/")
+    File paths in the kubeconfig are read relative to `base` (the kubeconfig's folder), as
+    kubectl does; member kubeconfigs have none (fleet.kubeconfig refuses them). Exec and
+    auth-provider plugins and basic authentication are not supported. Raises KubeconfigError
+    naming every field that stands in the way.
+    """
+    resolution = resolve_context(config, context, require_user=False)
+    resolved = resolution.context
+    if resolved is None:
+        problems = resolution.problems or [
+            KubeconfigProblem("current-context", "does not resolve to one cluster and user")
+        ]
+        raise KubeconfigError(problems, source)
+    out: list[KubeconfigProblem] = []
+    cluster = resolved.cluster
+    server = resolved.server.rstrip("/")
     if not server:
-        raise ConnectionError_(f"cluster of context {ctx_name!r} has no server")
-    ca = _data_or_file(cluster, "certificate-authority", base)
-    ca_path = _private_file(ca, ".crt") if ca else None
-    verify: ssl.SSLContext | bool
-    if cluster.get("insecure-skip-tls-verify"):
-        verify = False
-    else:
-        verify = ssl.create_default_context(cafile=ca_path) if ca_path else True
-    cert = _data_or_file(user, "client-certificate", base)
-    key = _data_or_file(user, "client-key", base)
-    cert_path = key_path = None
-    if cert and key:
-        cert_path, key_path = _private_file(cert, ".crt"), _private_file(key, ".key")
-        if isinstance(verify, bool):
-            verify = ssl.create_default_context() if verify else _unverified()
-        verify.load_cert_chain(cert_path, key_path)
-    headers: dict[str, str] = {}
-    token = user.get("token")
-    if not token and user.get("tokenFile"):
-        token = Path(user["tokenFile"]).read_text().strip()
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
+        out.append(KubeconfigProblem(f"{cluster.path}.server", "required"))
+    ca = credential(cluster, "certificate-authority", base, out)
+    certificate: Credential | None = None
+    key: Credential | None = None
+    auth: httpx.Auth | None = None
+    user = resolved.user
+    if user is not None:
+        body = user.body
+        for plugin in ("exec", "auth-provider"):
+            if body.get(plugin) is not None:
+                out.append(
+                    KubeconfigProblem(
+                        f"{user.path}.{plugin}",
+                        f"{plugin} plugins are not supported by fleet; "
+                        "use a token or a client certificate",
+                    )
+                )
+        if body.get("username") is not None or body.get("password") is not None:
+            out.append(
+                KubeconfigProblem(
+                    f"{user.path}.username",
+                    "basic authentication is not supported; use a token or a client certificate",
+                )
+            )
+        certificate = credential(user, "client-certificate", base, out)
+        key = credential(user, "client-key", base, out)
+        has = {
+            k: bool(body.get(k) or body.get(f"{k}-data"))
+            for k in ("client-certificate", "client-key")
+        }
+        if has["client-certificate"] != has["client-key"]:
+            missing = "client-key" if has["client-certificate"] else "client-certificate"
+            out.append(KubeconfigProblem(f"{user.path}.{missing}-data", "required with its pair"))
+        if token := body.get("token"):
+            auth = BearerToken(str(token).strip())
+        elif token_file := body.get("tokenFile"):
+            path = Path(str(token_file)).expanduser()
+            if base is not None and not path.is_absolute():
+                path = base / path
+            try:
+                auth = TokenFile(path)
+            except OSError as exc:
+                out.append(
+                    KubeconfigProblem(
+                        f"{user.path}.tokenFile", f"cannot read {path}: {exc.strerror}"
+                    )
+                )
+    user_path = user.path if user is not None else f"{resolved.context.path}.user"
+    tls = TlsMaterial(ca, certificate, key)
+    verify = _tls(cluster.path, cluster.body, user_path, tls, out)
+    if out:
+        raise KubeconfigError(out, source)
     return Connection(
         server=server,
         ssl_context=verify,
-        headers=headers,
-        ca_path=ca_path,
-        cert_path=cert_path,
-        key_path=key_path,
-        token=token,
-        default_namespace=ctx.get("namespace"),
+        auth=auth,
+        default_namespace=resolved.namespace,
+        source=source or f"context {resolved.name}",
+        tls=tls,
     )
 
 
-def _unverified() -> ssl.SSLContext:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+def in_cluster(
+    directory: Path = SERVICE_ACCOUNT_DIR, environ: Mapping[str, str] | None = None
+) -> Connection | None:
+    """The pod's own service account, or None outside a pod.
+
+    The CA and the namespace are read once; the token is re-read whenever the kubelet rotates
+    it.
+    """
+    env = os.environ if environ is None else environ
+    host = env.get("KUBERNETES_SERVICE_HOST")
+    port = env.get("KUBERNETES_SERVICE_PORT", "443")
+    token = directory / "token"
+    if not host or not token.is_file():
+        return None
+    source = f"service account in {directory}"
+    try:
+        ipaddress.IPv6Address(host)
+        host = f"[{host}]"
+    except ValueError:
+        pass
+    ca_file = directory / "ca.crt"
+    try:
+        ca = ca_file.read_bytes()
+        auth = TokenFile(token)
+    except OSError as exc:
+        raise KubeconfigError.one(
+            str(exc.filename), f"cannot read: {exc.strerror}", source
+        ) from None
+    namespace_file = directory / "namespace"
+    namespace = namespace_file.read_text().strip() if namespace_file.is_file() else None
+    try:
+        context = client_ssl_context(ca=ca)
+    except (ssl.SSLError, ValueError) as exc:
+        raise KubeconfigError.one(str(ca_file), f"not a usable CA: {exc}", source) from None
+    return Connection(
+        server=f"https://{host}:{port}",
+        ssl_context=context,
+        auth=auth,
+        default_namespace=namespace or None,
+        source=source,
+        tls=TlsMaterial(ca=Credential(ca, ca_file)),
+    )
 
 
 def load(kubeconfig: str | None = None, context: str | None = None) -> Connection:
-    """The fleet's own connection: in-cluster service account, else a kubeconfig file."""
+    """The fleet's own connection: `kubeconfig` (else the first file in $KUBECONFIG), else the
+    pod's service account, else ~/.kube/config."""
     path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    if path is None and (_SA_DIR / "token").is_file():
-        host = os.environ.get("KUBERNETES_SERVICE_HOST")
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if host:
-            token = (_SA_DIR / "token").read_text().strip()
-            ca_path = str(_SA_DIR / "ca.crt")
-            return Connection(
-                server=f"https://{host}:{port}",
-                ssl_context=ssl.create_default_context(cafile=ca_path),
-                headers={"Authorization": f"Bearer {token}"},
-                ca_path=ca_path,
-                token=token,
-            )
+    if path is None and (connection := in_cluster()) is not None:
+        return connection
     file = Path(path or Path.home() / ".kube" / "config").expanduser()
-    try:
-        config = yaml.safe_load(file.read_text())
-    except OSError as e:
-        raise ConnectionError_(f"cannot read kubeconfig {file}: {e.strerror}") from e
-    except yaml.YAMLError as e:
-        raise ConnectionError_(f"kubeconfig {file} is not valid YAML: {e}") from e
-    if not isinstance(config, dict):
-        raise ConnectionError_(f"kubeconfig {file} is not a mapping")
-    return from_kubeconfig(config, context, base=file.parent)
+    config = read_kubeconfig_file(file)
+    where = f"{file}" + (f" context {context}" if context else "")
+    return from_kubeconfig(config, context, base=file.parent, source=where)

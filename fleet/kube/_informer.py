@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from fleet.kube._client import ApiError, KubeClient, Obj, Unreachable
+from fleet.kube._client import KubeClient
+from fleet.kube._errors import ApiError, Unreachable
+from fleet.kube._requests import Obj
 
 log = logging.getLogger(__name__)
 
@@ -38,19 +40,27 @@ class Informer:
         *,
         on_health: HealthHandler | None = None,
         on_synced: Callable[[], None] | None = None,
+        namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
         max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
+        """`sleep` waits between retries and `jitter` spreads them (a float in [0, 1)); tests
+        replace both so that nothing waits for real time."""
         self.client = client
         self.api_version = api_version
         self.kind = kind
         self.on_event = on_event
         self.on_health = on_health or (lambda _ok, _why: None)
         self.on_synced = on_synced or (lambda: None)
+        self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.max_backoff = max_backoff
+        self._sleep = sleep
+        self._jitter = jitter
         self.store: dict[str, Obj] = {}
         self.synced = asyncio.Event()
         self.relists = 0
@@ -65,6 +75,7 @@ class Informer:
         listing = await self.client.list(
             self.api_version,
             self.kind,
+            self.namespace,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
         )
@@ -101,11 +112,12 @@ class Informer:
                         self.api_version,
                         self.kind,
                         resource_version=rv,
+                        namespace=self.namespace,
                         label_selector=self.label_selector,
                         field_selector=self.field_selector,
                     ):
                         obj = event["object"]
-                        rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                         if event["type"] == "BOOKMARK":
                             continue
                         obj = _with_kind(obj, self.api_version, self.kind)
@@ -131,7 +143,7 @@ class Informer:
             except Exception as e:
                 self.on_health(False, f"{self.kind} watch error: {e!r}")
                 log.exception("%s: unexpected error watching %s", self.client.name, self.kind)
-            await asyncio.sleep(backoff * (0.8 + 0.4 * random.random()))
+            await self._sleep(backoff * (0.8 + 0.4 * self._jitter()))
             backoff = min(backoff * 2, self.max_backoff)
 
 

@@ -1,7 +1,8 @@
-"""A synchronous client per sandbox cluster for tests: create, read, patch, wait.
+"""A synchronous client per sandbox cluster for tests and the demo: create, read, patch, wait.
 
-Built on the official `kubernetes` dynamic client, so tests speak to the real API servers the
-same way any user tool would.
+Built on fleet's own sync client (fleet.kube.SyncKubeClient), from the merged kubeconfig's
+context, so tests reach the API servers through the same connections, discovery and errors
+as `kubectl amc` and the CLIs. A refused request raises fleet.kube.ApiError.
 """
 
 from __future__ import annotations
@@ -10,17 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from kubernetes import config as k8s_config
-from kubernetes.client import (
-    ApiClient,
-    AuthenticationV1TokenRequest,
-    CoreV1Api,
-    V1TokenRequestSpec,
-)
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
-
+from fleet.kube import Resource, SyncKubeClient, load
 from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL, outcome_template_patch
 
 T = TypeVar("T")
@@ -50,50 +41,37 @@ def wait_until(
 class ClusterClient:
     """One sandbox cluster, addressed through the merged kubeconfig's context."""
 
-    def __init__(self, kubeconfig: str, context: str) -> None:
+    def __init__(
+        self, kubeconfig: str, context: str, *, field_manager: str = "fleet-tests"
+    ) -> None:
         self.name = context
-        self.api: ApiClient = k8s_config.new_client_from_config(
-            config_file=kubeconfig, context=context
-        )
-        self.dynamic = DynamicClient(self.api)
+        self.field_manager = field_manager
+        self.api = SyncKubeClient(load(kubeconfig, context), name=context)
 
     def close(self) -> None:
         self.api.close()
 
-    def resource(self, api_version: str, kind: str) -> Any:
-        try:
-            return self.dynamic.resources.get(api_version=api_version, kind=kind)
-        except Exception:
-            # A CRD created after our discovery cache was filled: refresh once.
-            self.dynamic.resources.invalidate_cache()
-            return self.dynamic.resources.get(api_version=api_version, kind=kind)
+    def __enter__(self) -> ClusterClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        return self.api.resource(api_version, kind)
 
     def create(self, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        ns = namespace or obj.get("metadata", {}).get("namespace")
-        res = self.resource(obj["apiVersion"], obj["kind"])
-        created: dict[str, Any] = res.create(body=obj, namespace=ns).to_dict()
-        return created
+        return self.api.create(obj, namespace)
 
     def apply(self, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
-        ns = namespace or obj.get("metadata", {}).get("namespace")
-        res = self.resource(obj["apiVersion"], obj["kind"])
-        applied: dict[str, Any] = res.server_side_apply(
-            body=obj, namespace=ns, field_manager="fleet-tests", force_conflicts=True
-        ).to_dict()
-        return applied
+        if namespace:
+            obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+        return self.api.apply(obj, field_manager=self.field_manager)
 
     def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any] | None:
-        try:
-            obj: dict[str, Any] = (
-                self.resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
-            )
-        except (NotFoundError, ApiException) as e:
-            if getattr(e, "status", None) == 404:
-                return None
-            raise
-        return obj
+        return self.api.get(api_version, kind, name, namespace)
 
     def items(
         self,
@@ -102,10 +80,8 @@ class ClusterClient:
         namespace: str | None = None,
         label_selector: str | None = None,
     ) -> list[dict[str, Any]]:
-        res = self.resource(api_version, kind)
-        out = res.get(namespace=namespace, label_selector=label_selector).to_dict()
-        items: list[dict[str, Any]] = out["items"]
-        return items
+        listing = self.api.list(api_version, kind, namespace, label_selector=label_selector)
+        return list(listing.get("items") or [])
 
     def patch(
         self,
@@ -115,58 +91,34 @@ class ClusterClient:
         patch: dict[str, Any],
         namespace: str | None = None,
     ) -> dict[str, Any]:
-        res = self.resource(api_version, kind)
-        patched: dict[str, Any] = res.patch(
-            name=name, namespace=namespace, body=patch, content_type="application/merge-patch+json"
-        ).to_dict()
-        return patched
+        return self.api.patch(api_version, kind, name, patch, namespace)
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
-        try:
-            self.resource(api_version, kind).delete(name=name, namespace=namespace)
-        except (NotFoundError, ApiException) as e:
-            if getattr(e, "status", None) == 404:
-                return False
-            raise
-        return True
+        return self.api.delete(api_version, kind, name, namespace)
 
     def dry_run(self, obj: dict[str, Any], namespace: str | None = None) -> None:
         """Server-side apply `obj` with dryRun=All and strict field validation: the server says
         whether it would take it (unknown fields included) and keeps nothing."""
-        ns = namespace or obj.get("metadata", {}).get("namespace")
-        res = self.resource(obj["apiVersion"], obj["kind"])
-        request = self.api.param_serialize(
-            "PATCH",
-            res.path(name=obj["metadata"]["name"], namespace=ns),
-            query_params=[
-                ("dryRun", "All"),
-                ("fieldValidation", "Strict"),
-                ("fieldManager", "fleet-tests"),
-                ("force", "true"),
-            ],
-            header_params={
-                "Content-Type": "application/apply-patch+yaml",
-                "Accept": "application/json",
-            },
-            body=obj,
-            auth_settings=["BearerToken"],
+        if namespace:
+            obj = {**obj, "metadata": {**obj["metadata"], "namespace": namespace}}
+        self.api.apply(
+            obj, field_manager=self.field_manager, dry_run=True, field_validation="Strict"
         )
-        response = self.api.call_api(*request)
-        if not 200 <= response.status <= 299:
-            response.read()
-            self.api.response_deserialize(response, {})  # raises ApiException with the body
 
     def service_account_token(self, namespace: str, name: str, seconds: int = 86400) -> str:
         """A bound token for the ServiceAccount (TokenRequest), as a pod of it would get."""
-        request = AuthenticationV1TokenRequest(
-            spec=V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)
+        request = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": [], "expirationSeconds": seconds},
+        }
+        response = self.api.create_subresource(
+            "v1", "ServiceAccount", name, "token", request, namespace
         )
-        response = CoreV1Api(self.api).create_namespaced_service_account_token(
-            name, namespace, request
-        )
-        if response.status is None or not response.status.token:
+        token = (response.get("status") or {}).get("token")
+        if not token:
             raise AssertionError(f"no token issued for ServiceAccount {namespace}/{name}")
-        return response.status.token
+        return str(token)
 
     def mark_job(self, api: tuple[str, str], name: str, namespace: str, outcome: str) -> None:
         """Make a Kubeflow job's pods end with `outcome` (kwok plays it): its replica templates

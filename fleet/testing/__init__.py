@@ -1,0 +1,1 @@
+"""Helpers to test against a real sandbox: pytest fixtures, cluster clients, workloads."""

@@ -1,0 +1,162 @@
+"""Connections from kubeconfigs: files relative to the kubeconfig as kubectl reads them,
+problems that name their field, and TLS material that never lands on disk."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ssl
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.controller.operator import kopf_login
+from fleet.kube import KubeconfigError, KubeError, from_kubeconfig, load
+from fleet.kube import _tls as tls
+from tests.kube.pki import b64, inline_kubeconfig, make_pem
+
+NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def fresh_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    yield folder
+    tempfile.tempdir = None
+
+
+def problems(config: dict[str, Any], **kw: Any) -> list[str]:
+    with pytest.raises(KubeconfigError) as err:
+        from_kubeconfig(config, **kw)
+    assert isinstance(err.value, KubeError) and isinstance(err.value, ValueError)
+    return [str(p) for p in err.value.problems]
+
+
+def test_inline_credentials_make_a_client_certificate_context() -> None:
+    pem = make_pem()
+    connection = from_kubeconfig(inline_kubeconfig(pem))
+    assert isinstance(connection.ssl_context, ssl.SSLContext)
+    assert connection.ssl_context.verify_mode == ssl.CERT_REQUIRED
+    assert connection.tls.key is not None and connection.tls.key.path is None
+    assert connection.tls.key.data == pem.key
+    assert connection.auth is None
+    info = kopf_login(connection, NOW)
+    assert (info.ca_path, info.certificate_path, info.private_key_path) == (None, None, None)
+    assert info.private_key_data == pem.key and info.certificate_data == pem.cert
+    assert info.expiration is None
+
+
+def test_file_paths_are_read_relative_to_the_kubeconfig(tmp_path: Path) -> None:
+    pem = make_pem()
+    (tmp_path / "pki").mkdir()
+    for name, data in (("ca.crt", pem.ca), ("admin.crt", pem.cert), ("admin.key", pem.key)):
+        (tmp_path / "pki" / name).write_bytes(data)
+    (tmp_path / "token").write_text("from-a-file\n")
+    config = inline_kubeconfig(pem)
+    config["clusters"][0]["cluster"] = {
+        "server": "https://127.0.0.1:6443",
+        "certificate-authority": "pki/ca.crt",
+    }
+    config["users"][0]["user"] = {
+        "client-certificate": "pki/admin.crt",
+        "client-key": "pki/admin.key",
+    }
+    config["contexts"][0]["context"]["namespace"] = "team-a"
+    file = tmp_path / "config"
+    file.write_text(yaml.safe_dump(config))
+    connection = load(str(file))
+    assert connection.default_namespace == "team-a"
+    assert connection.tls.key is not None and connection.tls.key.path == tmp_path / "pki/admin.key"
+    info = kopf_login(connection, NOW)
+    # kopf reads the user's own files; it gets no data it would have to write somewhere.
+    assert info.ca_path == str(tmp_path / "pki/ca.crt")
+    assert info.private_key_path == str(tmp_path / "pki/admin.key")
+    assert info.private_key_data is None and info.certificate_data is None
+
+
+def test_a_context_can_be_chosen_and_a_missing_one_is_named() -> None:
+    config = inline_kubeconfig(make_pem())
+    config["contexts"].append({"name": "other", "context": {"cluster": "c", "user": "u"}})
+    config["contexts"][1]["context"]["namespace"] = "ns-2"
+    assert from_kubeconfig(config, "other").default_namespace == "ns-2"
+    assert problems(config, context="nope") == [
+        "context: context 'nope' not found ('ctx', 'other')"
+    ]
+
+
+def test_problems_name_their_fields() -> None:
+    config = inline_kubeconfig(make_pem())
+    config["users"][0]["user"]["client-key-data"] = "not base64!"
+    config["users"][0]["user"]["exec"] = {"command": "aws"}
+    config["clusters"][0]["cluster"]["server"] = ""
+    assert sorted(problems(config)) == [
+        "clusters[0].cluster.server: required",
+        "users[0].user.client-key-data: is not valid base64",
+        "users[0].user.exec: exec plugins are not supported by fleet; "
+        "use a token or a client certificate",
+    ]
+
+
+def test_a_certificate_that_does_not_match_its_key_is_named() -> None:
+    config = inline_kubeconfig(make_pem())
+    config["users"][0]["user"]["client-key-data"] = b64(make_pem().key)
+    (problem,) = problems(config)
+    assert problem.startswith("users[0].user: client certificate and key are not a usable pair")
+
+
+def test_a_ca_that_is_not_pem_is_named() -> None:
+    config = inline_kubeconfig(make_pem())
+    config["clusters"][0]["cluster"]["certificate-authority-data"] = b64(b"hello")
+    (problem,) = problems(config)
+    assert problem.startswith("clusters[0].cluster.certificate-authority-data: not a usable CA")
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    config = inline_kubeconfig(make_pem())
+    config["users"][0]["user"] = {"tokenFile": "nowhere"}
+    (problem,) = problems(config, base=tmp_path)
+    assert problem.startswith(f"users[0].user.tokenFile: cannot read {tmp_path / 'nowhere'}")
+    with pytest.raises(KubeconfigError, match=r"\(file\): cannot read"):
+        load(str(tmp_path / "no-such-kubeconfig"))
+
+
+def test_without_memfd_the_key_file_is_deleted_at_once(
+    fresh_tmpdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tls, "memfd_available", lambda: False)
+    seen: list[Path] = []
+    load_cert_chain = ssl.SSLContext.load_cert_chain
+
+    def spy(self: ssl.SSLContext, certfile: Any, *args: Any, **kw: Any) -> None:
+        seen.append(Path(certfile))
+        load_cert_chain(self, certfile, *args, **kw)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_cert_chain", spy)
+    connection = from_kubeconfig(inline_kubeconfig(make_pem()))
+    assert isinstance(connection.ssl_context, ssl.SSLContext)
+    assert [p.parent for p in seen] == [fresh_tmpdir]
+    assert list(fresh_tmpdir.iterdir()) == []
+
+
+def test_with_memfd_openssl_reads_from_memory(
+    fresh_tmpdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not tls.memfd_available():
+        pytest.skip("no memfd_create here")
+    seen: list[str] = []
+    load_cert_chain = ssl.SSLContext.load_cert_chain
+
+    def spy(self: ssl.SSLContext, certfile: Any, *args: Any, **kw: Any) -> None:
+        seen.append(str(certfile))
+        load_cert_chain(self, certfile, *args, **kw)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_cert_chain", spy)
+    from_kubeconfig(inline_kubeconfig(make_pem()))
+    assert len(seen) == 1 and seen[0].startswith("/proc/self/fd/")
+    assert not Path(seen[0]).exists()  # closed right after loading

@@ -1,0 +1,210 @@
+"""The informer against a scripted API server: list, watch, bookmarks, 410 relists, backoff.
+
+Nothing waits for real time: the server answers from a script and parks the last watch, and
+the informer's sleep is injected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from fleet.kube import Informer, KubeClient
+from tests.kube.fakes import AsyncSleeps, FakeApi, async_client, status, stream
+
+PODS = "/api/v1/pods"
+
+
+def pod(name: str, rv: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
+
+
+def listing(rv: str, *items: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "PodList", "metadata": {"resourceVersion": rv}, "items": list(items)}
+
+
+def event(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    return {"type": kind, "object": obj}
+
+
+class Script:
+    """List and watch answers in order; once the watches run out, the next watch parks."""
+
+    def __init__(self, lists: list[Any], watches: list[Any]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.watched_from: list[str] = []
+        self.parked = asyncio.Event()
+
+    async def __call__(self, request: httpx.Request) -> Any:
+        if request.url.params.get("watch") != "true":
+            return self.lists.pop(0)
+        self.watched_from.append(request.url.params["resourceVersion"])
+        assert request.url.params["allowWatchBookmarks"] == "true"
+        if self.watches:
+            return self.watches.pop(0)
+        self.parked.set()
+        await asyncio.Event().wait()  # a watch with nothing to say, until cancelled
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+        self.health: list[bool] = []
+        self.reasons: list[str] = []
+
+    def on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        self.events.append((kind, obj["metadata"]["name"], obj["metadata"]["resourceVersion"]))
+
+    def on_health(self, ok: bool, why: str) -> None:
+        self.health.append(ok)
+        self.reasons.append(why)
+
+
+@contextlib.asynccontextmanager
+async def running(script: Script, **kw: Any) -> AsyncIterator[tuple[Informer, Seen, AsyncSleeps]]:
+    api = FakeApi().on("GET", PODS, script)
+    client, _ = async_client(api, retries=1)
+    seen = Seen()
+    sleeps = AsyncSleeps()
+    informer = Informer(
+        client,
+        "v1",
+        "Pod",
+        seen.on_event,
+        on_health=seen.on_health,
+        sleep=sleeps,
+        jitter=lambda: 0.5,  # the middle of the jitter range: waits are exactly the backoff
+        **kw,
+    )
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(script.parked.wait(), timeout=10)
+        yield informer, seen, sleeps
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await client.aclose()
+
+
+async def test_list_then_watch_and_bookmarks_advance_the_resource_version() -> None:
+    script = Script(
+        lists=[listing("10", pod("a", "5"))],
+        watches=[
+            stream(event("ADDED", pod("b", "11")), event("BOOKMARK", pod("", "15"))),
+            stream(event("MODIFIED", pod("a", "16")), event("DELETED", pod("b", "17"))),
+        ],
+    )
+    async with running(script) as (informer, seen, sleeps):
+        assert seen.events == [
+            ("ADDED", "a", "5"),
+            ("ADDED", "b", "11"),
+            ("MODIFIED", "a", "16"),
+            ("DELETED", "b", "17"),
+        ]
+        assert script.watched_from == ["10", "15", "17"]
+        assert sorted(informer.store) == ["ns/a"]
+        assert informer.store["ns/a"]["kind"] == "Pod"  # list items get their kind back
+        assert informer.synced.is_set() and informer.relists == 1
+        assert seen.health == [True] and sleeps.waits == []
+
+
+gone_status = status(410, "Expired", "too old resource version: 10 (40)")
+gone_event = stream(
+    {
+        "type": "ERROR",
+        "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
+    }
+)
+
+
+@pytest.mark.parametrize("gone", [gone_status, gone_event], ids=["http-410", "error-event"])
+async def test_gone_relists_and_reports_what_changed_meanwhile(gone: httpx.Response) -> None:
+    script = Script(
+        lists=[
+            listing("10", pod("a", "1"), pod("b", "1"), pod("same", "3")),
+            listing("30", pod("a", "20"), pod("c", "25"), pod("same", "3")),
+        ],
+        watches=[gone],
+    )
+    async with running(script) as (informer, seen, sleeps):
+        assert seen.events == [
+            ("ADDED", "a", "1"),
+            ("ADDED", "b", "1"),
+            ("ADDED", "same", "3"),
+            ("DELETED", "b", "1"),  # vanished while we were away
+            ("MODIFIED", "a", "20"),  # changed while we were away
+            ("ADDED", "c", "25"),
+        ]
+        assert script.watched_from == ["10", "30"]
+        assert sorted(informer.store) == ["ns/a", "ns/c", "ns/same"]
+        assert informer.relists == 2
+        assert False not in seen.health  # a 410 is routine, not ill health
+        assert sleeps.waits == []  # and is not waited on
+
+
+async def test_an_unreachable_server_backs_off_and_reports_health() -> None:
+    refused = httpx.ConnectError("connection refused")
+    script = Script(
+        lists=[refused] * 6 + [listing("10", pod("a", "1"))],
+        watches=[],
+    )
+    async with running(script, max_backoff=4.0) as (_informer, seen, sleeps):
+        assert sleeps.waits == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+        assert seen.health == [False] * 6 + [True]
+        assert all("member-1" in why and "unreachable" in why for why in seen.reasons[:6])
+        assert seen.events == [("ADDED", "a", "1")]
+
+
+async def test_backoff_starts_over_after_a_success() -> None:
+    refused = httpx.ConnectError("connection refused")
+    script = Script(
+        lists=[refused, refused, listing("10"), refused, listing("12")],
+        watches=[gone_status],
+    )
+    async with running(script) as (_informer, seen, sleeps):
+        assert sleeps.waits == [0.5, 1.0, 0.5]
+        assert seen.health == [False, False, True, False, True]
+
+
+async def test_a_refusal_is_ill_health_naming_the_error() -> None:
+    script = Script(
+        lists=[status(403, "Forbidden", 'pods is forbidden: User "x"'), listing("10")],
+        watches=[],
+    )
+    async with running(script) as (_informer, seen, sleeps):
+        assert seen.health == [False, True]
+        assert "403 Forbidden" in seen.reasons[0]
+        assert sleeps.waits == [0.5]
+
+
+async def test_a_consumer_bug_does_not_stop_the_stream() -> None:
+    script = Script(
+        lists=[listing("10", pod("a", "1"), pod("b", "1"))],
+        watches=[stream(event("ADDED", pod("c", "11")))],
+    )
+    delivered: list[str] = []
+
+    def flaky(kind: str, obj: dict[str, Any]) -> None:
+        delivered.append(obj["metadata"]["name"])
+        if obj["metadata"]["name"] == "a":
+            raise RuntimeError("consumer bug")
+
+    api = FakeApi().on("GET", PODS, script)
+    client: KubeClient = async_client(api, retries=1)[0]
+    informer = Informer(client, "v1", "Pod", flaky, sleep=AsyncSleeps())
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(script.parked.wait(), timeout=10)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await client.aclose()
+    assert delivered == ["a", "b", "c"]
