@@ -1,14 +1,13 @@
-"""A small admin client for bootstrapping sandbox clusters (server-side apply, reads, waits).
+"""The admin client that bootstraps sandbox clusters: server-side apply, reads, waits.
 
-The sandbox only touches a handful of kinds while it brings a cluster up, so a table of their
-paths is simpler and faster than discovery; everything else goes through real clients.
+It is fleet's sync client (fleet.kube.SyncKubeClient) with the cluster's admin certificate, so
+kinds are found by discovery like everywhere else; failures become SandboxErrors that name the
+cluster, the verb and the object.
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,49 +15,34 @@ from typing import Any
 import httpx
 import yaml
 
+from fleet.kube import Connection, KubeError, SyncKubeClient, wait_established
 from fleet.sandbox.errors import SandboxError
 from fleet.sandbox.pki import ClusterPki, tls_context
 
-#: kind -> (API prefix, plural, namespaced)
-_PATHS: dict[str, tuple[str, str, bool]] = {
-    "Namespace": ("/api/v1", "namespaces", False),
-    "Node": ("/api/v1", "nodes", False),
-    "Secret": ("/api/v1", "secrets", True),
-    "ConfigMap": ("/api/v1", "configmaps", True),
-    "Pod": ("/api/v1", "pods", True),
-    "CustomResourceDefinition": (
-        "/apis/apiextensions.k8s.io/v1",
-        "customresourcedefinitions",
-        False,
-    ),
-}
-
-
-def object_path(kind: str, name: str | None = None, namespace: str | None = None) -> str:
-    try:
-        prefix, plural, namespaced = _PATHS[kind]
-    except KeyError:
-        raise SandboxError(f"the sandbox bootstrap client does not know kind {kind}") from None
-    path = prefix
-    if namespaced and namespace:
-        path += f"/namespaces/{namespace}"
-    path += f"/{plural}"
-    return f"{path}/{name}" if name else path
+FIELD_MANAGER = "fleet-sandbox"
 
 
 class AdminClient:
     """Talks to one sandbox API server with its admin certificate."""
 
-    def __init__(self, endpoint: str, pki: ClusterPki, cluster: str) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        pki: ClusterPki | None,
+        cluster: str,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        poll_interval: float = 0.2,
+    ) -> None:
+        """`pki` authenticates as the cluster's admin; tests pass a `transport` instead."""
         self.cluster = cluster
-        self._http = httpx.Client(
-            base_url=endpoint,
-            verify=tls_context(pki.ca_crt, pki.admin_crt, pki.admin_key),
-            timeout=30.0,
-        )
+        self.poll_interval = poll_interval
+        verify = tls_context(pki.ca_crt, pki.admin_crt, pki.admin_key) if pki else True
+        connection = Connection(endpoint, ssl_context=verify, source=f"sandbox cluster {cluster}")
+        self.api = SyncKubeClient(connection, name=cluster, timeout=30.0, transport=transport)
 
     def close(self) -> None:
-        self._http.close()
+        self.api.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -67,62 +51,48 @@ class AdminClient:
         self.close()
 
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        path = object_path(obj["kind"], meta["name"], meta.get("namespace"))
-        r = self._http.patch(
-            path,
-            params={"fieldManager": "fleet-sandbox", "force": "true"},
-            content=json.dumps(obj),
-            headers={"Content-Type": "application/apply-patch+yaml"},
-        )
-        if r.status_code >= 300:
-            raise SandboxError(
-                f"{self.cluster}: applying {obj['kind']} {meta['name']} failed: "
-                f"{r.status_code} {r.text[:400]}"
-            )
-        result: dict[str, Any] = r.json()
-        return result
+        try:
+            return self.api.apply(obj, field_manager=FIELD_MANAGER)
+        except KubeError as e:
+            raise SandboxError(str(e)) from e
 
     def apply_status(self, obj: Mapping[str, Any]) -> None:
         """Nodes' capacity lives in status, which a create or apply ignores for existing nodes."""
         meta = obj["metadata"]
-        path = object_path(obj["kind"], meta["name"], meta.get("namespace")) + "/status"
-        r = self._http.patch(
-            path,
-            content=json.dumps({"status": obj["status"]}),
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
-        if r.status_code >= 300:
-            raise SandboxError(f"{self.cluster}: patching status of {meta['name']}: {r.text[:300]}")
+        try:
+            self.api.patch(
+                obj["apiVersion"],
+                obj["kind"],
+                meta["name"],
+                {"status": obj["status"]},
+                meta.get("namespace"),
+                subresource="status",
+            )
+        except KubeError as e:
+            raise SandboxError(str(e)) from e
 
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
-        r = self._http.delete(object_path(kind, name, namespace))
-        if r.status_code == 404:
-            return False
-        if r.status_code >= 300:
-            raise SandboxError(f"{self.cluster}: deleting {kind} {name}: {r.text[:300]}")
-        return True
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        try:
+            return self.api.delete(api_version, kind, name, namespace)
+        except KubeError as e:
+            raise SandboxError(str(e)) from e
 
-    def list(self, kind: str, namespace: str | None = None, **params: str) -> list[dict[str, Any]]:
-        r = self._http.get(object_path(kind, namespace=namespace), params=params)
-        r.raise_for_status()
-        items: list[dict[str, Any]] = r.json()["items"]
-        return items
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind; raises KubeError (the caller decides what unhealthy means)."""
+        return list(self.api.list(api_version, kind, namespace).get("items") or [])
 
-    def get_raw(self, path: str) -> httpx.Response:
-        return self._http.get(path)
+    def readyz(self) -> int:
+        """The API server's /readyz status code; Unreachable if it does not answer."""
+        return self.api.get_path("/readyz").status_code
 
     def wait_established(self, crd_names: Iterable[str], timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        for name in crd_names:
-            while True:
-                r = self._http.get(object_path("CustomResourceDefinition", name))
-                conds = r.json().get("status", {}).get("conditions", []) if r.is_success else []
-                if any(c["type"] == "Established" and c["status"] == "True" for c in conds):
-                    break
-                if time.monotonic() > deadline:
-                    raise SandboxError(f"{self.cluster}: CRD {name} not established in {timeout}s")
-                time.sleep(0.2)
+        """Wait until every CRD is served (fleet.kube.wait_established)."""
+        try:
+            wait_established(self.api, crd_names, timeout=timeout, poll_interval=self.poll_interval)
+        except KubeError as e:
+            raise SandboxError(f"{self.cluster}: {e}") from e
 
 
 def load_manifests(path: Path) -> list[dict[str, Any]]:

@@ -127,6 +127,11 @@ def kube_apiserver(tc: Toolchain, c: ClusterLayout) -> Component:
             # Nodes would start with a not-ready taint that only the node-lifecycle controller
             # lifts; the sandbox runs without it (see kube_controller_manager).
             "--disable-admission-plugins=TaintNodesByCondition",
+            # pods/log goes to the node's kubelet, which for fake nodes is kwok's server: at
+            # the node's InternalIP (127.0.0.1; its Hostname resolves nowhere) and
+            # daemonEndpoints port. kwok serves a throwaway certificate, so no kubelet CA is
+            # given (the API server then does not verify it, as for any kubelet without one).
+            "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
             "--v=1",
         ],
@@ -248,24 +253,38 @@ def podgroup_controller(tc: Toolchain, c: ClusterLayout) -> Component:
     )
 
 
+#: kwok's ClusterLogs: every fake container "prints" one canned training log (a file beside it).
+KWOK_LOGS = Path(__file__).parent / "assets" / "kwok-logs.yaml"
+
+
 def kwok(tc: Toolchain, c: ClusterLayout, stages: Path) -> Component:
+    """kwok plays the fake nodes and pods, and is their kubelet for logs.
+
+    Its server (--server-address) answers the kubelet's /containerLogs from the ClusterLogs in
+    KWOK_LOGS; the node stage writes its port (--node-port) into each node's
+    status.daemonEndpoints, so the API server's pods/log reaches it (see kube_apiserver). kwok
+    reads the log file relative to its working directory, the assets folder.
+    """
     return Component(
         name=f"{c.name}/kwok",
         argv=[
             str(tc.binary("kwok")),
             f"--kubeconfig={c.kubeconfig}",
             f"--config={stages}",
+            f"--config={KWOK_LOGS}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             f"--server-address=127.0.0.1:{c.ports['kwok']}",
+            f"--node-port={c.ports['kwok']}",
             "--node-lease-duration-seconds=0",
-            # Addresses written into fake node and pod status only; no traffic goes to them.
+            # The fake nodes' InternalIP: where the API server finds their kubelet (kwok).
             "--node-ip=127.0.0.1",
             "--cidr=10.244.0.1/16",
         ],
         log=c.log("kwok"),
         ports=[c.ports["kwok"]],
         ready=_http_ok(f"http://127.0.0.1:{c.ports['kwok']}/healthz"),
+        cwd=KWOK_LOGS.parent,
     )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from fleet.sandbox.errors import SandboxError
+from fleet.sandbox.progress import HEARTBEAT_SECONDS, Clock, Heartbeat, Progress
 
 _PR_SET_PDEATHSIG = 1
 
@@ -194,22 +195,48 @@ def start(component: Component, table: ProcessTable, *, die_with_parent: bool) -
     return Started(component, popen, time.monotonic())
 
 
-def wait_ready(started: Iterable[Started], timeout: float) -> None:
-    """Wait until every component answers its probe; fail fast, naming the one that died."""
+def wait_ready(
+    started: Iterable[Started],
+    timeout: float,
+    *,
+    progress: Progress | None = None,
+    what: str = "",
+    interval: float = HEARTBEAT_SECONDS,
+    clock: Clock = time.monotonic,
+) -> None:
+    """Wait until every component answers its probe; fail fast, naming the one that died.
+
+    With `progress`, say every `interval` seconds (by `clock`) which components are still
+    awaited, under the step name `what`; the timeout is always real time.
+    """
     pending = list(started)
+    total = len(pending)
+    if progress is None:
+        _wait_ready(pending, timeout)
+        return
+
+    def awaited() -> str:  # runs on the heartbeat's thread: read a copy
+        current = list(pending)
+        names = ", ".join(s.component.name for s in current)
+        return f"waiting for {names} ({total - len(current)} of {total} ready)"
+
+    with Heartbeat(progress, what, detail=awaited, interval=interval, clock=clock):
+        _wait_ready(pending, timeout)
+
+
+def _wait_ready(pending: list[Started], timeout: float) -> None:
+    """Poll `pending` (removing what is ready, in place) until it is empty."""
     deadline = time.monotonic() + timeout
     while pending:
-        still = []
-        for s in pending:
+        for s in list(pending):
             rc = s.popen.poll()
             if rc is not None:
                 raise SandboxError(
                     f"{s.component.name} exited with code {rc} while starting; "
                     f"log: {s.component.log}\n{log_tail(s.component.log)}"
                 )
-            if not s.component.ready():
-                still.append(s)
-        pending = still
+            if s.component.ready():
+                pending.remove(s)
         if not pending:
             return
         if time.monotonic() > deadline:

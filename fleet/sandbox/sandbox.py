@@ -13,13 +13,14 @@ import json
 import os
 import shutil
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from fleet.kube import KubeError, Unreachable
 from fleet.sandbox import components as comp
 from fleet.sandbox.admin import AdminClient, kubeconfig, load_manifests
 from fleet.sandbox.config import MemberSpec, NodePool, SandboxConfig, node_manifest
@@ -33,6 +34,7 @@ from fleet.sandbox.process import (
     start,
     wait_ready,
 )
+from fleet.sandbox.progress import Heartbeat, Progress
 from fleet.sandbox.toolchain import Toolchain, ensure_toolchain
 
 FLEET = "fleet"
@@ -51,8 +53,6 @@ _COMPONENT_ORDER = (
 )
 _MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs", "podgroups", "elasticquotas")
 _FLEET_CRDS = ("pytorchjobs", "tfjobs", "mpijobs")
-
-Progress = Callable[[str], None]
 
 
 def default_state_dir() -> Path:
@@ -115,14 +115,14 @@ class Sandbox:
 
     def cluster(self, name: str) -> comp.ClusterLayout:
         state = self._state()
-        clusters = state.get("clusters", {})
+        clusters = state.get("clusters") or {}
         if name not in clusters:
             known = ", ".join(clusters) or "none"
             raise SandboxError(f"no cluster {name!r} in the sandbox at {self.root} (has: {known})")
         return comp.ClusterLayout(name, self.root / name, dict(clusters[name]["ports"]))
 
     def cluster_names(self) -> list[str]:
-        return list(self._state().get("clusters", {}))
+        return list(self._state().get("clusters") or {})
 
     def members(self) -> list[str]:
         return [n for n in self.cluster_names() if n != FLEET]
@@ -166,17 +166,25 @@ class Sandbox:
             self.down(progress=lambda _m: None)
         tc = toolchain or ensure_toolchain()
         started_at = time.monotonic()
+        where = _Where()
         try:
-            self._up(config, tc, progress, die_with_parent, timeout)
+            self._up(config, tc, progress, die_with_parent, timeout, where)
         except BaseException as e:
             stopped = self.processes.stop_all(grace=3)
             self._write_state(config, phase="failed")
             if stopped:
                 progress(f"stopped {len(stopped)} processes after the failure")
             if isinstance(e, SandboxError):
-                raise
+                raise SandboxError(f"sandbox start failed {where}: {e}") from e
             if isinstance(e, Exception):
-                raise SandboxError(f"sandbox start failed: {e!r}") from e
+                # A bug, not a broken component: keep the whole traceback for the report.
+                trace = self.root / "up-failure.txt"
+                trace.write_text("".join(traceback.format_exception(e)))
+                logs = self.root / where.cluster / "logs" if where.cluster else self.root
+                raise SandboxError(
+                    f"sandbox start failed {where}: {type(e).__name__}: {e}; "
+                    f"traceback: {trace}; component logs: {logs}"
+                ) from e
             raise
         progress(
             f"up in {time.monotonic() - started_at:.1f}s: fleet + {len(config.members)} members; "
@@ -208,6 +216,7 @@ class Sandbox:
         progress: Progress,
         die_with_parent: bool,
         timeout: float,
+        where: _Where,
     ) -> None:
         names = [FLEET] + [m.name for m in config.members]
         per_cluster = len(comp.PORT_NAMES)
@@ -231,22 +240,33 @@ class Sandbox:
             extra={"toolchain": str(tc.root), "die_with_parent": die_with_parent},
         )
         for layout in layouts.values():
+            where.at("preparing certificates and configuration", layout.name)
             self._prepare(layout, config)
+        where.at("writing kubeconfigs")
         self._write_kubeconfigs(layouts)
 
         def launch(phase: str, components: Sequence[Component]) -> None:
+            where.at(f"starting {phase}")
+            progress(
+                f"starting {phase}: {', '.join(c.name for c in components)} "
+                f"(binaries in {tc.bin_dir})"
+            )
             t0 = time.monotonic()
             started: list[Started] = [
                 start(c, self.processes, die_with_parent=die_with_parent) for c in components
             ]
-            wait_ready(started, timeout)
+            wait_ready(started, timeout, progress=progress, what=f"starting {phase}")
             progress(f"{phase} ready in {time.monotonic() - t0:.1f}s")
 
         launch("etcd", [comp.etcd(tc, layouts[n]) for n in names])
         launch("API servers", [comp.kube_apiserver(tc, layouts[n]) for n in names])
         t0 = time.monotonic()
-        for name in names:
-            self._bootstrap(layouts[name], tc, config)
+        installing = "installing CRDs and fake nodes"
+        progress(f"{installing} in {', '.join(names)}")
+        with Heartbeat(progress, installing, detail=lambda: f"now in {where.cluster}"):
+            for name in names:
+                where.at("installing CRDs and nodes", name)
+                self._bootstrap(layouts[name], tc, config)
         progress(
             f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
             f"created in {time.monotonic() - t0:.1f}s"
@@ -394,7 +414,7 @@ class Sandbox:
     def remove_nodes(self, member: str, names: Sequence[str]) -> None:
         with self.admin(member) as api:
             for name in names:
-                api.delete("Node", name)
+                api.delete("v1", "Node", name)
 
     # -- down and status ----------------------------------------------------------------------
 
@@ -422,18 +442,25 @@ class Sandbox:
             healthy, detail, nodes, gpus = False, "", 0, 0
             try:
                 with self.admin(name) as api:
-                    r = api.get_raw("/readyz")
-                    healthy = r.status_code == 200
-                    detail = "ready" if healthy else f"readyz {r.status_code}"
+                    code = api.readyz()
+                    healthy = code == 200
+                    detail = "ready" if healthy else f"readyz {code}"
                     if healthy:
-                        items = api.list("Node")
+                        items = api.list("v1", "Node")
                         nodes = len(items)
                         gpus = sum(
-                            int(n.get("status", {}).get("allocatable", {}).get("nvidia.com/gpu", 0))
+                            int(
+                                ((n.get("status") or {}).get("allocatable") or {}).get(
+                                    "nvidia.com/gpu"
+                                )
+                                or 0
+                            )
                             for n in items
                         )
-            except (httpx.HTTPError, OSError) as e:
-                detail = f"unreachable ({type(e).__name__})"
+            except Unreachable as e:
+                detail = f"unreachable ({type(e.__cause__ or e).__name__})"
+            except (KubeError, OSError) as e:
+                detail = f"unhealthy: {e}"
             if healthy and alive < len(mine):
                 dead = [r.component for r in mine if not r.alive()]
                 healthy, detail = False, "stopped: " + ", ".join(dead)
@@ -441,6 +468,25 @@ class Sandbox:
                 ClusterStatus(name, layout.endpoint, healthy, detail, nodes, gpus, alive, len(mine))
             )
         return out
+
+
+def _allocatable_gpus(node: dict[str, Any]) -> int:
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return int(allocatable.get("nvidia.com/gpu") or 0)
+
+
+class _Where:
+    """Which step of `up` is running, so a failure can say where it happened."""
+
+    def __init__(self) -> None:
+        self.phase = "before the first step"
+        self.cluster: str | None = None
+
+    def at(self, phase: str, cluster: str | None = None) -> None:
+        self.phase, self.cluster = phase, cluster
+
+    def __str__(self) -> str:
+        return f"while {self.phase}" + (f" (cluster {self.cluster})" if self.cluster else "")
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -10,6 +10,7 @@ cache, and the cache is keyed by them, so a warm cache compiles nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -17,10 +18,18 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fleet.sandbox.errors import SandboxError
+from fleet.sandbox.progress import (
+    HEARTBEAT_SECONDS,
+    Clock,
+    Heartbeat,
+    Progress,
+    elapsed,
+    plural,
+)
 
 #: Kubernetes release for every control-plane binary. scheduler-plugins must be on the same minor.
 KUBERNETES = "v1.34.4"
@@ -264,11 +273,28 @@ def toolchain_for_pins() -> Toolchain:
     return Toolchain(cache_root() / "toolchain" / f"k8s-{KUBERNETES}-{digest}")
 
 
-Progress = Callable[[str], None]
-
-
 def _default_progress(message: str) -> None:
     print(f"[toolchain] {message}", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class BuiltBinary:
+    """One binary of a toolchain, for the summary: where it is, its size, what building it took."""
+
+    name: str
+    path: Path
+    size: int
+    #: Seconds this run spent compiling it; None when the cache already had it.
+    seconds: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildResult:
+    """What `build_modules` left: each module's folder (the CRDs are read from its module graph)
+    and every binary, built now or found built, for the summary."""
+
+    module_dirs: dict[str, Path]
+    binaries: list[BuiltBinary]
 
 
 def ensure_helm(progress: Progress | None = None) -> Path:
@@ -280,9 +306,11 @@ def ensure_helm(progress: Progress | None = None) -> Path:
     helm = tools.binary("helm")
     if not os.access(helm, os.X_OK):
         started = time.monotonic()
-        say(f"building helm {HELM} into {tools.root}")
-        build_modules(find_go(), tools, (HELM_MODULE,), say)
-        say(f"helm ready in {_elapsed(started)}")
+        go = find_go()
+        say(f"building helm {HELM} into {tools.root} with {_go_version(go)}")
+        result = build_modules(go, tools, (HELM_MODULE,), say)
+        for line in summary(tools, result.binaries, time.monotonic() - started, "helm"):
+            say(line)
     return helm
 
 
@@ -294,59 +322,187 @@ def ensure_toolchain(progress: Progress | None = None) -> Toolchain:
         return toolchain
     go = find_go()
     started = time.monotonic()
+    binaries = sum(len(m.binaries) for m in MODULES)
     say(
-        f"building the sandbox toolchain into {toolchain.root} (Kubernetes {KUBERNETES}); "
-        "a cold build takes about 15 minutes on 2 cores, later runs reuse it"
+        f"building the sandbox toolchain into {toolchain.root}: {binaries} binaries from "
+        f"{len(MODULES)} Go modules ({_pinned_versions()}) with {_go_version(go)}; a cold build "
+        "takes about 15 minutes on 2 cores, later runs reuse it"
     )
-    module_dirs = build_modules(go, toolchain, MODULES, say)
-    _collect_crds(go, toolchain, module_dirs)
+    result = build_modules(go, toolchain, MODULES, say)
+    say(f"copying {len(CRD_SOURCES)} CRD manifests from the modules just resolved")
+    _collect_crds(go, toolchain, result.module_dirs)
     toolchain.stamp.write_text(json.dumps(pins(), indent=2, sort_keys=True))
-    say(f"toolchain ready in {_elapsed(started)}")
+    for line in summary(toolchain, result.binaries, time.monotonic() - started, "toolchain"):
+        say(line)
     return toolchain
 
 
+def summary(
+    toolchain: Toolchain, binaries: Sequence[BuiltBinary], seconds: float, what: str
+) -> list[str]:
+    """What was built, how big and how long each took, and where it is cached."""
+    width = max((len(b.name) for b in binaries), default=0)
+    lines = [f"{what} ready in {elapsed(seconds)}, cached in {toolchain.root}:"]
+    for b in binaries:
+        took = "already built" if b.seconds is None else f"built in {elapsed(b.seconds)}"
+        lines.append(f"  {b.name:<{width}}  {_megabytes(b.size):>9}  {took}  {b.path}")
+    if crds := toolchain.crds():
+        manifests = plural(len(crds), "CRD manifest", "CRD manifests")
+        lines.append(f"  {manifests} in {toolchain.crd_dir}")
+    lines.append(f"  Go logs of each step in {toolchain.root / 'logs'}")
+    return lines
+
+
 def build_modules(
-    go: str, toolchain: Toolchain, modules: Sequence[GoModule], say: Progress
-) -> dict[str, Path]:
-    """Resolve each module and compile its binaries into the toolchain (skipping built ones)."""
+    go: str,
+    toolchain: Toolchain,
+    modules: Sequence[GoModule],
+    say: Progress,
+    *,
+    interval: float = HEARTBEAT_SECONDS,
+    clock: Clock = time.monotonic,
+) -> BuildResult:
+    """Resolve each module and compile its binaries into the toolchain (skipping built ones).
+
+    Every step says what it does and what it is built from before it starts, repeats that with
+    the time elapsed and how far it got every `interval` seconds while it runs, and gives its time
+    when done.
+    """
     toolchain.bin_dir.mkdir(parents=True, exist_ok=True)
     toolchain.crd_dir.mkdir(parents=True, exist_ok=True)
     logs = toolchain.root / "logs"
     logs.mkdir(exist_ok=True)
     module_dirs: dict[str, Path] = {}
+    built: list[BuiltBinary] = []
+    total = sum(len(m.binaries) for m in modules)
     for module in modules:
         src = toolchain.root / "src" / module.name
         src.mkdir(parents=True, exist_ok=True)
         (src / "go.mod").write_text(module.go_mod())
         (src / "tools.go").write_text(module.tools_go())
-        t0 = time.monotonic()
-        say(f"[{module.name}] resolving modules ({', '.join(module.requires.values())})")
+        log = logs / f"{module.name}-modules.log"
+        requires = ", ".join(f"{path} {version}" for path, version in module.requires.items())
+        pinned = len(set(module.replaces) - set(module.requires))
+        say(
+            f"[{module.name}] resolving Go modules for "
+            f"{plural(len(module.binaries), 'binary', 'binaries')}: {requires}"
+            + (f" (+{pinned} more pinned by replace)" if pinned else "")
+            + f"; log {log}"
+        )
         # Resolve only what the binaries import, for this platform: `go mod tidy` would fetch
         # every module any build tag or OS could need (8 minutes instead of 1, cold).
         packages = [b.package for b in module.binaries]
-        _run_go(
-            go,
-            ["list", "-mod=mod", "-deps", *packages],
-            src,
-            logs / f"{module.name}-modules.log",
-            module.name,
-        )
-        say(f"[{module.name}] modules ready in {_elapsed(t0)}")
+        with Heartbeat(
+            say,
+            f"[{module.name}] resolving Go modules",
+            detail=functools.partial(_resolve_detail, log),
+            interval=interval,
+            clock=clock,
+        ) as step:
+            _run_go(go, ["list", "-mod=mod", "-deps", *packages], src, log, module.name)
+        say(f"[{module.name}] modules ready in {elapsed(step.seconds())}; {_resolve_detail(log)}")
         module_dirs[module.name] = src
         for binary in module.binaries:
             target = toolchain.binary(binary.name)
             if os.access(target, os.X_OK):
+                built.append(BuiltBinary(binary.name, target, target.stat().st_size, None))
+                say(f"[{binary.name}] already built: {target}")
                 continue
-            t0 = time.monotonic()
-            say(f"[{binary.name}] compiling {binary.package} ...")
+            log = logs / f"{binary.name}.log"
+            say(
+                f"[{binary.name}] compiling {binary.package} "
+                f"({_source_module(module, binary)}), binary {len(built) + 1} of {total}; log {log}"
+            )
             partial = target.with_suffix(".partial")
-            args = ["build", "-trimpath", "-buildvcs=false", "-o", str(partial)]
+            # -v names each package as it is compiled: the heartbeat counts them from the log.
+            args = ["build", "-v", "-trimpath", "-buildvcs=false", "-o", str(partial)]
             if module.ldflags:
                 args += ["-ldflags", module.ldflags]
-            _run_go(go, [*args, binary.package], src, logs / f"{binary.name}.log", binary.name)
+            with Heartbeat(
+                say,
+                f"[{binary.name}] compiling",
+                detail=functools.partial(_compile_detail, log),
+                interval=interval,
+                clock=clock,
+            ) as step:
+                _run_go(go, [*args, binary.package], src, log, binary.name)
             partial.replace(target)
-            say(f"[{binary.name}] built in {_elapsed(t0)}")
-    return module_dirs
+            seconds = step.seconds()
+            size = target.stat().st_size
+            built.append(BuiltBinary(binary.name, target, size, seconds))
+            say(
+                f"[{binary.name}] built in {elapsed(seconds)} ({_megabytes(size)}); "
+                f"{_compile_detail(log)}"
+            )
+    return BuildResult(module_dirs, built)
+
+
+def _pinned_versions() -> str:
+    names = {
+        "Kubernetes": KUBERNETES,
+        "scheduler-plugins": SCHEDULER_PLUGINS,
+        "etcd": ETCD,
+        "kwok": KWOK,
+        "training-operator": TRAINING_OPERATOR,
+    }
+    return ", ".join(f"{name} {version}" for name, version in names.items())
+
+
+def _source_module(module: GoModule, binary: Binary) -> str:
+    """The required module (and version) that provides a binary's main package."""
+    owners = [
+        p for p in module.requires if binary.package == p or binary.package.startswith(p + "/")
+    ]
+    if not owners:
+        return module.name
+    path = max(owners, key=len)
+    return f"{path} {module.requires[path]}"
+
+
+def _log_lines(log: Path) -> list[str]:
+    try:
+        return log.read_text(errors="replace").splitlines()[1:]  # line 1 is the command
+    except OSError:
+        return []
+
+
+def _is_package(line: str) -> bool:
+    return bool(line) and not line.startswith(("#", "go: ")) and not any(c.isspace() for c in line)
+
+
+def _resolve_detail(log: Path) -> str:
+    lines = _log_lines(log)
+    downloads = [
+        ln.removeprefix("go: downloading ") for ln in lines if ln.startswith("go: downloading ")
+    ]
+    packages = sum(1 for ln in lines if _is_package(ln))
+    parts = []
+    if downloads:
+        parts.append(
+            f"{plural(len(downloads), 'module', 'modules')} downloaded, last {downloads[-1]}"
+        )
+    parts.append(f"{plural(packages, 'package', 'packages')} listed")
+    return "; ".join(parts)
+
+
+def _compile_detail(log: Path) -> str:
+    packages = [ln for ln in _log_lines(log) if _is_package(ln)]
+    if not packages:
+        return "no package compiled yet"
+    return f"{plural(len(packages), 'package', 'packages')} compiled, last {packages[-1]}"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
+def _go_version(go: str) -> str:
+    """`go1.26.8 (/usr/local/go/bin/go)`: the compiler is an input of the build too."""
+    out = subprocess.run(
+        [go, "env", "GOVERSION"], capture_output=True, text=True, env=_go_env(), check=False
+    )
+    version = out.stdout.strip() if out.returncode == 0 else "unknown version"
+    return f"{version} ({go})"
 
 
 def _collect_crds(go: str, toolchain: Toolchain, module_dirs: Mapping[str, Path]) -> None:
@@ -397,8 +553,3 @@ def _run_go(go: str, args: list[str], cwd: Path, log: Path, component: str) -> N
             f"building {component} failed (go {args[0]} exited {proc.returncode}); "
             f"full log: {log}\n{tail}"
         )
-
-
-def _elapsed(since: float) -> str:
-    seconds = int(time.monotonic() - since)
-    return f"{seconds // 60}m{seconds % 60:02d}s"
