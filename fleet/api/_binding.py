@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from datetime import datetime, timedelta
 from typing import Any, ClassVar, Final, Literal
 
 from pydantic import Field
@@ -24,10 +23,12 @@ from fleet.api._meta import (
     PrinterColumn,
 )
 from fleet.api._policy import (
-    ApplicationFailoverBehavior,
+    FailoverBehavior,
     GangEstimator,
     NormalizedPurgeMode,
+    Placement,
     Suspension,
+    normalize_purge_mode,
 )
 from fleet.api._types import FreeForm, NonNegInt32, NonNegInt64, PosInt32, ResourceList, Time
 from fleet.api.constants import API_VERSION, FLEET_API_VERSION, FLEET_GROUP
@@ -55,7 +56,15 @@ __all__ = [
 ]
 
 BindingPhase = Literal[
-    "Pending", "Scheduled", "Dispatched", "Running", "Succeeded", "Failed", "FailingOver"
+    "Pending",
+    "Queued",
+    "Reserving",
+    "Scheduled",
+    "Dispatched",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "FailingOver",
 ]
 ClusterHealth = Literal["Healthy", "Unhealthy", "Unknown"]
 
@@ -93,11 +102,11 @@ class WorkloadReference(KubeModel):
         """From the workload as a dict (what kubectl get -o json returns)."""
         meta = obj.get("metadata") or {}
         return cls(
-            api_version=obj.get("apiVersion", ""),
-            kind=obj.get("kind", ""),
+            api_version=obj.get("apiVersion") or "",
+            kind=obj.get("kind") or "",
             namespace=meta.get("namespace"),
-            name=meta.get("name", ""),
-            uid=meta.get("uid", ""),
+            name=meta.get("name") or "",
+            uid=meta.get("uid") or "",
         )
 
 
@@ -156,6 +165,11 @@ class TargetCluster(KubeModel):
     """Per-role replicas."""
 
 
+#: How long a lost cluster is tolerated when only `failover.cluster` is set: Karmada's default
+#: toleration of its not-ready and unreachable cluster taints.
+DEFAULT_CLUSTER_TOLERATION_SECONDS: Final = 300
+
+
 class BindingFailover(KubeModel):
     """The failover parameters, copied from the policy when the binding is made so that later
     policy edits or a controller restart do not change a failover already under way."""
@@ -163,23 +177,42 @@ class BindingFailover(KubeModel):
     toleration_seconds: NonNegInt32
     """How long the workload may stay unhealthy (or its cluster lost) before it is moved."""
     purge_mode: NormalizedPurgeMode
-    """What happens to the old copy (normalized spelling)."""
+    """What happens to the old copy after an application failure (normalized spelling)."""
     grace_period_seconds: PosInt32 | None = None
     """With Gracefully: longest wait before the old copy is deleted."""
     max_failovers: NonNegInt32 | None = None
     """fleet extension: give up (phase Failed) after this many failovers; absent = no limit."""
     cluster_exclusion_seconds: NonNegInt32 | None = None
     """fleet extension: how long a failed cluster stays excluded; absent = for good."""
+    on_application_failure: bool | None = None
+    """False when the policy sets only `failover.cluster`: a Failed copy is not moved. Absent
+    means true."""
+    on_cluster_loss: bool | None = None
+    """Whether a copy in a lost cluster is moved; absent means true (`failover.application` or
+    `failover.cluster` is set)."""
+    cluster_purge_mode: NormalizedPurgeMode | None = None
+    """`failover.cluster.purgeMode`: how copies in lost or tainted clusters go; absent = as
+    purgeMode."""
 
     @classmethod
-    def from_policy(cls, app: ApplicationFailoverBehavior) -> BindingFailover:
-        """Snapshot a policy's application failover behaviour."""
+    def from_policy(cls, failover: FailoverBehavior | None) -> BindingFailover | None:
+        """Snapshot a policy's failover behaviour (None when the policy sets none)."""
+        if failover is None or (failover.application is None and failover.cluster is None):
+            return None
+        app = failover.application
+        cluster = failover.cluster
         return cls(
-            toleration_seconds=app.decision_conditions.toleration_seconds,
-            purge_mode=app.normalized_purge_mode,
-            grace_period_seconds=app.grace_period_seconds,
-            max_failovers=app.max_failovers,
-            cluster_exclusion_seconds=app.cluster_exclusion_seconds,
+            toleration_seconds=app.decision_conditions.toleration_seconds
+            if app
+            else DEFAULT_CLUSTER_TOLERATION_SECONDS,
+            purge_mode=app.normalized_purge_mode if app else "Gracefully",
+            grace_period_seconds=app.grace_period_seconds if app else None,
+            max_failovers=app.max_failovers if app else None,
+            cluster_exclusion_seconds=app.cluster_exclusion_seconds if app else None,
+            on_application_failure=None if app is not None else False,
+            cluster_purge_mode=normalize_purge_mode(cluster.purge_mode)
+            if cluster is not None and cluster.purge_mode
+            else None,
         )
 
 
@@ -218,7 +251,13 @@ class GangBindingSpec(KubeModel):
     graceful_eviction_tasks: list[GracefulEvictionTask] | None = None
     """Old copies still to be removed."""
     suspension: Suspension | None = None
-    """scheduling=true holds the binding in the queue until it is admitted."""
+    """scheduling=true holds the binding in the queue until it is admitted; dispatching (or
+    dispatchingOnClusters) keeps the member copy from being created or updated."""
+    placement: Placement | None = None
+    """The policy's placement, synced from it (Karmada keeps it in the binding too), so a
+    failover after the policy was deleted still honours it."""
+    conflict_resolution: Literal["Abort", "Overwrite"] | None = None
+    """The policy's conflictResolution: Overwrite adopts a member object fleet did not create."""
 
 
 class AggregatedStatusItem(KubeModel):
@@ -280,6 +319,9 @@ class PendingReason(KubeModel):
     """Member cluster."""
     reason: str = Field(min_length=1)
     """Explanation from the placement engine."""
+    code: str | None = None
+    """Why, for machines: NotReady, FailedOver, TaintUntolerated, ClusterAffinity, Insufficient
+    or Outranked."""
 
 
 class GangBindingStatus(KubeModel):
@@ -307,6 +349,14 @@ class GangBindingStatus(KubeModel):
     controller restart neither resets nor forgets the toleration timer."""
     cluster_lost_since: Time | None = None
     """When the current cluster was first seen lost (not Ready); cleared when it returns."""
+    tainted_since: Time | None = None
+    """When an untolerated NoExecute taint was first seen on the current cluster."""
+    reserving_since: Time | None = None
+    """While the chosen member's capacity is being reserved for the gang (Koordinator
+    Reservations, phase Reserving): since when; the wait is bounded from it."""
+    scheduler_observed_affinity_name: str | None = None
+    """The clusterAffinities group the placement came from (Karmada's
+    schedulerObservedAffinityName); the next placement starts its search there."""
     pending_reasons: list[PendingReason] | None = None
     """Per-cluster explanations when no cluster fits."""
     observed_generation: NonNegInt64 | None = None
@@ -365,6 +415,8 @@ class GangBinding(KubeResource):
         estimator: GangEstimator | None = None,
         failover: BindingFailover | None = None,
         suspension: Suspension | None = None,
+        placement: Placement | None = None,
+        conflict_resolution: Literal["Abort", "Overwrite"] | None = None,
     ) -> GangBinding:
         """A new binding with its deterministic name, in the workload's namespace, owned by the
         workload (so Kubernetes deletes it with the workload)."""
@@ -389,6 +441,8 @@ class GangBinding(KubeResource):
                 estimator=estimator,
                 failover=failover,
                 suspension=suspension,
+                placement=placement,
+                conflict_resolution=conflict_resolution,
             ),
         )
 
@@ -403,22 +457,3 @@ class GangBinding(KubeResource):
             if c.type == type_:
                 return c
         return None
-
-    def excluded_cluster_names(self, now: datetime) -> set[str]:
-        """Clusters still excluded at `now` (an absent `until` never expires)."""
-        out: set[str] = set()
-        for e in (self.status.excluded_clusters if self.status else None) or []:
-            if e.until is None or e.until > now:
-                out.add(e.name)
-        return out
-
-    def failovers_exhausted(self) -> bool:
-        """Whether maxFailovers forbids another failover."""
-        limit = self.spec.failover.max_failovers if self.spec.failover else None
-        count = (self.status.failover_count if self.status else None) or 0
-        return limit is not None and count >= limit
-
-    def exclusion_until(self, now: datetime) -> datetime | None:
-        """When an exclusion made at `now` ends under this binding's policy (None = never)."""
-        secs = self.spec.failover.cluster_exclusion_seconds if self.spec.failover else None
-        return None if secs is None else now + timedelta(seconds=secs)

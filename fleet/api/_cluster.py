@@ -7,15 +7,17 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from fleet.api._meta import Condition, CrdInfo, KubeModel, KubeResource, PrinterColumn, Taint
-from fleet.api._types import NonNegInt32, Quantity, ResourceList, Time
+from fleet.api._types import NonNegInt32, PosInt32, Quantity, ResourceList, Time
 from fleet.api.constants import API_VERSION, CONDITION_READY, FLEET_API_VERSION, FLEET_GROUP
 
 __all__ = [
     "ClusterResources",
+    "GangScheduler",
     "KubeconfigSecretRef",
     "MemberCluster",
     "MemberClusterSpec",
     "MemberClusterStatus",
+    "ReservationSettings",
 ]
 
 
@@ -30,6 +32,22 @@ class KubeconfigSecretRef(KubeModel):
     """Key in the Secret's data holding the kubeconfig."""
 
 
+GangScheduler = Literal["Coscheduling", "Koordinator", "Volcano"]
+"""Which gang scheduler a member runs: what its copies' gang is written in."""
+
+
+class ReservationSettings(KubeModel):
+    """Reservation-backed placement in a Koordinator member (ACK's `enableReservation`)."""
+
+    enabled: bool = False
+    """Reserve the member's capacity for a gang (one Reservation per pod) before dispatching it."""
+    ttl_seconds: PosInt32 = 600
+    """How long Reservations the gang never consumes live (Koordinator's spec.ttl)."""
+    wait_seconds: PosInt32 = 60
+    """How long fleet waits for every Reservation to be Available before it tries another
+    member."""
+
+
 class MemberClusterSpec(KubeModel):
     """How to reach the cluster and what may run there."""
 
@@ -37,6 +55,15 @@ class MemberClusterSpec(KubeModel):
     """Secret holding a kubeconfig with inline credentials (no exec plugins, no file paths)."""
     taints: list[Taint] | None = None
     """Keeps workloads off unless their policy's clusterTolerations tolerate the taint."""
+    gang_scheduler: GangScheduler | None = None
+    """The member's gang scheduler: Coscheduling (scheduler-plugins; the training operator makes
+    a PodGroup from minAvailable), Koordinator (the seeds' pod-group labels), or Volcano.
+    Absent: detected from the kinds the member serves (status.gangScheduler)."""
+    scheduler_name: str | None = Field(default=None, min_length=1)
+    """schedulerName set on the pod templates of copies sent here (a user's own is kept);
+    absent leaves it to the member's default scheduler."""
+    reservation: ReservationSettings | None = None
+    """Reservation-backed placement (Koordinator members only)."""
 
 
 class ClusterResources(KubeModel):
@@ -62,6 +89,8 @@ class MemberClusterStatus(KubeModel):
     """Number of nodes."""
     resources: ClusterResources | None = None
     """Allocatable and allocated resources."""
+    gang_scheduler: GangScheduler | None = None
+    """The gang scheduler fleet writes copies for: spec.gangScheduler, else detected."""
     last_probe_time: Time | None = None
     """When fleet last probed the cluster."""
 
@@ -86,6 +115,12 @@ class MemberCluster(KubeResource):
                 "Whether the last probe succeeded.",
             ),
             PrinterColumn("VERSION", ".status.kubernetesVersion", "string", "Kubernetes version."),
+            PrinterColumn(
+                "GANG",
+                ".status.gangScheduler",
+                "string",
+                "The gang scheduler copies are written for.",
+            ),
             PrinterColumn("NODES", ".status.nodeCount", "integer", "Number of nodes."),
             PrinterColumn(
                 "GPUS",

@@ -24,6 +24,7 @@ __all__ = [
     "LabelSelectorRequirement",
     "NodeSelectorRequirement",
     "ObjectMeta",
+    "ObjectReference",
     "OwnerReference",
     "PrinterColumn",
     "Taint",
@@ -107,6 +108,25 @@ class ObjectMeta(KubeModel):
     """Finalizers that must be removed before the object is deleted."""
     managed_fields: list[FreeForm] | None = None
     """Server-side apply bookkeeping, kept verbatim."""
+
+
+class ObjectReference(KubeModel):
+    """corev1.ObjectReference: points at one object (a QueueUnit's job)."""
+
+    api_version: str | None = None
+    """API version of the referent."""
+    kind: str | None = None
+    """Kind of the referent."""
+    namespace: str | None = None
+    """Namespace of the referent."""
+    name: str | None = None
+    """Name of the referent."""
+    uid: str | None = None
+    """UID of the referent."""
+    resource_version: str | None = None
+    """The referent's resourceVersion when the reference was made."""
+    field_path: str | None = None
+    """A field within the referent, if the reference is to part of it."""
 
 
 class LabelSelectorRequirement(KubeModel):

@@ -384,6 +384,48 @@ class PropagationSpec(KubeModel):
                 )
         return out
 
+    def not_acted_on(self) -> list[str]:
+        """The fields this policy sets that fleet accepts but does not act on for a Gang
+        workload, each with why (docs/api.md lists the same). fleet posts them as an Event on
+        the policy, so a Karmada policy never silently means less than its author thought."""
+        out: list[str] = []
+        placement = self.placement
+        rs = placement.replica_scheduling if placement else None
+        if placement and placement.spread_constraints:
+            out.append(
+                "spec.placement.spreadConstraints: a Gang workload goes whole to one cluster"
+            )
+        if rs and rs.replica_division_preference:
+            out.append(
+                "spec.placement.replicaScheduling.replicaDivisionPreference: a Gang workload "
+                "is not divided among clusters"
+            )
+        if rs and rs.weight_preference:
+            out.append(
+                "spec.placement.replicaScheduling.weightPreference: a Gang workload is not "
+                "divided among clusters"
+            )
+        if self.dependent_overrides:
+            out.append(
+                "spec.dependentOverrides: fleet has no OverridePolicy, so the policy does not "
+                "wait for any"
+            )
+        if self.schedule_priority:
+            out.append(
+                "spec.schedulePriority: fleet places waiting gangs oldest first, not by priority"
+            )
+        if self.scheduler_name != "default-scheduler":
+            out.append(
+                f"spec.schedulerName: fleet places Gang workloads itself; {self.scheduler_name!r} "
+                "only names the source of its ScheduleBinding events"
+            )
+        failover = self.failover
+        if (failover and failover.application and failover.application.state_preservation) or (
+            failover and failover.cluster and failover.cluster.state_preservation
+        ):
+            out.append("spec.failover.*.statePreservation: no state is carried to the new cluster")
+        return out
+
 
 _POLICY_COLUMNS: Final = (
     PrinterColumn("PRIORITY", ".spec.priority", "integer", "Priority among matching policies."),

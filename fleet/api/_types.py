@@ -6,12 +6,13 @@ The CRD generator reads the JSON schema these annotations produce, so the Kubern
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime
-from decimal import Decimal
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, PlainSerializer, WithJsonSchema
+
+from fleet.api._time import format_time, from_epoch, to_epoch
+from fleet.core.quantity import parse_quantity
 
 __all__ = [
     "INT32_MAX",
@@ -28,7 +29,6 @@ __all__ = [
     "ResourceList",
     "Time",
     "format_time",
-    "parse_quantity",
 ]
 
 INT32_MAX = 2**31 - 1
@@ -51,39 +51,6 @@ QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
-_QUANTITY_RE = re.compile(QUANTITY_PATTERN)
-
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
-
-
-def parse_quantity(value: int | str) -> Decimal:
-    """Exact value of a quantity ("500m", "16Gi", "1e3", 4): arithmetic without float error."""
-    if isinstance(value, bool):
-        raise ValueError("a quantity cannot be a boolean")
-    if isinstance(value, int):
-        return Decimal(value)
-    text = value.strip()
-    if not _QUANTITY_RE.match(text):
-        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 16Gi)")
-    for suffix, factor in _BINARY.items():
-        if text.endswith(suffix):
-            return Decimal(text[: -len(suffix)]) * factor
-    match = re.match(r"^(.*?)([numkMGTPE]?)$", text)
-    assert match is not None
-    number, suffix = match.groups()
-    return Decimal(number) * _DECIMAL[suffix]
 
 
 def _check_quantity(value: Any) -> Any:
@@ -91,7 +58,7 @@ def _check_quantity(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"a quantity is an integer or a string such as '500m', not {value!r}")
     if isinstance(value, str):
-        parse_quantity(value)
+        parse_quantity(value)  # the core's grammar: one parser for everything fleet reads
     return value
 
 
@@ -113,15 +80,7 @@ ResourceList = dict[str, Quantity]
 
 
 def _to_utc(value: datetime) -> datetime:
-    # Kubernetes times are UTC with second precision; a naive datetime is taken as UTC.
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC with second precision, the way metav1.Time serializes."""
-    return _to_utc(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return from_epoch(to_epoch(value))
 
 
 Time = Annotated[

@@ -18,16 +18,38 @@ FLEET_GROUP: Final = "fleet.dev"
 API_VERSION: Final = "v1alpha1"
 POLICY_API_VERSION: Final = "policy.one.alibabacloud.com/v1alpha1"
 FLEET_API_VERSION: Final = "fleet.dev/v1alpha1"
+ELASTIC_QUOTA_GROUP: Final = "scheduling.sigs.k8s.io"
+"""ACK's (and koord-queue's) group of the ElasticQuotaTree."""
+ELASTIC_QUOTA_VERSION: Final = "v1beta1"
+ELASTIC_QUOTA_API_VERSION: Final = "scheduling.sigs.k8s.io/v1beta1"
+QUEUE_GROUP: Final = "scheduling.x-k8s.io"
+"""kube-queue's group of Queue and QueueUnit."""
+QUEUE_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
+
+# --- Kube Queue ----------------------------------------------------------------------------
+QUOTA_TREE_NAMESPACE: Final = "kube-system"
+"""The one namespace whose ElasticQuotaTree is honoured (ACK's rule)."""
+QUEUE_NAMESPACE: Final = "kube-queue"
+"""Where the Queues live, one per quota node (`kubectl get queue -n kube-queue`)."""
+QUOTA_FULLNAME_ANNOTATION: Final = "kube-queue/quota-fullname"
+"""Annotation on a Queue: the full path of its quota node (`root/child-2`); koord-queue's name.
+The Queue's own name is generated (`root-child-2-v5zxz`), so this is how it is found again."""
 
 # --- Labels and annotations fleet writes on member-cluster objects -------------------------
 MANAGED_BY_LABEL: Final = "fleet.dev/managed-by"
-"""Label on every object fleet created in a member cluster (karmadactl's ADOPTION column)."""
-MANAGED_BY_VALUE: Final = "fleet"
+"""Label on every object fleet created in a member cluster (karmadactl's ADOPTION column). Its
+value is the fleet's id (`fleet controller --fleet-id`), so two fleets sharing a member never
+take each other's copies for their own."""
+DEFAULT_FLEET_ID_PREFIX: Final = "fleet-"
+"""A fleet's default id is this prefix and the start of its kube-system namespace's UID."""
 FLEET_UID_LABEL: Final = "fleet.dev/fleet-uid"
 """Label: UID of the fleet-side workload a member object was made from (36 chars, fits a label).
 
 Selecting by UID, not name, means a deleted-and-recreated workload never adopts the old copy.
 """
+ROLE_LABEL: Final = "fleet.dev/role"
+"""Label on every pod template of a member copy: the role (master, worker, ps, ...) in lower case,
+so a Reservation's owner selector picks exactly the gang's pods of that role."""
 BINDING_ANNOTATION: Final = "fleet.dev/binding"
 """Annotation `<namespace>/<name>` of the GangBinding that placed the object.
 
@@ -35,14 +57,23 @@ An annotation, not a label: label values cannot contain '/' and are limited to 6
 """
 POLICY_ANNOTATION: Final = "fleet.dev/policy"
 """Annotation on the fleet-side workload: `<Kind>/<namespace>/<name>` of the policy that claimed it
-(namespace empty for a ClusterPropagationPolicy), so a claim survives restarts."""
+(namespace empty for a ClusterPropagationPolicy), written with the finalizer. The claim itself is
+the binding's spec.policy; the annotation shows it on the workload."""
 APPLIED_DIGEST_ANNOTATION: Final = "fleet.dev/applied-digest"
 """Annotation on a member copy: digest of what fleet last applied, so unchanged copies are not
 re-applied on every reconcile."""
-CLUSTER_ANNOTATION: Final = "fleet.dev/cluster"
-"""Annotation on the fleet-side workload naming the member cluster it currently runs in."""
 FINALIZER: Final = "fleet.dev/cleanup"
 """Finalizer fleet puts on a dispatched workload until its member copies are purged."""
+
+# --- What propagateDeps takes along ------------------------------------------------------------
+DEPENDENCY_KINDS: Final = {
+    "ConfigMap": "v1",
+    "Secret": "v1",
+    "ServiceAccount": "v1",
+    "PersistentVolumeClaim": "v1",
+}
+"""Kind -> apiVersion of the objects `propagateDeps` copies into the member with a workload (and
+that `kubectl amc` shows an ADOPTION column for)."""
 
 # --- Gang labels and annotations member schedulers understand -----------------------------
 POD_GROUP_NAME_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/name"
@@ -84,6 +115,8 @@ REASON_CLUSTER_NOT_READY: Final = "ClusterNotReady"
 REASON_CLUSTER_NOT_REACHABLE: Final = "ClusterNotReachable"
 REASON_KUBECONFIG_INVALID: Final = "KubeconfigInvalid"
 REASON_KUBECONFIG_SECRET_MISSING: Final = "KubeconfigSecretMissing"
+REASON_KUBECONFIG_SECRET_UNREADABLE: Final = "KubeconfigSecretUnreadable"
+"""The Secret exists, or may, but the controller may not read it (403) or got an error."""
 REASON_SCHEDULED: Final = "Success"
 """Karmada's reason on Scheduled=True."""
 REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"

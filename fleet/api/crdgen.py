@@ -26,6 +26,7 @@ from fleet.api._types import INT32_MAX, INT64_MAX
 
 __all__ = [
     "HEADER",
+    "RECURSION_DEPTH",
     "CrdGenError",
     "crd_filename",
     "crd_for",
@@ -105,14 +106,32 @@ def _description(text: str) -> str:
     return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
-def _resolve(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> dict[str, Any]:
-    """Inline $ref and drop the null branch of Optional, keeping the field-level keys."""
+#: How many times a recursive model (an ElasticQuotaTree node's children) is unrolled. A
+#: structural schema cannot refer to itself, so deeper levels are kept as they are
+#: (x-kubernetes-preserve-unknown-fields) and checked by fleet itself.
+RECURSION_DEPTH: Final = 4
+
+
+def _resolve(
+    node: Mapping[str, Any], defs: Mapping[str, Any], path: str, stack: tuple[str, ...]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """Inline $ref and drop the null branch of Optional, keeping the field-level keys. Returns
+    the node and the models being expanded down to it (to bound recursion)."""
     out = dict(node)
     while True:
         if "$ref" in out:
             name = str(out.pop("$ref")).rsplit("/", 1)[-1]
             if name not in defs:
                 raise CrdGenError(f"{path}: unresolvable $ref {name}")
+            if stack.count(name) >= RECURSION_DEPTH:
+                text = out.get("description") or defs[name].get("description") or name
+                return {
+                    "description": f"{_description(str(text))} (Nested deeper than "
+                    f"{RECURSION_DEPTH} levels: stored as written, checked by fleet.)",
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                }, stack
+            stack = (*stack, name)
             out = {**defs[name], **out}
             continue
         if "anyOf" in out and not out.get("x-kubernetes-int-or-string"):
@@ -121,11 +140,13 @@ def _resolve(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> dic
                 raise CrdGenError(f"{path}: a union of several types is not a structural schema")
             out = {**options[0], **out}
             continue
-        return out
+        return out, stack
 
 
-def _convert(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> dict[str, Any]:
-    node = _resolve(node, defs, path)
+def _convert(
+    node: Mapping[str, Any], defs: Mapping[str, Any], path: str, stack: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    node, stack = _resolve(node, defs, path, stack)
     out: dict[str, Any] = {}
     for key in ("title", "examples"):
         node.pop(key, None)
@@ -158,13 +179,15 @@ def _convert(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> dic
         if key == "description":
             out[key] = _description(str(value))
         elif key == "properties":
-            out[key] = {name: _convert(sub, defs, f"{path}.{name}") for name, sub in value.items()}
+            out[key] = {
+                name: _convert(sub, defs, f"{path}.{name}", stack) for name, sub in value.items()
+            }
         elif key == "items":
-            out[key] = _convert(value, defs, f"{path}[]")
+            out[key] = _convert(value, defs, f"{path}[]", stack)
         elif key == "additionalProperties":
             if value is True:
                 raise CrdGenError(f"{path}: untyped map; mark free-form content explicitly")
-            out[key] = _convert(value, defs, f"{path}{{}}")
+            out[key] = _convert(value, defs, f"{path}{{}}", stack)
         else:
             out[key] = value
 
@@ -213,7 +236,7 @@ def openapi_schema(model: type[KubeResource]) -> dict[str, Any]:
     """The structural openAPIV3Schema for a resource model."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.pop("$defs", {})
-    props = dict(raw.get("properties", {}))
+    props = dict(raw.get("properties") or {})
     info = model.crd
     body: dict[str, Any] = {}
     order = ["apiVersion", "kind", "metadata"]
@@ -483,12 +506,12 @@ def structural_problems(crd: Mapping[str, Any]) -> list[str]:
         out.append("kind must be CustomResourceDefinition")
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
-    group = spec.get("group", "")
-    plural = names.get("plural", "")
+    group = spec.get("group") or ""
+    plural = names.get("plural") or ""
     if (crd.get("metadata") or {}).get("name") != f"{plural}.{group}":
         out.append("metadata.name must be <plural>.<group>")
     for key in ("plural", "singular"):
-        value = names.get(key, "")
+        value = names.get(key) or ""
         if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", value):
             out.append(f"names.{key} {value!r} is not a lowercase DNS label")
     if names.get("listKind") != f"{names.get('kind')}List":
@@ -499,7 +522,7 @@ def structural_problems(crd: Mapping[str, Any]) -> list[str]:
     if sum(1 for v in versions if v.get("storage")) != 1:
         out.append("exactly one version must be the storage version")
     for v in versions:
-        vname = v.get("name", "?")
+        vname = v.get("name") or "?"
         schema = ((v.get("schema") or {}).get("openAPIV3Schema")) or {}
         if schema.get("type") != "object":
             out.append(f"{vname}: the root schema must be of type object")
@@ -514,7 +537,7 @@ def structural_problems(crd: Mapping[str, Any]) -> list[str]:
         for col in v.get("additionalPrinterColumns") or []:
             if col.get("type") not in ("integer", "number", "string", "boolean", "date"):
                 out.append(f"{vname}: printer column {col.get('name')}: bad type")
-            problem = _json_path_problem(schema, str(col.get("jsonPath", "")))
+            problem = _json_path_problem(schema, str(col.get("jsonPath") or ""))
             if problem:
                 out.append(f"{vname}: printer column {col.get('name')}: {problem}")
     return out

@@ -7,28 +7,26 @@ name. A claimed workload stays with its policy unless a policy with `preemption:
 it. Only a winner with `customSchedulingType: Gang` is fleet's to act on; any other winner still
 governs the workload (fleet must not fall through to a lower-ranked Gang policy).
 
-The affinity helpers turn a policy into plain dicts and booleans so the placement engine does not
-need pydantic.
+Selector semantics are the core's (`fleet.core.selectors`, via `fleet.api.rules`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final
 
 from fleet.api._binding import PolicyRef
-from fleet.api._meta import LabelSelector, Taint, Toleration
+from fleet.api._meta import LabelSelector
 from fleet.api._policy import (
     GANG,
-    ClusterAffinity,
     ClusterPropagationPolicy,
     PropagationPolicy,
     PropagationSpec,
     ResourceSelector,
 )
-from fleet.api.constants import FIELD_SELECTOR_LABELS
+from fleet.api.rules import core_label_selector
 
 __all__ = [
     "DEFAULT_RESERVED_NAMESPACES",
@@ -36,18 +34,11 @@ __all__ = [
     "PolicyMatch",
     "Specificity",
     "WorkloadRef",
-    "affinity_matches",
-    "cluster_affinity_spec",
-    "cluster_affinity_specs",
-    "cluster_fields",
-    "cluster_tolerations",
     "label_selector_matches",
     "match_policy",
     "policy_ref",
     "policy_specificity",
     "selector_specificity",
-    "tolerates",
-    "untolerated_taints",
 ]
 
 AnyPolicy = PropagationPolicy | ClusterPropagationPolicy
@@ -83,53 +74,18 @@ class WorkloadRef:
         """From a Kubernetes object as a dict (what kubectl get -o json returns)."""
         meta = obj.get("metadata") or {}
         return cls(
-            api_version=str(obj.get("apiVersion", "")),
-            kind=str(obj.get("kind", "")),
+            api_version=str(obj.get("apiVersion") or ""),
+            kind=str(obj.get("kind") or ""),
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or ""),
             labels=dict(meta.get("labels") or {}),
         )
 
 
-def _requirement_matches(
-    key: str, operator: str, values: Sequence[str], labels: Mapping[str, str]
-) -> bool:
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt"):
-        # NodeSelectorRequirement only: one integer value, compared numerically.
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except (KeyError, IndexError, ValueError):
-            return False
-        return have > want if operator == "Gt" else have < want
-    return False
-
-
-def label_selector_matches(
-    selector: LabelSelector | Mapping[str, Any] | None, labels: Mapping[str, str]
-) -> bool:
-    """metav1.LabelSelector semantics; None or an empty selector matches everything."""
-    if selector is None:
-        return True
-    if isinstance(selector, LabelSelector):
-        selector = selector.to_dict()
-    for k, v in (selector.get("matchLabels") or selector.get("match_labels") or {}).items():
-        if labels.get(k) != v:
-            return False
-    for expr in selector.get("matchExpressions") or selector.get("match_expressions") or []:
-        if not _requirement_matches(
-            expr["key"], expr["operator"], expr.get("values") or [], labels
-        ):
-            return False
-    return True
+def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics (evaluated by the core); None matches everything."""
+    converted = core_label_selector(selector)
+    return converted is None or converted.matches(labels)
 
 
 def selector_specificity(
@@ -290,134 +246,3 @@ def match_policy(
         f"no PropagationPolicy or ClusterPropagationPolicy selects {workload.kind} "
         f"{workload.namespace + '/' if workload.namespace else ''}{workload.name}",
     )
-
-
-# --- Cluster affinity as plain data ---------------------------------------------------------
-
-
-def _affinity_dict(affinity: ClusterAffinity | None) -> dict[str, Any]:
-    """One affinity as plain data; an empty list means "no restriction" (Karmada's rule)."""
-    if affinity is None:
-        return {
-            "cluster_names": [],
-            "exclude": [],
-            "match_labels": {},
-            "match_expressions": [],
-            "field_expressions": [],
-        }
-    sel = affinity.label_selector
-    fields = affinity.field_selector
-    return {
-        "cluster_names": list(affinity.cluster_names or []),
-        "exclude": list(affinity.exclude or []),
-        "match_labels": dict((sel.match_labels or {}) if sel else {}),
-        "match_expressions": [
-            {"key": e.key, "operator": e.operator, "values": list(e.values or [])}
-            for e in ((sel.match_expressions or []) if sel else [])
-        ],
-        "field_expressions": [
-            {"key": e.key, "operator": e.operator, "values": list(e.values or [])}
-            for e in ((fields.match_expressions or []) if fields else [])
-        ],
-    }
-
-
-def cluster_fields(labels: Mapping[str, str]) -> dict[str, str]:
-    """A cluster's Karmada fields (provider, region, zone), which fleet keeps as labels
-    (constants.FIELD_SELECTOR_LABELS); what `field_expressions` are evaluated against."""
-    return {f: labels[lbl] for f, lbl in FIELD_SELECTOR_LABELS.items() if lbl in labels}
-
-
-def _spec_of(policy: AnyPolicy | PropagationSpec | None) -> PropagationSpec | None:
-    if policy is None or isinstance(policy, PropagationSpec):
-        return policy
-    return policy.spec
-
-
-def cluster_affinity_specs(policy: AnyPolicy | PropagationSpec | None) -> list[dict[str, Any]]:
-    """Every cluster group in preference order: clusterAffinities' terms (each with an
-    `affinity_name`), or the single clusterAffinity, or one unrestricted group."""
-    spec = _spec_of(policy)
-    placement = spec.placement if spec else None
-    if placement and placement.cluster_affinities:
-        return [
-            {**_affinity_dict(t), "affinity_name": t.affinity_name}
-            for t in placement.cluster_affinities
-        ]
-    return [_affinity_dict(placement.cluster_affinity if placement else None)]
-
-
-def cluster_affinity_spec(policy: AnyPolicy | PropagationSpec | None) -> dict[str, Any]:
-    """The policy's cluster affinity as a plain dict with keys cluster_names, exclude,
-    match_labels, match_expressions (labelSelector) and field_expressions (fieldSelector, keys
-    provider/region/zone; see cluster_fields), each expression a dict of key, operator, values.
-
-    With clusterAffinities this is the first (preferred) group; use cluster_affinity_specs for
-    the fallbacks.
-    """
-    first = cluster_affinity_specs(policy)[0]
-    first.pop("affinity_name", None)
-    return first
-
-
-def affinity_matches(spec: Mapping[str, Any], cluster_name: str, labels: Mapping[str, str]) -> bool:
-    """Whether a cluster satisfies an affinity dict from cluster_affinity_spec."""
-    if cluster_name in (spec.get("exclude") or ()):
-        return False
-    names = spec.get("cluster_names") or ()
-    if names and cluster_name not in names:
-        return False
-    return label_selector_matches(
-        {
-            "matchLabels": spec.get("match_labels") or {},
-            "matchExpressions": spec.get("match_expressions") or [],
-        },
-        labels,
-    ) and label_selector_matches(
-        {"matchExpressions": spec.get("field_expressions") or []}, cluster_fields(labels)
-    )
-
-
-# --- Taints and tolerations ----------------------------------------------------------------
-
-
-def cluster_tolerations(policy: AnyPolicy | PropagationSpec | None) -> list[dict[str, Any]]:
-    """The policy's clusterTolerations as camelCase dicts (the corev1.Toleration JSON)."""
-    spec = _spec_of(policy)
-    placement = spec.placement if spec else None
-    return [t.to_dict() for t in (placement.cluster_tolerations or [])] if placement else []
-
-
-def _as_dict(obj: Taint | Toleration | Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.to_dict() if isinstance(obj, Taint | Toleration) else obj
-
-
-def tolerates(toleration: Toleration | Mapping[str, Any], taint: Taint | Mapping[str, Any]) -> bool:
-    """corev1 ToleratesTaint semantics."""
-    tol, tnt = _as_dict(toleration), _as_dict(taint)
-    effect = tol.get("effect") or ""
-    if effect and effect != tnt.get("effect"):
-        return False
-    operator = tol.get("operator") or "Equal"
-    key = tol.get("key") or ""
-    if not key:
-        return operator == "Exists"
-    if key != tnt.get("key"):
-        return False
-    if operator == "Exists":
-        return True
-    return (tol.get("value") or "") == (tnt.get("value") or "")
-
-
-def untolerated_taints(
-    taints: Iterable[Taint | Mapping[str, Any]],
-    tolerations: Sequence[Toleration | Mapping[str, Any]],
-    effects: Collection[str] = ("NoSchedule", "NoExecute"),
-) -> list[Mapping[str, Any]]:
-    """Taints with one of `effects` that no toleration tolerates (empty: the cluster is usable)."""
-    out: list[Mapping[str, Any]] = []
-    for taint in taints:
-        t = _as_dict(taint)
-        if t.get("effect") in effects and not any(tolerates(tol, t) for tol in tolerations):
-            out.append(t)
-    return out

@@ -15,7 +15,9 @@ import dataclasses
 from typing import Literal
 
 PurgeMode = Literal["Directly", "Gracefully", "Never"]
-FailoverReason = Literal["ApplicationFailure", "ClusterLost"]
+#: Karmada's eviction reasons: the job failed, its cluster was lost, or the cluster carries a
+#: NoExecute taint the policy does not tolerate.
+FailoverReason = Literal["ApplicationFailure", "ClusterLost", "TaintUntolerated"]
 
 #: Karmada's default graceful-eviction timeout: the longest an old copy waits for its successor.
 DEFAULT_GRACE_SECONDS = 600.0
@@ -23,7 +25,13 @@ DEFAULT_GRACE_SECONDS = 600.0
 
 @dataclasses.dataclass(frozen=True)
 class FailoverSettings:
-    """A job's failover parameters, as its policy set them when it was first bound."""
+    """A job's failover parameters, as its policy set them when it was first bound.
+
+    `failover.application` turns on both triggers (a failed job, a lost cluster) with its
+    tolerationSeconds; `failover.cluster` alone turns on the lost-cluster trigger and sets the
+    purge mode for copies left in lost or tainted clusters. A NoExecute cluster taint the policy
+    does not tolerate evicts whatever the policy says, as Karmada's taint manager does.
+    """
 
     toleration_seconds: float = 300.0
     purge_mode: PurgeMode = "Gracefully"
@@ -32,6 +40,22 @@ class FailoverSettings:
     max_failovers: int | None = None
     #: How long a cluster the job failed in stays excluded; None = for the job's lifetime.
     cluster_exclusion_seconds: float | None = None
+    #: A Failed copy triggers a failover (`failover.application` is set).
+    on_job_failure: bool = True
+    #: A lost cluster triggers a failover (`failover.application` or `failover.cluster` is set).
+    on_cluster_loss: bool = True
+    #: `failover.cluster.purgeMode`: how copies in lost or tainted clusters go; None = purge_mode.
+    cluster_purge_mode: PurgeMode | None = None
+
+    def purge_mode_for(self, reason: FailoverReason) -> PurgeMode:
+        """The purge mode for a copy left behind for `reason`."""
+        if reason == "ApplicationFailure" or self.cluster_purge_mode is None:
+            return self.purge_mode
+        return self.cluster_purge_mode
+
+
+#: A policy without `failover`: only an untolerated NoExecute taint moves the job.
+NO_FAILOVER = FailoverSettings(on_job_failure=False, on_cluster_loss=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +72,9 @@ class Observation:
     job_failed: bool | None = False
     #: The member copy Succeeded: a finished job never moves.
     job_succeeded: bool = False
+    #: An untolerated NoExecute taint on the cluster: (the taint, seconds it is tolerated for;
+    #: 0 = not at all). See `fleet.core.taints.no_execute_grace`.
+    no_execute: tuple[str, float] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +83,7 @@ class Timers:
 
     unhealthy_since: float | None = None
     cluster_lost_since: float | None = None
+    tainted_since: float | None = None
 
 
 CLEAR = Timers()
@@ -106,31 +134,50 @@ def judge(
     cleared as soon as it stops holding, so a flapping job only moves after a continuous
     `toleration_seconds` of failure.
     """
-    if settings is None or (observed.job_succeeded and observed.cluster_ready):
+    settings = settings or NO_FAILOVER
+    if observed.job_succeeded and observed.cluster_ready:
         return Stay(CLEAR)
     if observed.cluster_ready is None:
         return Stay(timers)
     if not observed.cluster_ready:
+        if not settings.on_cluster_loss:
+            return Stay(Timers(unhealthy_since=timers.unhealthy_since))
         since = timers.cluster_lost_since if timers.cluster_lost_since is not None else now
         kept = Timers(unhealthy_since=timers.unhealthy_since, cluster_lost_since=since)
         return _after_toleration(
             settings,
             kept,
             since,
+            settings.toleration_seconds,
             now,
             failovers,
             "ClusterLost",
             f"{cluster} has been unreachable or not Ready",
         )
-    if observed.job_failed is None:
-        return Stay(Timers(unhealthy_since=timers.unhealthy_since))
-    if observed.job_failed:
-        since = timers.unhealthy_since if timers.unhealthy_since is not None else now
-        kept = Timers(unhealthy_since=since, cluster_lost_since=None)
+    unhealthy = timers.unhealthy_since
+    if observed.no_execute is not None:
+        taint, grace = observed.no_execute
+        since = timers.tainted_since if timers.tainted_since is not None else now
+        kept = Timers(unhealthy_since=unhealthy, tainted_since=since)
         return _after_toleration(
             settings,
             kept,
             since,
+            grace,
+            now,
+            failovers,
+            "TaintUntolerated",
+            f"{cluster} has the NoExecute taint {taint}, which the policy does not tolerate",
+        )
+    if observed.job_failed is None or not settings.on_job_failure:
+        return Stay(Timers(unhealthy_since=unhealthy if settings.on_job_failure else None))
+    if observed.job_failed:
+        since = unhealthy if unhealthy is not None else now
+        return _after_toleration(
+            settings,
+            Timers(unhealthy_since=since),
+            since,
+            settings.toleration_seconds,
             now,
             failovers,
             "ApplicationFailure",
@@ -143,19 +190,20 @@ def _after_toleration(
     settings: FailoverSettings,
     timers: Timers,
     since: float,
+    toleration: float,
     now: float,
     failovers: int,
     reason: FailoverReason,
     what: str,
 ) -> Verdict:
-    deadline = since + settings.toleration_seconds
+    deadline = since + toleration
     held = now - since
     if now < deadline:
         return Stay(
             timers,
             recheck_at=deadline,
             waiting=f"{what} for {held:.0f}s; failing over after "
-            f"{settings.toleration_seconds:.0f}s (tolerationSeconds)",
+            f"{toleration:.0f}s (tolerationSeconds)",
         )
     if settings.max_failovers is not None and failovers >= settings.max_failovers:
         return GiveUp(
@@ -163,9 +211,7 @@ def _after_toleration(
             f"{what} for {held:.0f}s and the job already failed over {failovers} time(s) "
             f"(maxFailovers {settings.max_failovers})",
         )
-    return Move(
-        reason, f"{what} for {held:.0f}s (tolerationSeconds {settings.toleration_seconds:.0f})"
-    )
+    return Move(reason, f"{what} for {held:.0f}s (tolerationSeconds {toleration:.0f})")
 
 
 def exclusion_until(settings: FailoverSettings, now: float) -> float | None:

@@ -3,20 +3,22 @@
 Order of work (cheap before expensive):
 
 1. filters, each with its sentence: clusters marked not ready, clusters the job failed over
-   from, then the policy's cluster affinity (Karmada semantics: exclude, then labelSelector,
-   fieldSelector and clusterNames must all hold);
+   from, cluster taints the policy does not tolerate (NoSchedule and NoExecute, as Karmada's
+   TaintToleration filter), then the policy's cluster affinity (Karmada semantics: exclude, then
+   labelSelector, fieldSelector and clusterNames must all hold);
 2. the estimator's `screen` on per-cluster aggregates;
 3. the survivors are ranked by the scorer (best fit by default, see `scoring`), ties by name;
 4. the estimator's full `check` runs in rank order; the first cluster that really fits wins.
 
 Clusters ranked below the winner are not checked in full unless `explain_all=True`; their
-sentence says so. `place` is pure: it never modifies a snapshot. To hold the capacity until the
+sentence says so. `place_in_groups` runs `place` over Karmada's ordered `clusterAffinities`.
+`place` is pure: it never modifies a snapshot. To hold the capacity until the
 member shows the pods, call `snapshot.reserve(key, decision.placement.assignment, expires_at)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fleet.core.assignment import Assignment
@@ -25,13 +27,17 @@ from fleet.core.explain import Reason, Sentence, clip
 from fleet.core.scoring import Score, Scorer, best_fit
 from fleet.core.selectors import LabelSelector, Requirement
 from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.taints import Taint, Toleration, untolerated
 from fleet.core.workload import Gang
 
 NOT_READY = "NotReady"
 FAILED_OVER = "FailedOver"
+TAINTED = "TaintUntolerated"
 AFFINITY = "ClusterAffinity"
 INSUFFICIENT = "Insufficient"
 OUTRANKED = "Outranked"
+#: Every rejection code, in the order the filters apply.
+CODES = (NOT_READY, FAILED_OVER, TAINTED, AFFINITY, INSUFFICIENT, OUTRANKED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +91,12 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
+    """Why one cluster was not chosen: a code for machines and a sentence for people."""
+
     cluster: str
     why: Reason
-    #: NotReady, FailedOver, ClusterAffinity, Insufficient or Outranked.
+    #: One of CODES: NotReady, FailedOver, TaintUntolerated, ClusterAffinity, Insufficient,
+    #: Outranked.
     category: str
 
     @property
@@ -129,15 +138,19 @@ def place(
     affinity: ClusterAffinity | None = None,
     failed_over: Mapping[str, str] | None = None,
     not_ready: Collection[str] | Mapping[str, str] = (),
+    taints: Mapping[str, Sequence[Taint]] | None = None,
+    tolerations: Sequence[Toleration] = (),
     scorer: Scorer = best_fit,
     explain_all: bool = False,
 ) -> Decision:
     """Pick one cluster for `gang` (see the module docstring for the order of work).
 
     `failed_over` maps cluster -> reason the job left it; `not_ready` lists clusters (or maps
-    them to a reason) that must not receive work now.
+    them to a reason) that must not receive work now; `taints` maps cluster -> its taints, which
+    the policy's `tolerations` must tolerate.
     """
     failed_over = failed_over or {}
+    taints = taints or {}
     rejections: list[Rejection] = []
     ranked: list[tuple[tuple[float, float], str, Score, ClusterSnapshot]] = []
     seen: set[str] = set()
@@ -156,6 +169,11 @@ def place(
             why = failed_over[name]
             text = f"the job failed over from it ({why})" if why else "the job failed over from it"
             rejections.append(Rejection(name, clip(text), FAILED_OVER))
+            continue
+        blocking = untolerated(tolerations, taints.get(name, ()))
+        if blocking is not None:
+            text = f"has the taint {blocking}, which the policy does not tolerate"
+            rejections.append(Rejection(name, clip(text), TAINTED))
             continue
         if affinity is not None:
             excluded = affinity.rejection(cluster)
@@ -215,3 +233,77 @@ def _versus(mine: Score, best: Score) -> str:
     if mine.share != best.share:
         return f"share of free capacity {mine.share:.0%} vs {best.share:.0%}"
     return "same score; names break ties"
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityGroup:
+    """One of Karmada's `clusterAffinities` terms: a named affinity."""
+
+    name: str
+    affinity: ClusterAffinity
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDecision:
+    """A decision over ordered affinity groups, and the group it came from."""
+
+    decision: Decision
+    #: The group the placement (or, when nothing fits, the last search) used; None without
+    #: clusterAffinities.
+    group: str | None
+
+
+def place_in_groups(
+    gang: Gang,
+    clusters: Iterable[ClusterSnapshot],
+    groups: Sequence[AffinityGroup],
+    *,
+    start_at: str | None = None,
+    affinity: ClusterAffinity | None = None,
+    estimator: Estimator = NODES,
+    failed_over: Mapping[str, str] | None = None,
+    not_ready: Collection[str] | Mapping[str, str] = (),
+    taints: Mapping[str, Sequence[Taint]] | None = None,
+    tolerations: Sequence[Toleration] = (),
+) -> GroupDecision:
+    """Karmada's `clusterAffinities`: try each group in order, from `start_at` (the group the
+    previous placement used, so a failover searches its current group first, then the later
+    ones) or from the first; the first group with a cluster that fits wins.
+
+    When no group fits, each cluster is explained by the first group that admits it (so its
+    reason is about capacity or health, not affinity), and clusters no group admits by why the
+    first group refused them. Without groups, `affinity` (Karmada's single clusterAffinity)
+    applies. The other arguments are `place`'s.
+    """
+    snapshots = list(clusters)
+
+    def attempt(affinity: ClusterAffinity | None) -> Decision:
+        return place(
+            gang,
+            snapshots,
+            estimator=estimator,
+            affinity=affinity,
+            failed_over=failed_over,
+            not_ready=not_ready,
+            taints=taints,
+            tolerations=tolerations,
+        )
+
+    if not groups:
+        return GroupDecision(attempt(affinity), None)
+    names = [g.name for g in groups]
+    first = names.index(start_at) if start_at in names else 0
+    tried: list[tuple[AffinityGroup, Decision]] = []
+    for group in groups[first:]:
+        decision = attempt(group.affinity)
+        if decision.placement is not None:
+            return GroupDecision(decision, group.name)
+        tried.append((group, decision))
+    explained: dict[str, Rejection] = {}
+    for _group, decision in tried:
+        for rejection in decision.rejections:
+            held = explained.get(rejection.cluster)
+            if held is None or (held.category == AFFINITY and rejection.category != AFFINITY):
+                explained[rejection.cluster] = rejection
+    rejections = tuple(explained[name] for name in sorted(explained))
+    return GroupDecision(Decision(None, rejections), tried[-1][0].name)

@@ -24,8 +24,7 @@ _BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DIGITS = frozenset("0123456789")
 _NANO = Fraction(1, 10**9)
 _INT64_MAX = 2**63 - 1
-# apimachinery accepts any int32 exponent; an absurd one would make us build a gigantic integer.
-_MAX_EXPONENT = 100
+_INT32_MAX = 2**31 - 1
 
 
 def parse_quantity(raw: object, *, field: str = "") -> Fraction:
@@ -88,11 +87,18 @@ def _parse_text(text: str) -> Fraction | None:
     if scale is None:
         return None
     base, exponent = scale
-    mantissa = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
-    value = mantissa * Fraction(base) ** exponent
-    value = _ceil_away_from_zero(value / _NANO) * _NANO
-    if base == 2 and value > _INT64_MAX:
-        value = Fraction(_INT64_MAX)  # apimachinery silently caps binary-SI quantities
+    digits = int(whole or "0") * 10 ** len(frac) + int(frac or "0")
+    if digits and base == 10 and exponent - len(frac) > 19:
+        # At least 10^20: beyond any int64. apimachinery accepts every int32 exponent; the
+        # value saturates here, as binary-SI values do, instead of growing a huge integer.
+        value = Fraction(_INT64_MAX)
+    elif digits and base == 10 and exponent + len(whole) < -10:
+        value = _NANO  # below a nano unit: rounded away from zero, as apimachinery does
+    else:
+        value = Fraction(digits, 10 ** len(frac)) * Fraction(base) ** exponent
+        value = _ceil_away_from_zero(value / _NANO) * _NANO
+        if value > _INT64_MAX:
+            value = Fraction(_INT64_MAX)  # apimachinery silently caps binary-SI quantities
     return -value if negative else value
 
 
@@ -107,8 +113,8 @@ def _suffix_scale(suffix: str) -> tuple[int, int] | None:
         if not digits or not set(digits) <= _DIGITS:
             return None
         value = int(exponent)
-        if abs(value) > _MAX_EXPONENT:
-            return None
+        if abs(value) > _INT32_MAX:
+            return None  # apimachinery reads the exponent as an int32
         return 10, value
     return None
 

@@ -34,6 +34,8 @@ class Toleration:
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    #: For NoExecute: how long the workload may stay once the taint appears; None = for ever.
+    toleration_seconds: float | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         """`v1.Toleration.ToleratesTaint`: empty effect/key are wildcards; Exists ignores value."""
@@ -55,6 +57,28 @@ def untolerated(tolerations: Sequence[Toleration], taints: Sequence[Taint]) -> T
         if taint.effect in BLOCKING_EFFECTS and not any(t.tolerates(taint) for t in tolerations):
             return taint
     return None
+
+
+def no_execute_grace(
+    tolerations: Sequence[Toleration], taints: Sequence[Taint]
+) -> tuple[Taint, float] | None:
+    """The NoExecute taint that evicts first, and after how many seconds; None if none evicts.
+
+    kube's NoExecute rule, which Karmada applies to clusters: a taint no toleration covers
+    evicts at once (0); one covered only by tolerations with tolerationSeconds evicts after the
+    smallest of them; one covered by a toleration without tolerationSeconds never evicts.
+    """
+    first: tuple[Taint, float] | None = None
+    for taint in taints:
+        if taint.effect != NO_EXECUTE:
+            continue
+        matching = [t for t in tolerations if t.tolerates(taint)]
+        if any(t.toleration_seconds is None for t in matching):
+            continue
+        grace = min((max(t.toleration_seconds or 0.0, 0.0) for t in matching), default=0.0)
+        if first is None or grace < first[1]:
+            first = (taint, grace)
+    return first
 
 
 def tolerates_unschedulable(tolerations: Sequence[Toleration]) -> bool:
@@ -86,8 +110,17 @@ def parse_tolerations(raw: object, field: str) -> tuple[Toleration, ...]:
         effect = _text(item, "effect", where)
         if effect and effect not in EFFECTS:
             raise FieldError(f"{where}.effect", f"unknown effect {effect!r}")
+        seconds = item.get("tolerationSeconds")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+            raise FieldError(f"{where}.tolerationSeconds", f"expected an integer, got {seconds!r}")
         out.append(
-            Toleration(_text(item, "key", where), operator, _text(item, "value", where), effect)
+            Toleration(
+                _text(item, "key", where),
+                operator,
+                _text(item, "value", where),
+                effect,
+                None if seconds is None else float(seconds),
+            )
         )
     return tuple(out)
 

@@ -250,7 +250,7 @@ def _role_templates(
             continue
         key, replica_spec = found[role]
         path = f"{layout.field}.{key}"
-        replicas = replica_spec.get("replicas", 1)
+        replicas = replica_spec.get("replicas")
         if replicas is None:
             replicas = 1  # the training operator defaults a missing count to 1
         if isinstance(replicas, bool) or not isinstance(replicas, int):

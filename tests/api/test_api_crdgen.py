@@ -14,6 +14,7 @@ from _api_samples import KUBECTL_GB, KUBECTL_MC, KUBECTL_PP
 from fleet.api import RESOURCES, constants
 from fleet.api.crdgen import (
     HEADER,
+    RECURSION_DEPTH,
     crd_filename,
     crd_for,
     main,
@@ -80,6 +81,9 @@ def test_file_names_and_identity(rendered: dict[str, str]) -> None:
         "fleet.dev_memberclusters.yaml",
         "policy.one.alibabacloud.com_clusterpropagationpolicies.yaml",
         "policy.one.alibabacloud.com_propagationpolicies.yaml",
+        "scheduling.sigs.k8s.io_elasticquotatrees.yaml",
+        "scheduling.x-k8s.io_queues.yaml",
+        "scheduling.x-k8s.io_queueunits.yaml",
     ]
     for text in rendered.values():
         assert text.startswith(HEADER)
@@ -110,7 +114,16 @@ def test_names_scope_and_subresources(
 
 
 @pytest.mark.parametrize(
-    "kind", ["PropagationPolicy", "ClusterPropagationPolicy", "MemberCluster", "GangBinding"]
+    "kind",
+    [
+        "PropagationPolicy",
+        "ClusterPropagationPolicy",
+        "MemberCluster",
+        "GangBinding",
+        "ElasticQuotaTree",
+        "Queue",
+        "QueueUnit",
+    ],
 )
 def test_schema_is_structural(crds: dict[str, dict[str, Any]], kind: str) -> None:
     assert structural_problems(crds[kind]) == []
@@ -136,7 +149,9 @@ def test_preserve_unknown_fields_only_where_content_is_free_form(
         for path, node in _walk(_schema(crd))
         if node.get("x-kubernetes-preserve-unknown-fields")
     }
-    assert found == {"GangBinding.status.aggregatedStatus[].status"}
+    # The quota tree's children past RECURSION_DEPTH levels: a structural schema cannot recurse.
+    deep = "ElasticQuotaTree.spec.root" + ".children[]" * RECURSION_DEPTH
+    assert found == {"GangBinding.status.aggregatedStatus[].status", deep}
 
 
 def test_quantities_are_int_or_string(crds: dict[str, dict[str, Any]]) -> None:
@@ -189,6 +204,8 @@ def test_enums_minimums_defaults_and_required(crds: dict[str, dict[str, Any]]) -
     gb = _schema(crds["GangBinding"])
     assert _at(gb, "status.phase")["enum"] == [
         "Pending",
+        "Queued",
+        "Reserving",
         "Scheduled",
         "Dispatched",
         "Running",
@@ -217,7 +234,7 @@ def test_printer_columns(crds: dict[str, dict[str, Any]]) -> None:
             if not c.get("priority")
         ]
 
-    assert cols("MemberCluster") == ["READY", "VERSION", "NODES", "GPUS", "AGE"]
+    assert cols("MemberCluster") == ["READY", "VERSION", "GANG", "NODES", "GPUS", "AGE"]
     assert cols("GangBinding") == ["CLUSTER", "PHASE", "SCHEDULED", "APPLIED", "AGE"]
     assert cols("PropagationPolicy")[-1] == "AGE"
 
@@ -319,6 +336,9 @@ def test_every_resource_has_a_crd() -> None:
         "ClusterPropagationPolicy",
         "MemberCluster",
         "GangBinding",
+        "ElasticQuotaTree",
+        "Queue",
+        "QueueUnit",
     }
     for model in RESOURCES:
         assert crd_for(model)["metadata"]["name"] == model.crd.crd_name
@@ -335,3 +355,67 @@ def test_helm_chart_carries_the_generated_crds():
     assert sorted(p.name for p in chart.glob("*.yaml")) == sorted(rendered)
     for name, text in rendered.items():
         assert (chart / name).read_text() == text, f"{name} drifted: regenerate the chart's CRDs"
+
+
+@pytest.mark.parametrize(
+    ("kind", "group", "version", "short", "spec_required"),
+    [
+        ("ElasticQuotaTree", constants.ELASTIC_QUOTA_GROUP, "v1beta1", ["eqtree"], True),
+        ("Queue", constants.QUEUE_GROUP, "v1alpha1", None, False),
+        ("QueueUnit", constants.QUEUE_GROUP, "v1alpha1", ["qu"], True),
+    ],
+)
+def test_kube_queue_kinds(
+    crds: dict[str, dict[str, Any]],
+    kind: str,
+    group: str,
+    version: str,
+    short: list[str] | None,
+    spec_required: bool,
+) -> None:
+    spec = crds[kind]["spec"]
+    assert spec["group"] == group and spec["scope"] == "Namespaced"
+    assert spec["names"].get("shortNames") == short
+    assert spec["names"]["categories"] == ["fleet", "kube-queue"]
+    version_ = spec["versions"][0]
+    assert version_["name"] == version and "status" in version_["subresources"]
+    assert ("required" in _schema(crds[kind])) is spec_required
+
+
+def test_kube_queue_printer_columns(crds: dict[str, dict[str, Any]]) -> None:
+    def cols(kind: str, wide: bool = False) -> list[str]:
+        return [
+            c["name"]
+            for c in crds[kind]["spec"]["versions"][0]["additionalPrinterColumns"]
+            if wide or not c.get("priority")
+        ]
+
+    # `kubectl get queue -n kube-queue` reads as the seeds show it: NAME AGE.
+    assert cols("Queue") == ["AGE"]
+    assert cols("Queue", wide=True) == ["AGE", "QUOTA", "POLICY", "PRIORITY", "WAITING", "DEQUEUED"]
+    assert cols("QueueUnit") == ["QUEUE", "PHASE", "RESOURCE", "AGE"]
+    assert cols("ElasticQuotaTree") == ["STATE", "VALID", "IN-FORCE", "AGE"]
+
+
+def test_quota_tree_schema_types_four_levels_and_quantities(
+    crds: dict[str, dict[str, Any]],
+) -> None:
+    node = _at(_schema(crds["ElasticQuotaTree"]), "spec.root")
+    for _ in range(RECURSION_DEPTH):
+        assert node["properties"]["max"]["additionalProperties"]["x-kubernetes-int-or-string"]
+        assert node["required"] == ["name"]
+        node = node["properties"]["children"]["items"]
+    assert node["x-kubernetes-preserve-unknown-fields"] is True and node["type"] == "object"
+    queue = _schema(crds["Queue"])
+    assert _at(queue, "spec.queuePolicy")["enum"] == ["Priority", "Block", "FIFO"]
+    assert _at(queue, "spec.queuePolicy")["default"] == "Priority"
+    unit = _schema(crds["QueueUnit"])
+    assert _at(unit, "status.phase")["enum"] == [
+        "Enqueued",
+        "Dequeued",
+        "Running",
+        "Succeed",
+        "Failed",
+        "TimeoutBackoff",
+    ]
+    assert _at(unit, "spec")["required"] == ["consumerRef"]

@@ -9,23 +9,24 @@ import pytest
 
 from fleet.api import (
     ClusterPropagationPolicy,
+    LabelSelector,
+    PlacementRules,
     PolicyRef,
     PropagationPolicy,
     Specificity,
     Taint,
     Toleration,
     WorkloadRef,
-    affinity_matches,
-    cluster_affinity_spec,
-    cluster_affinity_specs,
     cluster_fields,
-    cluster_tolerations,
+    core_taints,
+    core_tolerations,
     label_selector_matches,
     match_policy,
-    tolerates,
-    untolerated_taints,
+    placement_rules,
 )
 from fleet.api.matching import policy_specificity
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.taints import no_execute_grace, untolerated
 
 JOB = WorkloadRef(
     api_version="kubeflow.org/v1",
@@ -258,22 +259,21 @@ def test_workload_ref_from_object() -> None:
         ({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}, {}, True),
         ({"matchExpressions": [{"key": "a", "operator": "Exists"}]}, {"a": ""}, True),
         ({"matchExpressions": [{"key": "a", "operator": "DoesNotExist"}]}, {"a": ""}, False),
-        ({"matchExpressions": [{"key": "n", "operator": "Gt", "values": ["3"]}]}, {"n": "4"}, True),
-        (
-            {"matchExpressions": [{"key": "n", "operator": "Lt", "values": ["3"]}]},
-            {"n": "x"},
-            False,
-        ),
     ],
 )
 def test_label_selector_semantics(selector: Any, labels: dict[str, str], expected: bool) -> None:
-    assert label_selector_matches(selector, labels) is expected
+    parsed = None if selector is None else LabelSelector.from_dict(selector)
+    assert label_selector_matches(parsed, labels) is expected
 
 
-# --- Cluster affinity as plain data -----------------------------------------------------------
+# --- The policy's placement rules, evaluated by the core ----------------------------------------
 
 
-def test_cluster_affinity_spec_is_plain_data() -> None:
+def _cluster(name: str, labels: dict[str, str]) -> ClusterSnapshot:
+    return ClusterSnapshot.build(name, [], labels=labels, fields=cluster_fields(labels))
+
+
+def test_cluster_affinity_becomes_the_engines_rules() -> None:
     p = pp(
         "aff",
         placement={
@@ -293,21 +293,17 @@ def test_cluster_affinity_spec_is_plain_data() -> None:
             "replicaScheduling": {"customSchedulingType": "Gang"},
         },
     )
-    spec = cluster_affinity_spec(p)
-    assert spec == {
-        "cluster_names": ["m1", "m2", "m3"],
-        "exclude": ["m3"],
-        "match_labels": {"gpu-model": "a100"},
-        "match_expressions": [{"key": "tier", "operator": "In", "values": ["gold"]}],
-        "field_expressions": [{"key": "region", "operator": "In", "values": ["cn-hangzhou"]}],
-    }
-    assert all(type(v) in (list, dict) for v in spec.values())  # no pydantic objects leak
+    rules = placement_rules(p.spec)
+    assert rules.groups == ()
+    affinity = rules.affinity
+    assert affinity is not None
     good = {"gpu-model": "a100", "tier": "gold", "topology.kubernetes.io/region": "cn-hangzhou"}
-    assert affinity_matches(spec, "m1", good)
-    assert not affinity_matches(spec, "m3", good)
-    assert not affinity_matches(spec, "m9", good)
-    assert not affinity_matches(spec, "m1", {**good, "tier": "silver"})
-    assert not affinity_matches(spec, "m1", {**good, "topology.kubernetes.io/region": "cn-beijing"})
+    assert affinity.rejection(_cluster("m1", good)) is None
+    assert "exclude" in (affinity.rejection(_cluster("m3", good)) or "")
+    assert "clusterNames" in (affinity.rejection(_cluster("m9", good)) or "")
+    assert "labelSelector" in (affinity.rejection(_cluster("m1", {**good, "tier": "silver"})) or "")
+    moved = {**good, "topology.kubernetes.io/region": "cn-beijing"}
+    assert "fieldSelector" in (affinity.rejection(_cluster("m1", moved)) or "")
     assert cluster_fields({**good, "fleet.dev/provider": "ali"}) == {
         "provider": "ali",
         "region": "cn-hangzhou",
@@ -315,16 +311,10 @@ def test_cluster_affinity_spec_is_plain_data() -> None:
 
 
 def test_no_affinity_means_unrestricted() -> None:
-    spec = cluster_affinity_spec(pp("p"))
-    assert spec == {
-        "cluster_names": [],
-        "exclude": [],
-        "match_labels": {},
-        "match_expressions": [],
-        "field_expressions": [],
-    }
-    assert affinity_matches(spec, "anything", {})
-    assert cluster_affinity_spec(None) == spec
+    assert placement_rules(pp("p").spec) == PlacementRules()
+    assert placement_rules(None) == PlacementRules()
+    empty = pp("e", placement={"clusterAffinity": {"clusterNames": []}})
+    assert placement_rules(empty.spec).affinity is None
 
 
 def test_cluster_affinities_groups_in_order() -> None:
@@ -337,13 +327,15 @@ def test_cluster_affinities_groups_in_order() -> None:
             ]
         },
     )
-    specs = cluster_affinity_specs(p)
-    assert [s["affinity_name"] for s in specs] == ["primary", "backup"]
-    assert cluster_affinity_spec(p)["match_labels"] == {"dc": "a"}
-    assert "affinity_name" not in cluster_affinity_spec(p)
+    rules = placement_rules(p.spec)
+    assert [g.name for g in rules.groups] == ["primary", "backup"]
+    assert rules.affinity is None
+    assert rules.groups[0].affinity.rejection(_cluster("x", {"dc": "a"})) is None
+    assert rules.groups[1].affinity.rejection(_cluster("b1", {})) is None
+    assert rules.groups[1].affinity.rejection(_cluster("x", {"dc": "a"})) is not None
 
 
-# --- Taints and tolerations -----------------------------------------------------------------
+# --- Taints and tolerations (the core's semantics, corev1.ToleratesTaint) --------------------
 
 
 @pytest.mark.parametrize(
@@ -371,28 +363,42 @@ def test_cluster_affinities_groups_in_order() -> None:
             False,
         ),
         ({"key": "other", "operator": "Exists"}, {"key": "spot", "effect": "NoSchedule"}, False),
+        # An empty key with Equal matches any key whose value is equal (corev1, literally).
+        ({"value": "x"}, {"key": "any", "value": "x", "effect": "NoSchedule"}, True),
     ],
 )
 def test_toleration_semantics(
     toleration: dict[str, Any], taint: dict[str, Any], expected: bool
 ) -> None:
-    assert tolerates(toleration, taint) is expected
-    assert tolerates(Toleration.from_dict(toleration), Taint.from_dict(taint)) is expected
+    (tol,) = core_tolerations([Toleration.from_dict(toleration)])
+    (tnt,) = core_taints([Taint.from_dict(taint)])
+    assert tol.tolerates(tnt) is expected
 
 
-def test_untolerated_taints_and_policy_tolerations() -> None:
+def test_policy_tolerations_leave_only_untolerated_blocking_taints() -> None:
     p = pp(
         "t",
         placement={
-            "clusterTolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+            "clusterTolerations": [
+                {"key": "spot", "operator": "Exists", "effect": "NoSchedule"},
+                {
+                    "key": "drain",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 60,
+                },
+            ]
         },
     )
-    tols = cluster_tolerations(p)
-    assert tols == [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
-    taints = [
-        {"key": "spot", "effect": "NoSchedule"},
-        {"key": "maintenance", "effect": "NoExecute"},
-        {"key": "soft", "effect": "PreferNoSchedule"},
-    ]
-    left = untolerated_taints(taints, tols)
-    assert [t["key"] for t in left] == ["maintenance"]
+    tolerations = placement_rules(p.spec).tolerations
+    taints = core_taints(
+        [
+            Taint.from_dict({"key": "spot", "effect": "NoSchedule"}),
+            Taint.from_dict({"key": "maintenance", "effect": "NoExecute"}),
+            Taint.from_dict({"key": "soft", "effect": "PreferNoSchedule"}),
+        ]
+    )
+    assert str(untolerated(tolerations, taints)) == "maintenance:NoExecute"
+    drain = core_taints([Taint.from_dict({"key": "drain", "effect": "NoExecute"})])
+    assert untolerated(tolerations, drain) is None  # tolerated for now...
+    assert no_execute_grace(tolerations, drain) == (drain[0], 60.0)  # ...for 60 s

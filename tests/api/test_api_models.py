@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from datetime import UTC, datetime
-from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from fleet.api import (
     ApplicationFailoverBehavior,
     BindingFailover,
     ClusterPropagationPolicy,
+    FailoverBehavior,
     GangBinding,
     GangComponent,
     GangSpec,
@@ -32,9 +33,9 @@ from fleet.api import (
     normalize_purge_mode,
     parse_list,
     parse_object,
-    parse_quantity,
     set_condition,
 )
+from fleet.core.quantity import parse_quantity
 
 # The two PropagationPolicies of seed 001 (ACK One's PyTorchJob example), verbatim apart from
 # the suspension.scheduling line the second one describes.
@@ -484,18 +485,22 @@ def test_membercluster_helpers() -> None:
 @pytest.mark.parametrize(
     ("q", "value"),
     [
-        ("500m", Decimal("0.5")),
-        ("16Gi", Decimal(16 * 2**30)),
-        ("1e3", Decimal(1000)),
-        ("2k", Decimal(2000)),
-        ("1.5", Decimal("1.5")),
-        (4, Decimal(4)),
-        ("100n", Decimal("1e-7")),
-        ("+3E", Decimal("3e18")),
+        ("500m", Fraction(1, 2)),
+        ("16Gi", Fraction(16 * 2**30)),
+        ("1e3", Fraction(1000)),
+        ("2k", Fraction(2000)),
+        ("1.5", Fraction(3, 2)),
+        (4, Fraction(4)),
+        ("100n", Fraction(1, 10**7)),
+        ("+3E", Fraction(3 * 10**18)),
+        ("1e400", Fraction(2**63 - 1)),  # apimachinery takes any int32 exponent; int64 caps
     ],
 )
-def test_parse_quantity(q: int | str, value: Decimal) -> None:
+def test_models_and_the_core_read_quantities_alike(q: int | str, value: Fraction) -> None:
+    """One grammar: what a fleet object accepts is what placement reads (the core's parser)."""
     assert parse_quantity(q) == value
+    component = GangComponent.from_dict({"name": "w", "replicas": 1, "requests": {"cpu": q}})
+    assert component.requests == {"cpu": q}
 
 
 @pytest.mark.parametrize("bad", ["", "1.2.3", "4 Gi", "Gi", "1gi", 1.5, True, None])
@@ -506,13 +511,13 @@ def test_bad_quantities_are_refused(bad: Any) -> None:
 
 @given(st.integers(min_value=0, max_value=10**6), st.sampled_from(["", "m", "k", "Ki", "Mi", "Gi"]))
 def test_quantity_suffixes_scale(n: int, suffix: str) -> None:
-    factor: dict[str, Decimal] = {
-        "": Decimal(1),
-        "m": Decimal("0.001"),
-        "k": Decimal(1000),
-        "Ki": Decimal(1024),
-        "Mi": Decimal(2**20),
-        "Gi": Decimal(2**30),
+    factor: dict[str, Fraction] = {
+        "": Fraction(1),
+        "m": Fraction(1, 1000),
+        "k": Fraction(1000),
+        "Ki": Fraction(1024),
+        "Mi": Fraction(2**20),
+        "Gi": Fraction(2**30),
     }
     assert parse_quantity(f"{n}{suffix}") == n * factor[suffix]
 
@@ -549,12 +554,14 @@ def _binding() -> GangBinding:
         ),
         estimator="nodes",
         failover=BindingFailover.from_policy(
-            ApplicationFailoverBehavior.from_dict(
+            FailoverBehavior.from_dict(
                 {
-                    "decisionConditions": {"tolerationSeconds": 30},
-                    "purgeMode": "Immediately",
-                    "maxFailovers": 1,
-                    "clusterExclusionSeconds": 60,
+                    "application": {
+                        "decisionConditions": {"tolerationSeconds": 30},
+                        "purgeMode": "Immediately",
+                        "maxFailovers": 1,
+                        "clusterExclusionSeconds": 60,
+                    }
                 }
             )
         ),
@@ -584,18 +591,30 @@ def test_binding_name_stays_a_valid_unique_dns_subdomain() -> None:
     assert not dotted.endswith((".", "-")) and ".-" not in dotted
 
 
-def test_binding_exclusions_and_failover_budget() -> None:
+def test_binding_reads_its_target_and_conditions() -> None:
     gb = GangBinding.from_dict(KUBECTL_GB)
-    before = datetime(2024, 11, 20, 9, 39, tzinfo=UTC)
-    after = datetime(2024, 11, 20, 9, 41, tzinfo=UTC)
-    assert gb.excluded_cluster_names(before) == {"member-a"}
-    assert gb.excluded_cluster_names(after) == set()
-    assert not gb.failovers_exhausted()
-    gb.status.failover_count = 3  # type: ignore[union-attr]
-    assert gb.failovers_exhausted()
-    assert gb.exclusion_until(before) == datetime(2024, 11, 20, 10, 9, tzinfo=UTC)
     assert gb.target_cluster == "member-b"
     assert gb.condition("Scheduled") is not None
+
+
+def test_failover_snapshot_covers_application_and_cluster_failover() -> None:
+    both = BindingFailover.from_policy(
+        FailoverBehavior.from_dict(
+            {
+                "application": {"decisionConditions": {"tolerationSeconds": 5}},
+                "cluster": {"purgeMode": "Immediately"},
+            }
+        )
+    )
+    assert both is not None and both.cluster_purge_mode == "Directly"
+    assert both.on_application_failure is None and both.on_cluster_loss is None  # true
+    cluster_only = BindingFailover.from_policy(
+        FailoverBehavior.from_dict({"cluster": {"purgeMode": "Never"}})
+    )
+    assert cluster_only is not None
+    assert cluster_only.on_application_failure is False
+    assert cluster_only.toleration_seconds == 300  # Karmada's default cluster taint toleration
+    assert BindingFailover.from_policy(None) is None
 
 
 def test_set_condition_is_idempotent() -> None:
@@ -648,7 +667,6 @@ def test_constants_fit_kubernetes_label_rules() -> None:
         if name.endswith(("_LABEL", "_ANNOTATION")) or name == "FINALIZER":
             assert key.match(getattr(constants, name)), name
     assert constants.MANAGED_BY_LABEL == "fleet.dev/managed-by"
-    assert constants.MANAGED_BY_VALUE == "fleet"
     assert constants.FLEET_UID_LABEL == "fleet.dev/fleet-uid"
     assert constants.BINDING_ANNOTATION == "fleet.dev/binding"
     assert constants.POD_GROUP_NAME_LABEL == "pod-group.scheduling.sigs.k8s.io/name"

@@ -13,13 +13,13 @@ from fleet.api import (
     MemberCluster,
     PropagationPolicy,
     WorkloadRef,
-    affinity_matches,
-    cluster_affinity_spec,
-    cluster_tolerations,
+    core_taints,
     match_policy,
     parse_object,
-    untolerated_taints,
+    placement_rules,
 )
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.taints import untolerated
 from fleet.kubeconfig import kubeconfig_text_from_secret, load_kubeconfig, validate_kubeconfig
 
 Docs = Callable[[str], list[dict[str, Any]]]
@@ -30,6 +30,7 @@ EXPECTED_FILES = {
     "a100-clusters-affinity.yaml",
     "sum-estimator.yaml",
     "membercluster-example.yaml",
+    "elasticquotatree-seed.yaml",
 }
 
 
@@ -100,12 +101,16 @@ def test_affinity_example_selects_the_example_member(repo: Path, load_docs: Docs
     objs = _by_name(repo, load_docs)
     policy, member = objs["llm-pretrain-a100"], objs["member-hangzhou-a"]
     assert isinstance(member, MemberCluster)
-    spec = cluster_affinity_spec(policy)
-    assert spec["exclude"] == ["member-maintenance"]
-    assert affinity_matches(spec, member.name, member.labels)
-    assert not affinity_matches(spec, "member-maintenance", member.labels)
-    assert untolerated_taints(member.spec.taints or [], cluster_tolerations(policy)) == []
-    assert untolerated_taints(member.spec.taints or [], []) != []
+    rules = placement_rules(policy.spec)
+    assert rules.affinity is not None
+    cluster = ClusterSnapshot.build(member.name, [], labels=member.labels)
+    assert rules.affinity.exclude == ("member-maintenance",)
+    assert rules.affinity.rejection(cluster) is None
+    elsewhere = ClusterSnapshot.build("member-maintenance", [], labels=member.labels)
+    assert rules.affinity.rejection(elsewhere) is not None
+    taints = core_taints(member.spec.taints)
+    assert untolerated(rules.tolerations, taints) is None
+    assert untolerated((), taints) is not None
 
 
 def test_sum_estimator_example_uses_the_extensions(repo: Path, load_docs: Docs) -> None:

@@ -51,13 +51,37 @@ def test_parse_keeps_exact_value_rounded_to_nano() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    ["abc", "", "1K", "1 Gi", "1Gi5", "1e", "e3", "1.2.3", "--1", "1ee3", True, None, [1], "1e999"],
+    [
+        "abc",
+        "",
+        "1K",
+        "1 Gi",
+        "1Gi5",
+        "1e",
+        "e3",
+        "1.2.3",
+        "--1",
+        "1ee3",
+        True,
+        None,
+        [1],
+        "1e2147483648",
+    ],
 )
 def test_unparsable_quantities_name_the_field(raw: object) -> None:
     field = "spec.containers[0].resources.limits.nvidia.com/gpu"
     with pytest.raises(FieldError) as err:
         canonical_amount("nvidia.com/gpu", raw, field=field)
     assert str(err.value).startswith(f"{field}: unparsable quantity")
+
+
+def test_huge_exponents_parse_as_apimachinery_reads_them_and_saturate() -> None:
+    # apimachinery takes any int32 exponent; int64 is the most kube-scheduler compares.
+    assert parse_quantity("1e400") == 2**63 - 1
+    assert parse_quantity("-1e2147483647") == -(2**63 - 1)
+    assert parse_quantity("0e999") == 0
+    assert parse_quantity("1e-400") == Fraction(1, 10**9)  # rounded away from zero to 1n
+    assert parse_quantity("100000000000000000000") == 2**63 - 1
 
 
 def test_error_message_quotes_the_value() -> None:

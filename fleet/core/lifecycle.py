@@ -1,0 +1,399 @@
+"""The binding lifecycle: what one gang's binding remembers, and how each event changes it.
+
+A `Binding` is everything fleet must remember about one gang across controller restarts: its
+phase, the cluster it is bound to, every stay, every failover, the clusters it must avoid, the
+copies it left behind, and the failover timers. The controller persists it in the GangBinding's
+status and spec; the simulator keeps one per job. Both change it only through the functions
+below, so a failover in the simulator leaves the same history, exclusions and phase as one in
+the controller, and the controller's shell never computes any of it itself.
+
+Pure values in, pure values out: times are epoch seconds passed in by the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from fleet.core.failover import (
+    CLEAR,
+    FailoverReason,
+    FailoverSettings,
+    GiveUp,
+    Move,
+    PurgeMode,
+    Timers,
+    delete_before_placing,
+    exclusion_until,
+    purge_old_copy,
+    still_excluded,
+)
+from fleet.core.jobstate import JobState
+
+Phase = Literal[
+    "Pending",
+    "Queued",
+    "Reserving",
+    "Scheduled",
+    "Dispatched",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "FailingOver",
+]
+Health = Literal["Healthy", "Unhealthy", "Unknown"]
+
+#: The event message ACK One (and the seeds) print when a binding is scheduled.
+SCHEDULED_PREFIX = "Binding has been scheduled successfully. Result: "
+GAVE_UP_REASON = "FailoverLimitReached"
+
+
+@dataclass(frozen=True, slots=True)
+class Stay:
+    """One stay of the gang in a cluster."""
+
+    cluster: str
+    placed_at: float
+    removed_at: float | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverRecord:
+    """One failover: the cluster the gang left, why, and when."""
+
+    from_cluster: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """A cluster the gang must avoid, and until when (None: for its lifetime)."""
+
+    cluster: str
+    reason: str
+    until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """A copy the gang left in a cluster that is still to be removed (Karmada's
+    GracefulEvictionTask)."""
+
+    from_cluster: str
+    reason: str
+    message: str
+    purge_mode: PurgeMode
+    created_at: float
+    grace_period_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The restart-safe memory of one gang's binding."""
+
+    phase: Phase = "Pending"
+    cluster: str | None = None
+    #: The clusterAffinities group the current placement came from (Karmada's
+    #: schedulerObservedAffinityName); a new placement starts its search there.
+    affinity_group: str | None = None
+    stays: tuple[Stay, ...] = ()
+    failovers: tuple[FailoverRecord, ...] = ()
+    exclusions: tuple[Exclusion, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    timers: Timers = CLEAR
+    #: Set when the gang may not fail over again: why it was failed on the fleet.
+    gave_up: str | None = None
+    #: While its capacity is being reserved in `cluster` (Koordinator Reservations): since when.
+    reserving_since: float | None = None
+
+    @property
+    def failover_count(self) -> int:
+        return len(self.failovers)
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will happen to it: it succeeded, or failed for good on the fleet."""
+        return self.phase == "Succeeded" or self.gave_up is not None
+
+    def excluded(self, now: float) -> dict[str, str]:
+        """Cluster -> why, for every cluster the gang must still avoid at `now`."""
+        return {e.cluster: e.reason for e in self.exclusions if still_excluded(e.until, now)}
+
+    def next_exclusion_end(self, now: float) -> float | None:
+        """When the next exclusion runs out (a placement may succeed then), if any does."""
+        ends = [e.until for e in self.exclusions if e.until is not None and e.until > now]
+        return min(ends, default=None)
+
+    def clusters_holding_copies(self) -> list[str]:
+        """Every cluster that may still hold a copy: the target, the clusters with an eviction
+        pending, and any stay not yet ended."""
+        clusters = {self.cluster} if self.cluster else set()
+        clusters |= {e.from_cluster for e in self.evictions}
+        clusters |= {s.cluster for s in self.stays if s.removed_at is None}
+        return sorted(c for c in clusters if c)
+
+
+# -- placement ---------------------------------------------------------------------------------
+
+
+def queued(binding: Binding) -> Binding:
+    """Held by the queue (suspension.scheduling) until it is admitted."""
+    return dataclasses.replace(binding, phase="Queued")
+
+
+def waiting(binding: Binding) -> Binding:
+    """No cluster can take the gang now; it waits for capacity."""
+    return dataclasses.replace(binding, phase="Pending")
+
+
+def scheduled(binding: Binding, cluster: str, now: float, *, group: str | None = None) -> Binding:
+    """The gang was placed in `cluster` (from clusterAffinities group `group`, if any).
+
+    An old copy still waiting to be purged there (the gang came back once its exclusion ran
+    out) becomes the new copy: its eviction is dropped, or purging it would delete the copy
+    that now runs."""
+    return dataclasses.replace(
+        binding,
+        phase="Scheduled",
+        cluster=cluster,
+        affinity_group=group,
+        stays=(*binding.stays, Stay(cluster, now)),
+        evictions=tuple(e for e in binding.evictions if e.from_cluster != cluster),
+    )
+
+
+def reserving(binding: Binding, cluster: str, now: float, *, group: str | None = None) -> Binding:
+    """The gang was placed in `cluster`, whose capacity is reserved for it before it is
+    dispatched (Reservations); it is dispatched once they are Available."""
+    placed = scheduled(binding, cluster, now, group=group)
+    return dataclasses.replace(placed, phase="Reserving", reserving_since=now)
+
+
+def reserved(binding: Binding) -> Binding:
+    """Every Reservation is Available: the gang is dispatched."""
+    return dataclasses.replace(binding, phase="Scheduled", reserving_since=None)
+
+
+def reservation_failed(binding: Binding, reason: str, now: float, *, retry_after: float) -> Binding:
+    """Reserving failed (a Reservation Failed, or the wait ran out): the gang leaves the cluster
+    before anything ran there, avoids it for `retry_after` seconds, and is placed again. Not a
+    failover: nothing ran, and maxFailovers is not charged."""
+    cluster = binding.cluster
+    if cluster is None:
+        raise ValueError("a binding with no cluster has nothing reserved")
+    why = "ReservationFailed"
+    return dataclasses.replace(
+        binding,
+        phase="Pending",
+        cluster=None,
+        reserving_since=None,
+        stays=tuple(
+            dataclasses.replace(s, removed_at=now, reason=why)
+            if s.cluster == cluster and s.removed_at is None
+            else s
+            for s in binding.stays
+        ),
+        exclusions=(
+            *(e for e in binding.exclusions if e.cluster != cluster),
+            Exclusion(cluster, f"{why}: {reason}", now + retry_after),
+        ),
+    )
+
+
+def result_message(result: str) -> str:
+    """`Binding has been scheduled successfully. Result: {member-1:0,[{master 1} {worker 2}]}`,
+    from a placement's ACK-style result string."""
+    return f"{SCHEDULED_PREFIX}{result}"
+
+
+# -- what the member copy says -----------------------------------------------------------------
+
+
+def phase_of(job: JobState) -> Phase:
+    """The binding's phase once its copy exists in the member and reports `job`."""
+    if job in ("Succeeded", "Failed", "Running"):
+        return job
+    return "Dispatched"
+
+
+def health_of(job: JobState | None) -> Health:
+    """Karmada's per-cluster health of a copy: a Failed job is Unhealthy."""
+    if job is None:
+        return "Unknown"
+    return "Unhealthy" if job == "Failed" else "Healthy"
+
+
+def observed(binding: Binding, job: JobState) -> Binding:
+    """The copy in the bound cluster reports `job`; the phase follows it."""
+    if binding.gave_up is not None:
+        return binding
+    return dataclasses.replace(binding, phase=phase_of(job))
+
+
+def with_timers(binding: Binding, timers: Timers) -> Binding:
+    """The failover judgement's timers, persisted so a restart resumes the same window."""
+    return dataclasses.replace(binding, timers=timers)
+
+
+# -- failover ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailedOver:
+    """The binding after a failover, and what must happen to the copy it leaves."""
+
+    binding: Binding
+    #: Delete the old copy before the gang is placed again (purge mode Directly, old cluster
+    #: reachable).
+    delete_old_copy: bool
+    #: The purge mode that applies to the old copy.
+    purge_mode: PurgeMode
+    #: A sentence for events and conditions.
+    message: str
+
+
+def failed_over(
+    binding: Binding,
+    move: Move,
+    settings: FailoverSettings,
+    now: float,
+    *,
+    old_cluster_reachable: bool,
+) -> FailedOver:
+    """Move the gang off its cluster: record the failover, exclude the cluster, end the stay,
+    leave an eviction for the old copy unless it is deleted now (or kept, with Never), clear the
+    timers, and wait for a new placement."""
+    old = binding.cluster
+    if old is None:
+        raise ValueError("a binding with no cluster cannot fail over")
+    mode = settings.purge_mode_for(move.reason)
+    delete_now = delete_before_placing(mode, old_cluster_reachable=old_cluster_reachable)
+    evictions = binding.evictions
+    if not delete_now and mode != "Never":
+        evictions = (
+            *evictions,
+            Eviction(
+                from_cluster=old,
+                reason=move.reason,
+                message=move.message,
+                purge_mode=mode,
+                created_at=now,
+                grace_period_seconds=settings.grace_period_seconds,
+            ),
+        )
+    exclusions = (
+        *(e for e in binding.exclusions if e.cluster != old),
+        Exclusion(old, move.reason, exclusion_until(settings, now)),
+    )
+    stays = tuple(
+        dataclasses.replace(s, removed_at=now, reason=move.reason)
+        if s.cluster == old and s.removed_at is None
+        else s
+        for s in binding.stays
+    )
+    left = f"; the copy in {old} is left in place (purgeMode Never)" if mode == "Never" else ""
+    return FailedOver(
+        binding=dataclasses.replace(
+            binding,
+            phase="FailingOver",
+            cluster=None,
+            stays=stays,
+            failovers=(*binding.failovers, FailoverRecord(old, move.reason, now)),
+            exclusions=exclusions,
+            evictions=evictions,
+            timers=CLEAR,
+        ),
+        delete_old_copy=delete_now,
+        purge_mode=mode,
+        message=f"failing over from {old}: {move.message}{left}",
+    )
+
+
+def gave_up(binding: Binding, verdict: GiveUp) -> Binding:
+    """The gang may not fail over again: it is Failed on the fleet, with its history."""
+    trail = ", ".join(f"{f.from_cluster} ({f.reason})" for f in binding.failovers) or "none"
+    return dataclasses.replace(
+        binding,
+        phase="Failed",
+        gave_up=f"{verdict.message}; failover history: {trail}",
+    )
+
+
+# -- copies left behind ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PurgePlan:
+    """Which old copies to delete now, which to keep for later, and when to look again."""
+
+    delete: tuple[Eviction, ...]
+    keep: tuple[Eviction, ...]
+    recheck_at: float | None = None
+
+
+def purge_plan(
+    evictions: Iterable[Eviction], *, successor: JobState | None, now: float
+) -> PurgePlan:
+    """Apply each eviction's purge mode: Directly deletes now; Gracefully once the gang runs
+    (or succeeded) in its new cluster, or after the grace period; Never keeps it."""
+    delete: list[Eviction] = []
+    keep: list[Eviction] = []
+    recheck: list[float] = []
+    for eviction in evictions:
+        verdict = purge_old_copy(
+            eviction.purge_mode,
+            evicted_at=eviction.created_at,
+            successor_running=successor in ("Running", "Succeeded"),
+            now=now,
+            grace_period_seconds=eviction.grace_period_seconds,
+        )
+        if verdict.delete:
+            delete.append(eviction)
+        else:
+            keep.append(eviction)
+            if verdict.recheck_at is not None:
+                recheck.append(verdict.recheck_at)
+    return PurgePlan(tuple(delete), tuple(keep), min(recheck, default=None))
+
+
+def evictions_done(binding: Binding, done: Iterable[str]) -> Binding:
+    """The old copies in the `done` clusters are gone (or the clusters left the fleet)."""
+    gone = set(done)
+    return dataclasses.replace(
+        binding, evictions=tuple(e for e in binding.evictions if e.from_cluster not in gone)
+    )
+
+
+__all__ = [
+    "GAVE_UP_REASON",
+    "SCHEDULED_PREFIX",
+    "Binding",
+    "Eviction",
+    "Exclusion",
+    "FailedOver",
+    "FailoverReason",
+    "FailoverRecord",
+    "Health",
+    "Phase",
+    "PurgePlan",
+    "Stay",
+    "evictions_done",
+    "failed_over",
+    "gave_up",
+    "health_of",
+    "observed",
+    "phase_of",
+    "purge_plan",
+    "queued",
+    "reservation_failed",
+    "reserved",
+    "reserving",
+    "result_message",
+    "scheduled",
+    "waiting",
+    "with_timers",
+]
