@@ -19,6 +19,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Lint and types first (seconds), then every test; the sandbox is built on first use.
 test: lint

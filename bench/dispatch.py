@@ -20,10 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import yaml
-
 from fleet.install import install_crds, join, single_context
-from fleet.kube import KubeClient, load
+from fleet.kube import KubeClient, SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.sandbox.process import free_ports
 from fleet.testing.controller import ControllerProcess
@@ -123,15 +121,12 @@ async def _bench(kubeconfig: Path, jobs: int) -> None:
     await fleet.aclose()
 
 
-async def _setup(kubeconfig: Path) -> None:
-    fleet = KubeClient(load(str(kubeconfig), "fleet"), name="fleet")
-    try:
-        await install_crds(fleet)
-        config = yaml.safe_load(kubeconfig.read_text())
+def _setup(kubeconfig: Path) -> None:
+    with SyncKubeClient(load(str(kubeconfig), "fleet"), name="fleet") as fleet:
+        install_crds(fleet)
+        config = read_kubeconfig_file(kubeconfig)
         for m in CONFIG.members:
-            await join(fleet, m.name, single_context(config, m.name))
-    finally:
-        await fleet.aclose()
+            join(fleet, m.name, single_context(config, m.name))
 
 
 def main() -> int:
@@ -149,7 +144,7 @@ def main() -> int:
     port = free_ports(1)[0]
     controller = ControllerProcess(sandbox.kubeconfig, "bench", state, "--metrics-port", str(port))
     try:
-        asyncio.run(_setup(sandbox.kubeconfig))
+        _setup(sandbox.kubeconfig)
         controller.start()
         time.sleep(5)
         asyncio.run(_bench(sandbox.kubeconfig, args.jobs))

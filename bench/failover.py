@@ -14,17 +14,14 @@ Prints medians and extremes; nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 from fleet.install import install_crds, join, single_context
-from fleet.kube import KubeClient, load
+from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.testing.controller import ControllerProcess
 from fleet.testing.kube import ClusterClient, wait_until
@@ -37,15 +34,12 @@ CONFIG = SandboxConfig(
 NS = "bench"
 
 
-async def _setup(kubeconfig: Path) -> None:
-    fleet = KubeClient(load(str(kubeconfig), "fleet"), name="fleet")
-    try:
-        await install_crds(fleet)
-        config = yaml.safe_load(kubeconfig.read_text())
+def _setup(kubeconfig: Path) -> None:
+    with SyncKubeClient(load(str(kubeconfig), "fleet"), name="fleet") as fleet:
+        install_crds(fleet)
+        config = read_kubeconfig_file(kubeconfig)
         for m in MEMBERS:
-            await join(fleet, m, single_context(config, m))
-    finally:
-        await fleet.aclose()
+            join(fleet, m, single_context(config, m))
 
 
 class Bench:
@@ -133,7 +127,7 @@ def main() -> int:
     lease = ["--lease-seconds", str(args.lease_seconds)]
     replicas = [ControllerProcess(sandbox.kubeconfig, n, state, *lease) for n in ("a", "b")]
     try:
-        asyncio.run(_setup(sandbox.kubeconfig))
+        _setup(sandbox.kubeconfig)
         for r in replicas:
             r.start()
         bench = Bench(sandbox)

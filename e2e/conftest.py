@@ -6,7 +6,6 @@ tests can SIGKILL it as a failing node would.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 import yaml
 
 from fleet.install import SECRETS_NAMESPACE, install_crds, join, single_context
-from fleet.kube import KubeClient, load
+from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import Sandbox
 from fleet.sandbox.process import free_ports
 from fleet.testing.chart import RBAC_KINDS, render_chart, service_account_kubeconfig
@@ -28,6 +27,8 @@ MEMBERS = ("member-1", "member-2", "member-3")
 PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
 BINDING = ("fleet.dev/v1alpha1", "GangBinding")
 LEASE_SECONDS = 6
+#: The fleet id the e2e controllers run with: the managed-by label of everything they create.
+FLEET_ID = "fleet-e2e"
 #: Where the chart is installed (and the member kubeconfig Secrets live), as `fleet join` does.
 NAMESPACE = SECRETS_NAMESPACE
 
@@ -64,6 +65,8 @@ class Fleet:
             NAMESPACE,
             "--metrics-port",
             str(port),
+            "--fleet-id",
+            FLEET_ID,
         )
         replica.metrics_port = port
         self.replicas.append(replica.start())
@@ -134,15 +137,12 @@ class Fleet:
         self.clusters[member].mark_job(PYTORCHJOB, job, namespace, outcome)
 
 
-async def _bootstrap(kubeconfig: Path) -> None:
-    fleet = KubeClient(load(str(kubeconfig), "fleet"), name="fleet")
-    try:
-        await install_crds(fleet)
-        config = yaml.safe_load(kubeconfig.read_text())
+def _bootstrap(kubeconfig: Path) -> None:
+    with SyncKubeClient(load(str(kubeconfig), "fleet"), name="fleet") as fleet:
+        install_crds(fleet)
+        config = read_kubeconfig_file(kubeconfig)
         for i, member in enumerate(MEMBERS, start=1):
-            await join(fleet, member, single_context(config, member), {"region": f"region-{i}"})
-    finally:
-        await fleet.aclose()
+            join(fleet, member, single_context(config, member), {"region": f"region-{i}"})
 
 
 def _install_chart_rbac(kubeconfig: Path, api: ClusterClient) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def _install_chart_rbac(kubeconfig: Path, api: ClusterClient) -> dict[str, Any]:
 def fleet(
     sandbox: Sandbox, clusters: dict[str, ClusterClient], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Fleet]:
-    asyncio.run(_bootstrap(sandbox.kubeconfig))
+    _bootstrap(sandbox.kubeconfig)
     log_dir = tmp_path_factory.mktemp("controller-logs")
     kubeconfig = log_dir / "fleet-controller.kubeconfig"
     kubeconfig.write_text(

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 from fleet.cli import build_parser
+from fleet.kube import ApiError
 from fleet.testing.chart import RBAC_KINDS, render_chart
 from fleet.testing.kube import ClusterClient
 
@@ -37,7 +37,7 @@ def test_every_rendered_object_is_accepted_by_the_api_server(live: Fleet, values
 def test_the_dry_run_is_strict(live: Fleet):
     deployment = next(o for o in render_chart(NAMESPACE) if o["kind"] == "Deployment")
     deployment["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}
-    with pytest.raises(ApiException) as err:
+    with pytest.raises(ApiError) as err:
         live.api.dry_run(deployment)
     # Server-side apply reports a field outside the schema as a 500 naming it (upstream's code).
     assert "livenesProbe: field not declared in schema" in err.value.body

@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
+from fleet.kube import ApiError
 from fleet.testing.kube import job_condition, wait_until
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import BINDING, MEMBERS, PYTORCHJOB, Fleet
+from .conftest import BINDING, FLEET_ID, MEMBERS, PYTORCHJOB, Fleet
 
 
 def _job(namespace: str, name: str, **kw: object) -> dict:
@@ -33,7 +33,7 @@ def test_dispatch_to_the_only_member_that_fits(live: Fleet, namespace, add_nodes
 
     copy = live.clusters["member-2"].get(*PYTORCHJOB, "pytorch-test", namespace)
     fleet_uid = live.job(namespace, "pytorch-test")["metadata"]["uid"]
-    assert copy["metadata"]["labels"]["fleet.dev/managed-by"] == "fleet"
+    assert copy["metadata"]["labels"]["fleet.dev/managed-by"] == FLEET_ID
     assert copy["metadata"]["labels"]["fleet.dev/fleet-uid"] == fleet_uid
     assert copy["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
     for replica in copy["spec"]["pytorchReplicaSpecs"].values():
@@ -246,7 +246,7 @@ def test_a_policy_that_matches_nothing_leaves_the_job_alone(live: Fleet, namespa
 def test_invalid_policies_are_rejected_naming_the_field(live: Fleet, namespace, patch, field):
     policy = gang_policy("bad", namespace)
     policy["spec"].update(patch)
-    with pytest.raises(ApiException) as err:
+    with pytest.raises(ApiError) as err:
         live.api.create(policy)
     assert err.value.status == 422
     assert field in err.value.body

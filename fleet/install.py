@@ -10,7 +10,13 @@ import yaml
 
 from fleet.api import constants as c
 from fleet.api.crdgen import render_crds
-from fleet.kube import KubeClient
+from fleet.kube import (
+    KubeconfigError,
+    KubeconfigProblem,
+    SyncKubeClient,
+    resolve_context,
+    wait_established,
+)
 from fleet.kubeconfig import check_kubeconfig
 
 #: Where `fleet join` keeps member kubeconfig Secrets.
@@ -21,11 +27,14 @@ def crd_objects() -> list[dict[str, Any]]:
     return [yaml.safe_load(text) for _, text in sorted(render_crds().items())]
 
 
-async def install_crds(fleet: KubeClient) -> list[str]:
+def install_crds(fleet: SyncKubeClient, *, timeout: float = 60.0) -> list[str]:
+    """Apply fleet's CRDs and wait until the API server serves them (so a `fleet join` or a
+    policy right after never meets a 404)."""
     names = []
     for crd in crd_objects():
-        await fleet.apply(crd, field_manager="fleet-install")
+        fleet.apply(crd, field_manager="fleet-install")
         names.append(crd["metadata"]["name"])
+    wait_established(fleet, names, timeout=timeout)
     return names
 
 
@@ -56,25 +65,42 @@ def member_objects(
     return [secret, member]
 
 
-def single_context(kubeconfig: dict[str, Any], context: str) -> dict[str, Any]:
-    """The part of a kubeconfig that one context needs, with that context current."""
-    ctx = next(x for x in kubeconfig["contexts"] if x["name"] == context)
-    cluster = ctx["context"]["cluster"]
-    user = ctx["context"].get("user")
+def single_context(kubeconfig: dict[str, Any], context: str | None = None) -> dict[str, Any]:
+    """The part of a kubeconfig that one context (default: current) needs, that context current.
+
+    KubeconfigError names what is missing when the context does not resolve."""
+    resolution = resolve_context(kubeconfig, context, require_user=False)
+    resolved = resolution.context
+    if resolved is None:
+        problems = resolution.problems or [
+            KubeconfigProblem("current-context", "does not resolve to one cluster and user")
+        ]
+        raise KubeconfigError(problems)
+    user = resolved.user
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [copy.deepcopy(x) for x in kubeconfig["clusters"] if x["name"] == cluster],
-        "users": [copy.deepcopy(x) for x in kubeconfig.get("users", []) if x["name"] == user],
-        "contexts": [copy.deepcopy(ctx)],
-        "current-context": context,
+        "clusters": [
+            {"name": resolved.cluster.name, "cluster": copy.deepcopy(dict(resolved.cluster.body))}
+        ],
+        "users": [{"name": user.name, "user": copy.deepcopy(dict(user.body))}] if user else [],
+        "contexts": [
+            {"name": resolved.name, "context": copy.deepcopy(dict(resolved.context.body))}
+        ],
+        "current-context": resolved.name,
     }
 
 
-async def join(
-    fleet: KubeClient, name: str, kubeconfig: dict[str, Any], labels: dict[str, str] | None = None
+def join(
+    fleet: SyncKubeClient,
+    name: str,
+    kubeconfig: dict[str, Any],
+    labels: dict[str, str] | None = None,
 ) -> None:
+    """Register a member: its kubeconfig (validated first, so nothing is written for a
+    kubeconfig the controller would refuse) in a Secret, and its MemberCluster."""
+    objects = member_objects(name, kubeconfig, labels=labels)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NAMESPACE}}
-    await fleet.apply(namespace, field_manager="fleet-install")
-    for obj in member_objects(name, kubeconfig, labels=labels):
-        await fleet.apply(obj, field_manager="fleet-install")
+    fleet.apply(namespace, field_manager="fleet-install")
+    for obj in objects:
+        fleet.apply(obj, field_manager="fleet-install")

@@ -6,22 +6,30 @@ repeated within `quiet` seconds, so a job waiting for capacity does not flood th
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
+from fleet.api import format_time
+from fleet.controller.clock import SYSTEM_CLOCK, Clock
 from fleet.kube import ApiError, KubeClient, Unreachable
 
 log = logging.getLogger(__name__)
 
 
 class EventRecorder:
-    def __init__(self, fleet: KubeClient, *, instance: str, quiet: float = 600.0) -> None:
+    def __init__(
+        self,
+        fleet: KubeClient,
+        *,
+        instance: str,
+        quiet: float = 600.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.fleet = fleet
         self.instance = instance
         self.quiet = quiet
+        self.clock = clock
         self._last: dict[tuple[str, str], tuple[str, float]] = {}
 
     async def record(
@@ -35,12 +43,12 @@ class EventRecorder:
     ) -> None:
         meta = obj["metadata"]
         key = (meta["uid"], reason)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         last = self._last.get(key)
         if last is not None and last[0] == message and now - last[1] < self.quiet:
             return
         self._last[key] = (message, now)
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = format_time(self.clock.now())
         event = {
             "apiVersion": "v1",
             "kind": "Event",

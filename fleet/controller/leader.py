@@ -8,20 +8,16 @@ renew for a whole lease duration steps down on its own before anyone else can ta
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
+from fleet.api import format_micro_time
+from fleet.controller.clock import SYSTEM_CLOCK, Clock
 from fleet.kube import ApiError, KubeClient, Obj, Unreachable
 
 log = logging.getLogger(__name__)
 
 LEASE = ("coordination.k8s.io/v1", "Lease")
-
-
-def _micro(t: dt.datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -35,6 +31,8 @@ class LeaderElector:
         lease_seconds: float,
         on_started: Callable[[], None],
         on_stopped: Callable[[], None],
+        clock: Clock = SYSTEM_CLOCK,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.client = client
         self.namespace = namespace
@@ -44,9 +42,11 @@ class LeaderElector:
         self.retry = max(lease_seconds / 5, 0.5)
         self.on_started = on_started
         self.on_stopped = on_stopped
+        self.clock = clock
+        self.sleep = sleep
         self.leading = False
         self._observed: tuple[str | None, str | None] = (None, None)
-        self._observed_at = time.monotonic()
+        self._observed_at = clock.monotonic()
         self._renewed_at = 0.0
 
     async def run(self) -> None:
@@ -56,9 +56,12 @@ class LeaderElector:
                     held = await self._try()
                 except (ApiError, Unreachable) as e:
                     log.warning("leader election: %s", e)
-                    held = self.leading and time.monotonic() - self._renewed_at < self.lease_seconds
+                    held = (
+                        self.leading
+                        and self.clock.monotonic() - self._renewed_at < self.lease_seconds
+                    )
                 self._set(held)
-                await asyncio.sleep(self.retry)
+                await self.sleep(self.retry)
         finally:
             if self.leading:
                 await self.release()
@@ -74,35 +77,35 @@ class LeaderElector:
             self.on_stopped()
 
     async def _try(self) -> bool:
-        now = dt.datetime.now(dt.UTC)
+        now = self.clock.now()
         lease = await self.client.get(*LEASE, self.name, self.namespace)
         spec = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": int(self.lease_seconds),
-            "renewTime": _micro(now),
+            "renewTime": format_micro_time(now),
         }
         if lease is None:
             body: Obj = {
                 "apiVersion": LEASE[0],
                 "kind": LEASE[1],
                 "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": {**spec, "acquireTime": _micro(now), "leaseTransitions": 0},
+                "spec": {**spec, "acquireTime": format_micro_time(now), "leaseTransitions": 0},
             }
             return await self._write(self.client.create(body))
         current = lease.get("spec") or {}
         holder = current.get("holderIdentity")
         record = (holder, current.get("renewTime"))
         if record != self._observed:
-            self._observed, self._observed_at = record, time.monotonic()
+            self._observed, self._observed_at = record, self.clock.monotonic()
         duration = float(current.get("leaseDurationSeconds") or self.lease_seconds)
-        expired = time.monotonic() - self._observed_at > duration
+        expired = self.clock.monotonic() - self._observed_at > duration
         if holder not in (None, "", self.identity) and not expired:
             return False
         if holder != self.identity:
-            spec["acquireTime"] = _micro(now)
+            spec["acquireTime"] = format_micro_time(now)
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0) + 1
         else:
-            spec["acquireTime"] = current.get("acquireTime") or _micro(now)
+            spec["acquireTime"] = current.get("acquireTime") or format_micro_time(now)
             spec["leaseTransitions"] = int(current.get("leaseTransitions") or 0)
         lease["spec"] = spec
         return await self._write(self.client.replace(lease))
@@ -115,7 +118,7 @@ class LeaderElector:
             if e.conflict:
                 return False
             raise
-        self._renewed_at = time.monotonic()
+        self._renewed_at = self.clock.monotonic()
         return True
 
     async def release(self) -> None:

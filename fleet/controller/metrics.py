@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 
 
 class Counter:
@@ -66,6 +67,22 @@ class Histogram:
         return lines
 
 
+#: Per API server: requests sent so far, by (verb, resource).
+RequestCounts = Callable[[], Mapping[str, Mapping[tuple[str, str], int]]]
+
+
+def _render_requests(counts: Mapping[str, Mapping[tuple[str, str], int]]) -> list[str]:
+    name = "fleet_api_requests_total"
+    lines = [
+        f"# HELP {name} Requests sent to the fleet and member API servers, by verb and resource.",
+        f"# TYPE {name} counter",
+    ]
+    for server, by_call in sorted(counts.items()):
+        for (verb, resource), n in sorted(by_call.items()):
+            lines.append(f'{name}{{server="{server}",verb="{verb}",resource="{resource}"}} {n}')
+    return lines
+
+
 class Metrics:
     def __init__(self) -> None:
         self.dispatches = Counter(
@@ -81,6 +98,11 @@ class Metrics:
             "Copies deleted from clusters a job moved away from (incl. fenced stale copies).",
             "cluster",
         )
+        self.orphans = Counter(
+            "fleet_orphaned_copies_deleted_total",
+            "Member copies deleted by the sweep because their fleet object was gone.",
+            "cluster",
+        )
         self.pending = Gauge("fleet_pending_jobs", "Gang jobs waiting for a cluster that fits.")
         self.reconciles = Counter(
             "fleet_reconciles_total", "Reconciles of fleet workloads, by outcome.", "outcome"
@@ -92,14 +114,21 @@ class Metrics:
             (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
         )
 
+    #: Set by the controller: the request counts of its clients.
+    request_counts: RequestCounts | None = None
+
     def render(self) -> str:
         parts: list[Counter | Gauge | Histogram] = [
             self.dispatches,
             self.failovers,
             self.purges,
+            self.orphans,
             self.pending,
             self.reconciles,
             self.leader,
             self.decision_seconds,
         ]
-        return "\n".join(line for p in parts for line in p.render()) + "\n"
+        lines = [line for p in parts for line in p.render()]
+        if self.request_counts is not None:
+            lines += _render_requests(self.request_counts())
+        return "\n".join(lines) + "\n"

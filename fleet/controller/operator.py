@@ -1,9 +1,9 @@
-"""The fleet controller process: kopf watches the fleet, our reconciler acts on what it sees.
+"""The fleet controller process: kopf watches the fleet, the parts of the shell act on it.
 
-kopf delivers the fleet's events (workloads, policies, MemberClusters) and runs the operator's
-lifecycle; every handler only updates an index or enqueues a key, so all decisions go through
-one idempotent reconcile. Replicas elect a leader on a Lease: standbys keep their member
-snapshots warm but reconcile nothing until they lead.
+kopf delivers the fleet's events (workloads, policies, MemberClusters, bindings) and runs the
+operator's lifecycle; every handler only updates an index or enqueues a key (`triggers`), so all
+decisions go through one idempotent reconcile (`reconciler`). Replicas elect a leader on a
+Lease: standbys keep their member snapshots warm but reconcile nothing until they lead.
 """
 
 from __future__ import annotations
@@ -11,24 +11,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
+import datetime
 import logging
 import os
 import socket
+from collections import Counter
 from typing import Any
 
 import kopf
 from aiohttp import web
 
 from fleet.api import constants as c
+from fleet.controller.bindings import BindingStore, key_of_binding
+from fleet.controller.clock import SYSTEM_CLOCK, Clock
+from fleet.controller.context import Shell
 from fleet.controller.events import EventRecorder
+from fleet.controller.keys import WorkloadKey
 from fleet.controller.leader import LeaderElector
-from fleet.controller.members import MemberRegistry
+from fleet.controller.members import Connect, MemberRegistry, connect_with_kubeconfig
 from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex
-from fleet.controller.reconciler import Reconciler
+from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
 from fleet.controller.settings import Settings
+from fleet.controller.sweep import sweep_forever
+from fleet.controller.triggers import Triggers
+from fleet.controller.workqueue import WorkQueue
 from fleet.core.kinds import KINDS
-from fleet.kube import Connection, KubeClient
+from fleet.kube import (
+    ApiError,
+    Connection,
+    Credential,
+    KubeClient,
+    TokenFile,
+    Unreachable,
+    refresh_deadline,
+)
 
 log = logging.getLogger("fleet.controller")
 
@@ -36,29 +54,51 @@ log = logging.getLogger("fleet.controller")
 class Controller:
     """Everything one controller replica holds, started and stopped with kopf."""
 
-    def __init__(self, settings: Settings, connection: Connection, identity: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        fleet: KubeClient,
+        identity: str,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        connect: Connect = connect_with_kubeconfig,
+    ) -> None:
         self.settings = settings
-        self.connection = connection
         self.identity = identity
-        self.fleet = KubeClient(connection, name="fleet")
+        self.fleet = fleet
         self.metrics = Metrics()
         self.policies = PolicyIndex()
-        self.events = EventRecorder(self.fleet, instance=identity)
+        self.events = EventRecorder(fleet, instance=identity, clock=clock)
+        self.queue: WorkQueue[WorkloadKey] = WorkQueue(
+            self._reconcile, workers=settings.workers, expected=EXPECTED_FAILURES
+        )
+        self.triggers = Triggers(self.queue)
         self.members = MemberRegistry(
-            self.fleet,
-            on_capacity=self._capacity_changed,
-            on_job=lambda member, event, obj: self.reconciler.member_job_changed(
-                member, event, obj
-            ),
-            on_health=lambda member, ready: self.reconciler.member_health_changed(member, ready),
+            fleet,
+            self.triggers,
+            fleet_id=settings.fleet_id,
+            clock=clock,
             probe_interval=settings.probe_interval,
             status_interval=settings.status_interval,
+            connect=connect,
         )
-        self.reconciler = Reconciler(
-            self.fleet, self.members, self.policies, settings, self.events, self.metrics
+        self.shell = Shell(
+            fleet=fleet,
+            members=self.members,
+            policies=self.policies,
+            bindings=BindingStore(fleet, self.triggers.bindings),
+            triggers=self.triggers,
+            queue=self.queue,
+            events=self.events,
+            metrics=self.metrics,
+            settings=settings,
+            clock=clock,
         )
+        self.reconciler = Reconciler(self.shell)
+        self.metrics.request_counts = self._request_counts
+        self.leading = asyncio.Event()
         self.elector = LeaderElector(
-            self.fleet,
+            fleet,
             namespace=settings.lease_namespace,
             name=settings.lease_name,
             identity=identity,
@@ -67,19 +107,29 @@ class Controller:
             on_stopped=self._follow,
         )
         self._tasks: list[asyncio.Task[Any]] = []
-        self._capacity_scheduled = False
         self._runner: web.AppRunner | None = None
+
+    async def _reconcile(self, key: WorkloadKey) -> None:
+        await self.reconciler.reconcile(key)
+
+    def _request_counts(self) -> dict[str, Counter[tuple[str, str]]]:
+        counts = {"fleet": self.fleet.requests}
+        for name, member in self.members.members.items():
+            if member.client is not None:
+                counts[name] = member.client.requests
+        return counts
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.reconciler.queue.paused.clear()  # nothing happens until we lead
-        self.reconciler.queue.start()
+        self.queue.running.clear()  # nothing happens until we lead
+        self.queue.start()
         self.members.start()
-        self._tasks = [
-            asyncio.create_task(self.elector.run(), name="leader-election"),
-            asyncio.create_task(self._recheck_secrets(), name="secret-recheck"),
-        ]
+        self._tasks = [asyncio.create_task(self.elector.run(), name="leader-election")]
+        if self.settings.sweep_interval > 0:
+            self._tasks.append(
+                asyncio.create_task(sweep_forever(self.shell, self.leading), name="orphan-sweep")
+            )
         if self.settings.metrics_port:
             await self._serve_metrics()
 
@@ -89,7 +139,7 @@ class Controller:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self.reconciler.queue.stop()
+        await self.queue.stop()
         await self.members.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -97,32 +147,60 @@ class Controller:
 
     def _lead(self) -> None:
         self.metrics.leader.set(1)
+        self.leading.set()
         self.members.writes_enabled = True
-        self.reconciler.queue.paused.set()
-        for key in list(self.reconciler.known):
-            self.reconciler.queue.add(key)
+        self._tasks.append(asyncio.create_task(self._start_leading(), name="start-leading"))
+
+    async def _start_leading(self) -> None:
+        """Warm the binding cache with one list, then let the workers run."""
+        try:
+            await self.shell.bindings.warm()
+        except (ApiError, Unreachable) as e:
+            log.warning("cannot list GangBindings (%s); reading them one by one", e)
+        if not self.leading.is_set():
+            return
+        self.queue.running.set()
+        for key in list(self.triggers.known):
+            self.queue.add(key)
 
     def _follow(self) -> None:
         self.metrics.leader.set(0)
+        self.leading.clear()
         self.members.writes_enabled = False
-        self.reconciler.queue.paused.clear()
+        self.shell.bindings.complete = False
+        self.queue.running.clear()
 
-    def _capacity_changed(self, _member: str) -> None:
-        """Coalesce a burst of pod/node events into one retry of the waiting jobs."""
-        if self._capacity_scheduled or not self.reconciler.pending:
-            return
-        self._capacity_scheduled = True
+    # -- fleet events (kopf) --------------------------------------------------------------------
 
-        def fire() -> None:
-            self._capacity_scheduled = False
-            self.reconciler.retry_pending()
+    async def policy_event(self, obj: dict[str, Any], deleted: bool) -> None:
+        meta = obj.get("metadata") or {}
+        if deleted:
+            self.policies.remove(str(obj.get("kind")), meta.get("namespace"), meta["name"])
+        else:
+            problems, ignored = self.policies.upsert(obj)
+            if self.elector.leading:
+                if problems:
+                    await self.events.record(
+                        obj, "InvalidPolicy", "; ".join(problems), warning=True
+                    )
+                if ignored:
+                    await self.events.record(
+                        obj, "FieldsNotActedOn", "; ".join(ignored), warning=True
+                    )
+        self.triggers.policies_changed()
 
-        asyncio.get_running_loop().call_later(0.2, fire)
+    async def member_event(self, obj: dict[str, Any], deleted: bool) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if deleted:
+            await self.members.remove(name)
+        else:
+            await self.members.sync(obj)
+        # Taints or labels may have changed: gangs bound there are judged again.
+        for key in self.triggers.placed_on(name):
+            self.queue.add(key)
+        self.triggers.retry_pending()
 
-    async def _recheck_secrets(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.secret_interval)
-            await self.members.recheck_secrets()
+    # -- metrics ----------------------------------------------------------------------------------
 
     async def _serve_metrics(self) -> None:
         async def metrics(_: web.Request) -> web.Response:
@@ -140,22 +218,54 @@ class Controller:
         await site.start()
 
 
-def build_registry(controller: Controller) -> kopf.OperatorRegistry:
+def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
+    """kopf's credentials: the same as fleet's own client, from memory or the user's files.
+
+    The CA, certificate and key go to kopf as the user's own file paths when the kubeconfig
+    named files, else as PEM data; never as files fleet wrote. kopf's
+    `ConnectionInfo.as_ssl_context` (kopf 1.45) passes CA data to OpenSSL in memory (`cadata=`)
+    but writes certificate and key data to a `tempfile.NamedTemporaryFile` that it deletes as
+    soon as the SSLContext is built, once per login: the key is on disk, private to this user,
+    for that moment only.
+
+    A token read from a file (the pod's service account) rotates: `expiration` makes kopf log in
+    again, and so re-read it, at 90% of the token's lifetime (fleet.kube.refresh_deadline).
+    """
+    tls = conn.tls
+
+    def parts(credential: Credential | None) -> tuple[str | None, bytes | None]:
+        if credential is None:
+            return None, None
+        if credential.path is not None:
+            return str(credential.path), None
+        return None, credential.data
+
+    ca_path, ca_data = parts(tls.ca)
+    certificate_path, certificate_data = parts(tls.certificate)
+    key_path, key_data = parts(tls.key)
+    token = conn.bearer_token()
+    rotates = isinstance(conn.auth, TokenFile)
+    return kopf.ConnectionInfo(
+        server=conn.server,
+        ca_path=ca_path,
+        ca_data=ca_data,
+        certificate_path=certificate_path,
+        certificate_data=certificate_data,
+        private_key_path=key_path,
+        private_key_data=key_data,
+        token=token,
+        insecure=conn.insecure,
+        default_namespace=conn.default_namespace,
+        expiration=refresh_deadline(token, now) if token and rotates else None,
+    )
+
+
+def build_registry(controller: Controller, connection: Connection) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    conn = controller.connection
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        token = conn.token
-        return kopf.ConnectionInfo(
-            server=conn.server,
-            ca_path=conn.ca_path,
-            certificate_path=conn.cert_path,
-            private_key_path=conn.key_path,
-            token=token,
-            insecure=conn.ssl_context is False,
-            default_namespace=conn.default_namespace,
-        )
+        return kopf_login(connection, datetime.datetime.now(datetime.UTC))
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -171,7 +281,7 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
 
     def workload_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         deleted = event.get("type") == "DELETED"
-        controller.reconciler.workload_changed(copy.deepcopy(dict(body)), deleted=deleted)
+        controller.triggers.workload_changed(copy.deepcopy(dict(body)), deleted=deleted)
 
     for kind in KINDS:
         kopf.on.event(kind.api_version, kind.kind, registry=registry)(workload_event)
@@ -179,37 +289,40 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     @kopf.on.event(c.POLICY_API_VERSION, "PropagationPolicy", registry=registry)
     @kopf.on.event(c.POLICY_API_VERSION, "ClusterPropagationPolicy", registry=registry)
     async def policy_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        obj = dict(body)
-        if event.get("type") == "DELETED":
-            meta = obj.get("metadata") or {}
-            controller.policies.remove(str(obj.get("kind")), meta.get("namespace"), meta["name"])
-        else:
-            problems = controller.policies.upsert(obj)
-            if problems and controller.elector.leading:
-                await controller.events.record(
-                    obj, "InvalidPolicy", "; ".join(problems), warning=True
-                )
-        controller.reconciler.policies_changed()
+        await controller.policy_event(dict(body), event.get("type") == "DELETED")
 
     @kopf.on.event(c.FLEET_API_VERSION, "GangBinding", registry=registry)
     def binding_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
         deleted = event.get("type") == "DELETED"
-        controller.reconciler.binding_changed(copy.deepcopy(dict(body)), deleted=deleted)
+        controller.triggers.binding_changed(key_of_binding(obj), obj, deleted=deleted)
 
     @kopf.on.event(c.FLEET_API_VERSION, "MemberCluster", registry=registry)
     async def member_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        obj = dict(body)
-        if event.get("type") == "DELETED":
-            await controller.members.remove(obj["metadata"]["name"])
-        else:
-            await controller.members.sync(obj)
-        controller.reconciler.retry_pending()
+        await controller.member_event(dict(body), event.get("type") == "DELETED")
 
     return registry
 
 
 def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def resolve_fleet_id(fleet: KubeClient) -> str:
+    """`fleet-` and the start of the fleet API server's kube-system namespace UID: stable for a
+    fleet, different between fleets."""
+    try:
+        namespace = await fleet.get("v1", "Namespace", "kube-system")
+    except (ApiError, Unreachable) as e:
+        raise RuntimeError(
+            f"cannot read Namespace kube-system to derive the fleet id ({e}); set --fleet-id"
+        ) from e
+    uid = str(((namespace or {}).get("metadata") or {}).get("uid") or "")
+    if not uid:
+        raise RuntimeError(
+            "Namespace kube-system has no UID to derive the fleet id; set --fleet-id"
+        )
+    return c.DEFAULT_FLEET_ID_PREFIX + uid.replace("-", "")[:12]
 
 
 async def run(
@@ -220,8 +333,12 @@ async def run(
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
 ) -> None:
-    controller = Controller(settings, connection, identity or default_identity())
-    registry = build_registry(controller)
+    fleet = KubeClient(connection, name="fleet")
+    if not settings.fleet_id:
+        settings = dataclasses.replace(settings, fleet_id=await resolve_fleet_id(fleet))
+    log.info("fleet id %s", settings.fleet_id)
+    controller = Controller(settings, fleet, identity or default_identity())
+    registry = build_registry(controller, connection)
     await kopf.operator(
         registry=registry,
         clusterwide=True,

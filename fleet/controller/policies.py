@@ -17,13 +17,9 @@ from fleet.api import (
     PolicyMatch,
     PolicyRef,
     PropagationPolicy,
-    PropagationSpec,
     WorkloadRef,
-    cluster_affinity_spec,
     match_policy,
 )
-from fleet.core.placement import ClusterAffinity
-from fleet.core.selectors import LabelSelector, Requirement
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +33,9 @@ class PolicyIndex:
         #: "<Kind> <ns/name>" -> why it is ignored.
         self.problems: dict[str, str] = {}
 
-    def upsert(self, obj: Mapping[str, Any]) -> list[str]:
-        """Index a policy; returns its semantic problems (empty if it is fine)."""
+    def upsert(self, obj: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+        """Index a policy; returns (its semantic problems, the fields fleet does not act on);
+        both empty when it is fine."""
         kind = obj.get("kind")
         meta = obj.get("metadata") or {}
         label = f"{kind} {meta.get('namespace', '')}/{meta.get('name')}".replace(" /", " ")
@@ -53,18 +50,19 @@ class PolicyIndex:
                 f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
             )
             self.problems[label] = why
-            self.remove(str(kind), meta.get("namespace"), meta.get("name", ""))
+            self.remove(str(kind), meta.get("namespace"), meta.get("name") or "")
             log.warning("ignoring %s: %s", label, why)
-            return [why]
+            return [why], []
         if meta.get("deletionTimestamp"):
-            self.remove(str(kind), meta.get("namespace"), meta.get("name", ""))
-            return []
+            self.remove(str(kind), meta.get("namespace"), meta.get("name") or "")
+            return [], []
         self.problems.pop(label, None)
         if isinstance(policy, PropagationPolicy):
-            self._namespaced[(meta.get("namespace", ""), meta["name"])] = policy
+            self._namespaced[(meta.get("namespace") or "", meta["name"])] = policy
         else:
             self._cluster[meta["name"]] = policy
-        return [str(p) for p in policy.spec.problems()]
+        ignored = policy.spec.not_acted_on() if policy.spec.is_gang else []
+        return [str(p) for p in policy.spec.problems()], ignored
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
         if kind == "PropagationPolicy":
@@ -83,25 +81,3 @@ class PolicyIndex:
         if ref.kind == "PropagationPolicy":
             return self._namespaced.get((ref.namespace or "", ref.name))
         return self._cluster.get(ref.name)
-
-
-def core_affinity(spec: PropagationSpec | None) -> ClusterAffinity | None:
-    """The policy's clusterAffinity as the placement engine's plain dataclass."""
-    raw = cluster_affinity_spec(spec)
-    if not any(raw.get(k) for k in raw):
-        return None
-
-    def requirements(items: Any) -> tuple[Requirement, ...]:
-        return tuple(
-            Requirement(e["key"], e["operator"], tuple(e.get("values") or ())) for e in items or ()
-        )
-
-    labels = raw.get("match_labels") or {}
-    expressions = requirements(raw.get("match_expressions"))
-    selector = LabelSelector.of(labels, *expressions) if labels or expressions else None
-    return ClusterAffinity(
-        cluster_names=tuple(raw.get("cluster_names") or ()),
-        exclude=tuple(raw.get("exclude") or ()),
-        label_selector=selector,
-        field_selector=requirements(raw.get("field_expressions")),
-    )

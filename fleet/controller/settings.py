@@ -21,8 +21,12 @@ class Settings:
     probe_interval: float = 3.0
     #: How often MemberCluster status is refreshed (also on every health change).
     status_interval: float = 10.0
-    #: How often kubeconfig Secrets are re-read (they are not watched).
-    secret_interval: float = 30.0
+    #: How often member copies whose fleet object is gone are looked for (0 disables).
+    sweep_interval: float = 300.0
+    #: This fleet's id: the value of the managed-by label on everything it creates in members,
+    #: so two fleets can share a member. Empty: `fleet-` and the start of the fleet API
+    #: server's kube-system namespace UID.
+    fleet_id: str = ""
     #: Namespace for the controller's Lease (high availability).
     lease_namespace: str = "kube-system"
     lease_name: str = "fleet-controller"

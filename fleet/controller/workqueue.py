@@ -39,8 +39,9 @@ class WorkQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.processed = 0
-        self.paused = asyncio.Event()
-        self.paused.set()  # set = running
+        #: Workers take keys only while this is set (the replica leads); keys still queue up.
+        self.running = asyncio.Event()
+        self.running.set()
 
     def start(self) -> None:
         self._tasks = [
@@ -59,6 +60,13 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         return len(self._queued) + len(self._active)
+
+    def forget(self, key: K) -> None:
+        """Drop a key's pending timer and failure count (its object is gone)."""
+        handle = self._timers.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+        self._failures.pop(key, None)
 
     def add(self, key: K) -> None:
         if key in self._active:
@@ -88,7 +96,7 @@ class WorkQueue(Generic[K]):
     async def _worker(self) -> None:
         while True:
             key = await self._ready.get()
-            await self.paused.wait()
+            await self.running.wait()
             self._queued.discard(key)
             self._active.add(key)
             try:

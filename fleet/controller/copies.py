@@ -1,11 +1,9 @@
-"""The member copy of a fleet workload, and the dependencies it takes along.
+"""The member copy of a fleet workload, and the dependencies it takes along (pure).
 
 Pure: the fleet object and the gang go in, the object to create in the member comes out. The
 copy carries labels that mark it as the fleet's (and carry the fleet object's UID, so a restarted
-controller adopts it and a recreated fleet object never does), and the gang expressed in every
-dialect a member's scheduler may speak: `runPolicy.schedulingPolicy.minAvailable` for the
-Kubeflow training operator (which makes a PodGroup for coscheduling or Volcano), and ACK's
-`pod-group.scheduling.sigs.k8s.io/{name,min-available}` pod labels as ACK One writes them.
+controller adopts it and a recreated fleet object never does), and the gang written in what the
+member's scheduler understands (see `member_copy`).
 """
 
 from __future__ import annotations
@@ -23,14 +21,30 @@ from fleet.core.kinds import Kind, pod_templates
 _DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
-def member_labels(fleet_uid: str) -> dict[str, str]:
-    return {c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE, c.FLEET_UID_LABEL: fleet_uid}
+def member_labels(fleet_uid: str, fleet_id: str) -> dict[str, str]:
+    """The labels that make a member object this fleet's copy of one fleet object."""
+    return {c.MANAGED_BY_LABEL: fleet_id, c.FLEET_UID_LABEL: fleet_uid}
 
 
 def member_copy(
-    workload: Mapping[str, Any], kind: Kind, *, min_member: int, binding: str
+    workload: Mapping[str, Any],
+    kind: Kind,
+    *,
+    min_member: int,
+    binding: str,
+    fleet_id: str,
+    gang_scheduler: str | None = None,
+    scheduler_name: str | None = None,
 ) -> dict[str, Any]:
-    """The object fleet creates in the chosen member for `workload`."""
+    """The object fleet creates in the chosen member for `workload`.
+
+    The gang is written in what the member's scheduler understands (`gang_scheduler`, the
+    MemberCluster's, declared or detected): `runPolicy.schedulingPolicy.minAvailable` for every
+    Kubeflow job (the training operator makes a coscheduling or Volcano PodGroup from it), and for
+    Koordinator, or a member whose scheduler is unknown, ACK's pod-group labels, from which the
+    scheduler makes the PodGroup itself. A user's own gang labels and annotations (GangGroup,
+    match-policy, ...) are kept as they are, never overwritten.
+    """
     meta = workload["metadata"]
     uid = meta["uid"]
     annotations = {
@@ -43,7 +57,7 @@ def member_copy(
         "metadata": {
             "name": meta["name"],
             "namespace": meta.get("namespace"),
-            "labels": {**(meta.get("labels") or {}), **member_labels(uid)},
+            "labels": {**(meta.get("labels") or {}), **member_labels(uid, fleet_id)},
             "annotations": annotations,
         },
         "spec": copy.deepcopy(workload.get("spec") or {}),
@@ -51,12 +65,24 @@ def member_copy(
     if kind.min_available is not None:
         run_policy = out["spec"].setdefault("runPolicy", {})
         run_policy.setdefault("schedulingPolicy", {})["minAvailable"] = min_member
-    for _role, template in pod_templates(kind, out):
-        labels = template.setdefault("metadata", {}).setdefault("labels", {})
-        labels[c.POD_GROUP_NAME_LABEL] = meta["name"]
-        labels[c.POD_GROUP_MIN_AVAILABLE_LABEL] = str(min_member)
+    pod_group_labels = gang_scheduler in (None, KOORDINATOR)
+    for role, template in pod_templates(kind, out):
+        template_meta = template.setdefault("metadata", {})
+        labels = template_meta.setdefault("labels", {})
+        pod_annotations = template_meta.get("annotations") or {}
+        own_koordinator_gang = c.KOORDINATOR_GANG_NAME_ANNOTATION in pod_annotations
+        if pod_group_labels and not own_koordinator_gang:
+            labels.setdefault(c.POD_GROUP_NAME_LABEL, meta["name"])
+            labels.setdefault(c.POD_GROUP_MIN_AVAILABLE_LABEL, str(min_member))
         labels[c.FLEET_UID_LABEL] = uid
+        labels[c.ROLE_LABEL] = role.lower()
+        if scheduler_name:
+            template.setdefault("spec", {}).setdefault("schedulerName", scheduler_name)
     return stamped(out)
+
+
+#: MemberCluster.spec.gangScheduler values.
+COSCHEDULING, KOORDINATOR, VOLCANO = "Coscheduling", "Koordinator", "Volcano"
 
 
 def _digest(obj: Mapping[str, Any]) -> str:
@@ -73,22 +99,19 @@ def stamped(desired: dict[str, Any]) -> dict[str, Any]:
 def is_current(member_obj: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
     """Whether `member_obj` was last applied from exactly `desired`."""
     annotations = (member_obj.get("metadata") or {}).get("annotations") or {}
-    wanted = (desired.get("metadata") or {}).get("annotations", {}).get(c.APPLIED_DIGEST_ANNOTATION)
+    annotations_wanted = (desired.get("metadata") or {}).get("annotations") or {}
+    wanted = annotations_wanted.get(c.APPLIED_DIGEST_ANNOTATION)
     return wanted is not None and annotations.get(c.APPLIED_DIGEST_ANNOTATION) == wanted
 
 
 def is_ours(member_obj: Mapping[str, Any], fleet_uid: str) -> bool:
+    """Whether a member object is the copy of the fleet object with that UID."""
     labels = (member_obj.get("metadata") or {}).get("labels") or {}
     return labels.get(c.FLEET_UID_LABEL) == fleet_uid
 
 
-#: (apiVersion, kind) of the dependencies `propagateDeps` takes along.
-DEPENDENCY_KINDS = {
-    "ConfigMap": "v1",
-    "Secret": "v1",
-    "ServiceAccount": "v1",
-    "PersistentVolumeClaim": "v1",
-}
+#: Kind -> apiVersion of the dependencies `propagateDeps` takes along.
+DEPENDENCY_KINDS = c.DEPENDENCY_KINDS
 
 
 def dependencies(workload: Mapping[str, Any], kind: Kind) -> list[tuple[str, str]]:
@@ -132,14 +155,14 @@ def _pod_dependencies(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 yield "Secret", secret
 
 
-def dependency_copy(obj: Mapping[str, Any]) -> dict[str, Any]:
+def dependency_copy(obj: Mapping[str, Any], fleet_id: str) -> dict[str, Any]:
     """A dependency as created in the member: content kept, server-set metadata dropped."""
     meta = obj["metadata"]
     out = {k: copy.deepcopy(v) for k, v in obj.items() if k not in ("metadata", "status")}
     out["metadata"] = {
         "name": meta["name"],
         "namespace": meta.get("namespace"),
-        "labels": {**(meta.get("labels") or {}), c.MANAGED_BY_LABEL: c.MANAGED_BY_VALUE},
+        "labels": {**(meta.get("labels") or {}), c.MANAGED_BY_LABEL: fleet_id},
         "annotations": {
             k: v
             for k, v in (meta.get("annotations") or {}).items()

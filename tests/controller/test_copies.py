@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from fleet.api import constants as c
-from fleet.controller import propagation
+from fleet.controller import copies
 from fleet.core.kinds import find_kind
 from fleet.testing.workloads import pytorchjob
 
@@ -24,12 +24,14 @@ def _fleet_job() -> dict:
 
 
 def test_member_copy_carries_ownership_and_every_gang_dialect():
-    out = propagation.member_copy(_fleet_job(), PYTORCH, min_member=3, binding="team-a/pj")
+    out = copies.member_copy(
+        _fleet_job(), PYTORCH, min_member=3, binding="team-a/pj", fleet_id="fleet-test"
+    )
     meta = out["metadata"]
     assert meta["name"] == "pytorch-test" and meta["namespace"] == "team-a"
     assert meta["labels"] == {
         "team": "a",
-        c.MANAGED_BY_LABEL: "fleet",
+        c.MANAGED_BY_LABEL: "fleet-test",
         c.FLEET_UID_LABEL: "0b1c-uid",
     }
     assert "kubectl.kubernetes.io/last-applied-configuration" not in meta["annotations"]
@@ -47,27 +49,27 @@ def test_member_copy_carries_ownership_and_every_gang_dialect():
 def test_the_fleet_object_is_not_modified():
     job = _fleet_job()
     before = copy.deepcopy(job)
-    propagation.member_copy(job, PYTORCH, min_member=3, binding="b")
+    copies.member_copy(job, PYTORCH, min_member=3, binding="b", fleet_id="f")
     assert job == before
 
 
 def test_the_applied_digest_notices_any_change_including_removals():
     job = _fleet_job()
-    first = propagation.member_copy(job, PYTORCH, min_member=3, binding="b")
-    assert propagation.is_current(
-        first, propagation.member_copy(job, PYTORCH, min_member=3, binding="b")
+    first = copies.member_copy(job, PYTORCH, min_member=3, binding="b", fleet_id="f")
+    assert copies.is_current(
+        first, copies.member_copy(job, PYTORCH, min_member=3, binding="b", fleet_id="f")
     )
     del job["metadata"]["labels"]["team"]
-    changed = propagation.member_copy(job, PYTORCH, min_member=3, binding="b")
-    assert not propagation.is_current(first, changed)
-    assert not propagation.is_current({"metadata": {}}, changed)
+    changed = copies.member_copy(job, PYTORCH, min_member=3, binding="b", fleet_id="f")
+    assert not copies.is_current(first, changed)
+    assert not copies.is_current({"metadata": {}}, changed)
 
 
 def test_ours_is_decided_by_the_fleet_uid_not_the_name():
     member_obj = {"metadata": {"labels": {c.FLEET_UID_LABEL: "0b1c-uid"}}}
-    assert propagation.is_ours(member_obj, "0b1c-uid")
-    assert not propagation.is_ours(member_obj, "a-recreated-object")
-    assert not propagation.is_ours({"metadata": {}}, "0b1c-uid")
+    assert copies.is_ours(member_obj, "0b1c-uid")
+    assert not copies.is_ours(member_obj, "a-recreated-object")
+    assert not copies.is_ours({"metadata": {}}, "0b1c-uid")
 
 
 def test_dependencies_found_in_every_place_a_pod_can_reference_them():
@@ -87,7 +89,7 @@ def test_dependencies_found_in_every_place_a_pod_can_reference_them():
         "envFrom": [{"secretRef": {"name": "env-secret"}}],
         "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "env-cm", "key": "k"}}}],
     }
-    assert propagation.dependencies(job, PYTORCH) == [
+    assert copies.dependencies(job, PYTORCH) == [
         ("ConfigMap", "cfg"),
         ("ConfigMap", "env-cm"),
         ("ConfigMap", "proj"),
@@ -113,7 +115,62 @@ def test_dependency_copies_drop_server_state_and_bindings():
         "spec": {"volumeName": "pv-on-the-fleet", "resources": {"requests": {"storage": "1Gi"}}},
         "status": {"phase": "Bound"},
     }
-    out = propagation.dependency_copy(pvc)
+    out = copies.dependency_copy(pvc, "fleet-test")
     assert "status" not in out and "uid" not in out["metadata"]
     assert "volumeName" not in out["spec"]
-    assert out["metadata"]["labels"][c.MANAGED_BY_LABEL] == "fleet"
+    assert out["metadata"]["labels"][c.MANAGED_BY_LABEL] == "fleet-test"
+
+
+def _templates(out: dict) -> list[dict]:
+    return [r["template"] for r in out["spec"]["pytorchReplicaSpecs"].values()]
+
+
+def test_each_gang_scheduler_gets_the_gang_in_what_it_understands():
+    job = _fleet_job()
+    koord = copies.member_copy(
+        job, PYTORCH, min_member=3, binding="b", fleet_id="f", gang_scheduler="Koordinator"
+    )
+    cosched = copies.member_copy(
+        job, PYTORCH, min_member=3, binding="b", fleet_id="f", gang_scheduler="Coscheduling"
+    )
+    for out in (koord, cosched):
+        assert out["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
+        roles = {t["metadata"]["labels"][c.ROLE_LABEL] for t in _templates(out)}
+        assert roles == {"master", "worker"}
+    for template in _templates(koord):  # Koordinator makes the PodGroup from the seeds' labels
+        assert template["metadata"]["labels"][c.POD_GROUP_NAME_LABEL] == "pytorch-test"
+        assert template["metadata"]["labels"][c.POD_GROUP_MIN_AVAILABLE_LABEL] == "3"
+    for template in _templates(cosched):  # the training operator makes coscheduling's PodGroup
+        assert c.POD_GROUP_NAME_LABEL not in template["metadata"]["labels"]
+
+
+def test_a_users_own_gang_and_scheduler_name_are_kept():
+    job = _fleet_job()
+    master, worker = job["spec"]["pytorchReplicaSpecs"].values()
+    master["template"]["metadata"] = {
+        "labels": {c.POD_GROUP_NAME_LABEL: "mine", c.POD_GROUP_MIN_AVAILABLE_LABEL: "2"}
+    }
+    worker["template"]["metadata"] = {
+        "annotations": {
+            c.KOORDINATOR_GANG_NAME_ANNOTATION: "gang-a",
+            c.KOORDINATOR_GANG_GROUPS_ANNOTATION: '["team-a/gang-a","team-a/gang-b"]',
+        }
+    }
+    worker["template"]["spec"]["schedulerName"] = "my-scheduler"
+    out = copies.member_copy(
+        job,
+        PYTORCH,
+        min_member=3,
+        binding="b",
+        fleet_id="f",
+        gang_scheduler="Koordinator",
+        scheduler_name="koord-scheduler",
+    )
+    m, w = _templates(out)
+    assert m["metadata"]["labels"][c.POD_GROUP_NAME_LABEL] == "mine"
+    assert m["metadata"]["labels"][c.POD_GROUP_MIN_AVAILABLE_LABEL] == "2"
+    assert m["spec"]["schedulerName"] == "koord-scheduler"
+    # The worker speaks Koordinator's annotations (a GangGroup): no labels are added beside them.
+    assert c.POD_GROUP_NAME_LABEL not in w["metadata"].get("labels", {})
+    assert w["metadata"]["annotations"][c.KOORDINATOR_GANG_GROUPS_ANNOTATION].startswith("[")
+    assert w["spec"]["schedulerName"] == "my-scheduler"

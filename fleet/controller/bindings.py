@@ -1,0 +1,297 @@
+"""GangBinding reads and writes, and the conversion to and from the core's lifecycle value.
+
+The binding is where fleet writes every decision before acting on it. This module is the only
+place that knows how a `fleet.core.lifecycle.Binding` is spread over the GangBinding's spec and
+status; `save` writes only what changed, spec and status each with one patch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.api import (
+    ExcludedCluster,
+    FailoverRecord,
+    GangBinding,
+    GracefulEvictionTask,
+    PlacementRecord,
+    TargetCluster,
+    binding_name,
+    format_time,
+    from_epoch,
+    to_epoch,
+)
+from fleet.api import constants as c
+from fleet.controller.cache import Newest
+from fleet.controller.keys import WorkloadKey
+from fleet.core import lifecycle
+from fleet.core.failover import FailoverSettings, Timers
+from fleet.kube import ApiError, KubeClient, Obj
+
+log = logging.getLogger(__name__)
+
+BINDING = (c.FLEET_API_VERSION, "GangBinding")
+
+
+class BindingGone(Exception):
+    """The binding disappeared under a reconcile (a namespace being deleted): run again."""
+
+
+def _epoch(value: Any) -> float | None:
+    return None if value is None else to_epoch(value)
+
+
+def _stamp(value: float | None) -> str | None:
+    return None if value is None else format_time(value)
+
+
+# -- GangBinding -> lifecycle ----------------------------------------------------------------------
+
+
+def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
+    """The core's view of a stored binding (`now` dates an eviction stored without a time)."""
+    status = binding.status
+    healthy = binding.condition(c.CONDITION_HEALTHY)
+    gave_up = (
+        healthy.message
+        if healthy is not None and healthy.reason == lifecycle.GAVE_UP_REASON
+        else None
+    )
+    return lifecycle.Binding(
+        phase=(status.phase if status else None) or "Pending",
+        cluster=binding.target_cluster,
+        affinity_group=status.scheduler_observed_affinity_name if status else None,
+        stays=tuple(
+            lifecycle.Stay(r.cluster, to_epoch(r.placed_at), _epoch(r.removed_at), r.reason)
+            for r in (status.placement_history if status else None) or ()
+        ),
+        failovers=tuple(
+            lifecycle.FailoverRecord(h.from_cluster, h.reason, to_epoch(h.time))
+            for h in (status.failover_history if status else None) or ()
+        ),
+        exclusions=tuple(
+            lifecycle.Exclusion(e.name, e.reason or "failure", _epoch(e.until))
+            for e in (status.excluded_clusters if status else None) or ()
+        ),
+        evictions=tuple(
+            lifecycle.Eviction(
+                from_cluster=t.from_cluster,
+                reason=t.reason,
+                message=t.message or "",
+                purge_mode=t.purge_mode or "Gracefully",
+                created_at=_epoch(t.creation_timestamp) or now,
+                grace_period_seconds=None
+                if t.grace_period_seconds is None
+                else float(t.grace_period_seconds),
+            )
+            for t in binding.spec.graceful_eviction_tasks or ()
+        ),
+        timers=Timers(
+            unhealthy_since=_epoch(status.unhealthy_since) if status else None,
+            cluster_lost_since=_epoch(status.cluster_lost_since) if status else None,
+            tainted_since=_epoch(status.tainted_since) if status else None,
+        ),
+        gave_up=gave_up,
+        reserving_since=_epoch(status.reserving_since) if status else None,
+    )
+
+
+def failover_settings(binding: GangBinding) -> FailoverSettings | None:
+    """The failover parameters the binding copied from its policy (None: the policy set none)."""
+    spec = binding.spec.failover
+    if spec is None:
+        return None
+    return FailoverSettings(
+        toleration_seconds=float(spec.toleration_seconds),
+        purge_mode=spec.purge_mode,
+        grace_period_seconds=None
+        if spec.grace_period_seconds is None
+        else float(spec.grace_period_seconds),
+        max_failovers=spec.max_failovers,
+        cluster_exclusion_seconds=None
+        if spec.cluster_exclusion_seconds is None
+        else float(spec.cluster_exclusion_seconds),
+        on_job_failure=spec.on_application_failure is not False,
+        on_cluster_loss=spec.on_cluster_loss is not False,
+        cluster_purge_mode=spec.cluster_purge_mode,
+    )
+
+
+# -- lifecycle -> GangBinding fields ---------------------------------------------------------------
+
+
+def _evictions(life: lifecycle.Binding) -> list[dict[str, Any]] | None:
+    tasks = [
+        GracefulEvictionTask(
+            from_cluster=e.from_cluster,
+            reason=e.reason,
+            message=e.message or None,
+            purge_mode=e.purge_mode,
+            creation_timestamp=from_epoch(e.created_at),
+            grace_period_seconds=None
+            if e.grace_period_seconds is None
+            else int(e.grace_period_seconds),
+        ).to_dict()
+        for e in life.evictions
+    ]
+    return tasks or None
+
+
+def persisted_status(life: lifecycle.Binding) -> dict[str, Any]:
+    """The status fields that hold the lifecycle (None clears a field in a merge patch)."""
+    return {
+        "phase": life.phase,
+        "schedulerObservedAffinityName": life.affinity_group,
+        "placementHistory": [
+            PlacementRecord(
+                cluster=s.cluster,
+                placed_at=from_epoch(s.placed_at),
+                removed_at=None if s.removed_at is None else from_epoch(s.removed_at),
+                reason=s.reason,
+            ).to_dict()
+            for s in life.stays
+        ]
+        or None,
+        "failoverHistory": [
+            FailoverRecord(
+                from_cluster=f.from_cluster, reason=f.reason, time=from_epoch(f.at)
+            ).to_dict()
+            for f in life.failovers
+        ]
+        or None,
+        "failoverCount": life.failover_count or None,
+        "excludedClusters": [
+            ExcludedCluster(
+                name=e.cluster,
+                reason=e.reason,
+                until=None if e.until is None else from_epoch(e.until),
+            ).to_dict()
+            for e in life.exclusions
+        ]
+        or None,
+        "unhealthySince": _stamp(life.timers.unhealthy_since),
+        "clusterLostSince": _stamp(life.timers.cluster_lost_since),
+        "taintedSince": _stamp(life.timers.tainted_since),
+        "reservingSince": _stamp(life.reserving_since),
+    }
+
+
+def _target(
+    life: lifecycle.Binding, components: Sequence[tuple[str, int]], multi_role: bool
+) -> Any:
+    if life.cluster is None:
+        return None
+    total = sum(n for _, n in components)
+    return [
+        TargetCluster.from_dict(
+            {
+                "name": life.cluster,
+                "replicas": 0 if multi_role else total,
+                "components": [{"name": name, "replicas": n} for name, n in components],
+            }
+        ).to_dict()
+    ]
+
+
+def _changed(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+class BindingStore:
+    """Reads bindings from the watch-fed cache, creates them, and writes what changed."""
+
+    def __init__(self, fleet: KubeClient, cache: Newest[WorkloadKey]) -> None:
+        self.fleet = fleet
+        self.cache = cache
+        #: The cache holds every binding (listed once, then kept by the watch): a binding it
+        #: lacks does not exist, and a new workload costs no GET.
+        self.complete = False
+
+    async def warm(self) -> None:
+        """List every binding once (a replica starting to lead)."""
+        listing = await self.fleet.list(*BINDING)
+        for item in listing.get("items") or []:
+            obj = {"apiVersion": BINDING[0], "kind": BINDING[1], **item}
+            self.cache.offer(key_of_binding(obj), obj)
+        self.complete = True
+
+    async def read(self, key: WorkloadKey) -> GangBinding | None:
+        """The workload's binding: from the cache; from the API server only while the cache
+        may be incomplete."""
+        raw = self.cache.get(key)
+        if raw is None and not self.complete:
+            raw = await self.fleet.get(*BINDING, binding_name(key.kind, key.name), key.namespace)
+            if raw is not None:
+                self.cache.offer(key, raw)
+        return GangBinding.from_dict(raw) if raw else None
+
+    async def create(self, key: WorkloadKey, binding: GangBinding, owner_uid: str) -> GangBinding:
+        """Create the binding, or adopt the one a previous run of this controller made."""
+        try:
+            created = await self.fleet.create(binding.to_dict())
+        except ApiError as e:
+            if not e.conflict:
+                raise
+            existing = await self.fleet.get(*BINDING, str(binding.metadata.name), key.namespace)
+            owner = (((existing or {}).get("spec") or {}).get("resource") or {}).get("uid")
+            if existing is None or owner != owner_uid:
+                raise  # a binding of an earlier object of that name, not yet collected: retry
+            created = existing
+        self.cache.offer(key, created)
+        return GangBinding.from_dict(created)
+
+    async def save(
+        self,
+        key: WorkloadKey,
+        binding: GangBinding,
+        *,
+        life: lifecycle.Binding | None = None,
+        components: Sequence[tuple[str, int]] = (),
+        multi_role: bool = False,
+        conditions: list[dict[str, Any]] | None = None,
+        spec: Mapping[str, Any] | None = None,
+        status: Mapping[str, Any] | None = None,
+    ) -> GangBinding:
+        """Write the lifecycle (if given), conditions and any other spec or status fields;
+        only fields that differ from `binding` are sent. Returns the binding as written."""
+        current_spec = binding.to_dict().get("spec") or {}
+        current_status = (binding.to_dict().get("status") or {}) if binding.status else {}
+        desired_spec: dict[str, Any] = dict(spec or {})
+        desired_status: dict[str, Any] = dict(status or {})
+        if life is not None:
+            desired_spec["clusters"] = _target(life, components, multi_role)
+            desired_spec["gracefulEvictionTasks"] = _evictions(life)
+            desired_status |= persisted_status(life)
+        if conditions is not None:
+            desired_status["conditions"] = conditions
+        spec_patch = _changed(current_spec, desired_spec)
+        status_patch = _changed(current_status, desired_status)
+        written = binding
+        meta = binding.metadata
+        name = str(meta.name)
+        try:
+            if spec_patch:
+                updated = await self.fleet.patch(
+                    *BINDING, name, {"spec": spec_patch}, meta.namespace
+                )
+                self.cache.offer(key, updated)
+                written = GangBinding.from_dict(updated)
+            if status_patch:
+                updated = await self.fleet.patch(
+                    *BINDING, name, {"status": status_patch}, meta.namespace, subresource="status"
+                )
+                self.cache.offer(key, updated)
+                written = GangBinding.from_dict(updated)
+        except ApiError as e:
+            if not e.not_found:
+                raise
+            self.cache.drop(key)
+            raise BindingGone(f"{key}: its GangBinding was deleted; starting over") from e
+        return written
+
+
+def key_of_binding(obj: Obj) -> WorkloadKey:
+    """The workload a GangBinding is for."""
+    return WorkloadKey.of_reference((obj.get("spec") or {}).get("resource") or {})

@@ -1,0 +1,252 @@
+"""A workload's claim by a Gang policy: the binding that records it, the terms it copies from the
+policy, the finalizer that guards its member copies, and the cleanup when it is deleted.
+
+Karmada's rules, as docs/api.md states them: the governing policy is matched once and keeps its
+claim, unless a policy with `preemption: Always` outranks it; a claim whose policy was deleted
+passes to the next Gang policy that matches. The binding keeps a copy of the policy's placement,
+suspension and conflictResolution, synced on every policy change (with `activationPreference:
+Lazy`, only when the workload itself changes). Failover settings are copied once, at binding, so
+a policy edit never changes a failover under way.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fleet.api import (
+    BindingFailover,
+    GangBinding,
+    GangComponent,
+    GangSpec,
+    PropagationSpec,
+    WorkloadReference,
+)
+from fleet.api import constants as c
+from fleet.api.matching import policy_ref
+from fleet.controller.context import Job, Shell
+from fleet.controller.keys import WorkloadKey
+from fleet.controller.member_copy import delete_copy
+from fleet.controller.policies import AnyPolicy
+from fleet.controller.status_mirror import set_scheduled_condition
+from fleet.core.workload import Gang, WorkloadError, gang_from_workload
+from fleet.kube import ApiError, Obj
+
+log = logging.getLogger(__name__)
+
+#: Annotation on a GangBinding: the workload generation its copy of the policy's terms was last
+#: synced at (what activationPreference Lazy compares).
+TERMS_GENERATION_ANNOTATION = "fleet.dev/terms-generation"
+#: How often deletion is retried while a member holding a copy cannot be reached.
+CLEANUP_RETRY_SECONDS = 10.0
+
+
+async def interpret(shell: Shell, workload: Obj) -> Gang | None:
+    """The workload's gang, or None if it cannot be read (said on the workload when a Gang
+    policy governs it)."""
+    try:
+        return gang_from_workload(workload)
+    except WorkloadError as e:
+        if shell.policies.match(workload).gang:
+            await shell.events.record(workload, "InvalidWorkload", str(e), warning=True)
+            await set_scheduled_condition(shell, workload, "False", "InvalidWorkload", str(e))
+        return None
+
+
+def _terms(spec: PropagationSpec) -> dict[str, Any]:
+    """The binding spec fields that follow the policy."""
+    return {
+        "placement": spec.placement.to_dict() if spec.placement else None,
+        "suspension": spec.suspension.to_dict() if spec.suspension else None,
+        "conflictResolution": spec.conflict_resolution,
+    }
+
+
+async def bind(shell: Shell, key: WorkloadKey, workload: Obj, gang: Gang) -> GangBinding | None:
+    """Create the binding if a Gang policy governs the workload (None otherwise)."""
+    match = shell.policies.match(workload)
+    if match.policy is None or not match.gang or match.ref is None:
+        return None
+    spec = match.policy.spec
+    binding = GangBinding.for_workload(
+        WorkloadReference.from_object(workload),
+        match.ref,
+        GangSpec(
+            min_member=max(gang.min_member, 1),
+            components=[
+                GangComponent(
+                    name=comp.name, replicas=comp.replicas, requests=comp.requests.quantities()
+                )
+                for comp in gang.components
+            ],
+        ),
+        estimator=spec.gang_estimator or shell.settings.estimator,
+        failover=BindingFailover.from_policy(spec.failover),
+        suspension=spec.suspension,
+        placement=spec.placement,
+        conflict_resolution=spec.conflict_resolution,
+    )
+    generation = (workload.get("metadata") or {}).get("generation")
+    binding.metadata.annotations = {TERMS_GENERATION_ANNOTATION: str(generation)}
+    created = await shell.bindings.create(key, binding, workload["metadata"]["uid"])
+    log.info("%s: bound by %s (%s)", key, match.ref.name, match.reason)
+    return created
+
+
+async def sync_claim(shell: Shell, job: Job) -> None:
+    """Keep the claim and the binding's copy of the policy's terms current."""
+    claimed = job.binding.spec.policy
+    match = shell.policies.match(job.workload, claimed_by=claimed)
+    policy, ref = match.policy, match.ref
+    if policy is None or ref is None:
+        return  # no policy governs it any more: it keeps what it has
+    if ref != claimed:
+        if not match.gang:
+            if shell.policies.get(claimed) is not None:
+                await shell.events.record(
+                    job.workload,
+                    "ClaimKept",
+                    f"{match.reason}; fleet keeps the gang under {claimed.kind} "
+                    f"{claimed.name}, since only a Gang policy can take a placed gang over",
+                )
+            return
+        await _transfer(shell, job, policy, match.reason)
+        return
+    generation = str((job.workload.get("metadata") or {}).get("generation"))
+    synced = (job.binding.metadata.annotations or {}).get(TERMS_GENERATION_ANNOTATION)
+    if policy.spec.activation_preference == "Lazy" and synced == generation:
+        return  # Lazy: the policy's changes wait for the workload to change
+    terms = _terms(policy.spec)
+    current = job.binding.to_dict()["spec"]
+    if any(current.get(k) != v for k, v in terms.items()) or synced != generation:
+        await _write_terms(shell, job, terms, generation)
+
+
+async def _transfer(shell: Shell, job: Job, policy: AnyPolicy, why: str) -> None:
+    """Another Gang policy takes the claim (preemption, or the old policy was deleted)."""
+    spec = policy.spec
+    failover = BindingFailover.from_policy(spec.failover)
+    terms = _terms(spec) | {
+        "policy": policy_ref(policy).to_dict(),
+        "estimator": spec.gang_estimator or shell.settings.estimator,
+        "failover": failover.to_dict() if failover else None,
+    }
+    generation = str((job.workload.get("metadata") or {}).get("generation"))
+    await _write_terms(shell, job, terms, generation)
+    await shell.events.record(job.workload, "PolicyClaimChanged", why)
+    log.info("%s: %s", job.key, why)
+
+
+async def _write_terms(shell: Shell, job: Job, terms: dict[str, Any], generation: str) -> None:
+    meta = job.binding.metadata
+    updated = await shell.fleet.patch(
+        *(c.FLEET_API_VERSION, "GangBinding"),
+        str(meta.name),
+        {"metadata": {"annotations": {TERMS_GENERATION_ANNOTATION: generation}}, "spec": terms},
+        meta.namespace,
+    )
+    shell.triggers.bindings.offer(job.key, updated)
+    job.binding = GangBinding.from_dict(updated)
+
+
+# -- the finalizer ------------------------------------------------------------------------------
+
+
+def claim_annotation(job: Job) -> str:
+    """`<Kind>/<namespace>/<name>` of the claiming policy (namespace empty for a cluster one)."""
+    ref = job.binding.spec.policy
+    return f"{ref.kind}/{ref.namespace or ''}/{ref.name}"
+
+
+async def mark_claimed(shell: Shell, job: Job) -> None:
+    """Put fleet's finalizer and the claiming policy's annotation on the workload, in one write
+    and only when one of them is missing or stale."""
+    meta = job.workload["metadata"]
+    claim = claim_annotation(job)
+    if (
+        c.FINALIZER in (meta.get("finalizers") or [])
+        and (meta.get("annotations") or {}).get(c.POLICY_ANNOTATION) == claim
+    ):
+        return
+    await _set_finalizer(shell, job.workload, present=True, claim=claim)
+
+
+async def _set_finalizer(
+    shell: Shell, workload: Obj, *, present: bool, claim: str | None = None
+) -> None:
+    """Add or remove fleet's finalizer (and set the claim annotation), guarded by
+    resourceVersion so a concurrent change to the list is never lost; a conflict reads the
+    object again and retries once."""
+    key = WorkloadKey.of(workload)
+    for attempt in (1, 2):
+        finalizers = [f for f in workload["metadata"].get("finalizers") or [] if f != c.FINALIZER]
+        if present:
+            finalizers.append(c.FINALIZER)
+        metadata: dict[str, Any] = {
+            "finalizers": finalizers,
+            "resourceVersion": workload["metadata"]["resourceVersion"],
+        }
+        if claim is not None:
+            metadata["annotations"] = {c.POLICY_ANNOTATION: claim}
+        try:
+            updated = await shell.fleet.patch(
+                key.api_version, key.kind, key.name, {"metadata": metadata}, key.namespace
+            )
+        except ApiError as e:
+            if not e.conflict or attempt == 2:
+                raise
+            fresh = await shell.fleet.get(key.api_version, key.kind, key.name, key.namespace)
+            if fresh is None:
+                return
+            workload.clear()
+            workload.update(fresh)
+            continue
+        workload["metadata"] = updated["metadata"]
+        shell.triggers.wrote_workload(updated)
+        return
+
+
+# -- deletion -----------------------------------------------------------------------------------
+
+
+async def finalize(
+    shell: Shell, key: WorkloadKey, workload: Obj, binding: GangBinding | None, holding: list[str]
+) -> bool:
+    """Delete the workload's member copies, then let it go; False while a member holding one
+    cannot be reached (retried, and said in a CleanupPending event)."""
+    if c.FINALIZER not in (workload["metadata"].get("finalizers") or []):
+        return True
+    uid = workload["metadata"]["uid"]
+    policy = shell.policies.get(binding.spec.policy) if binding else None
+    preserve = bool(policy and policy.spec.preserve_resources_on_deletion)
+    if not preserve:
+        waiting = []
+        for cluster in holding:
+            member = shell.members.get(cluster)
+            if member is None:
+                continue  # the member left the fleet: nothing to reach
+            if not member.ready or member.client is None:
+                waiting.append(cluster)
+                continue
+            await delete_copy(member, key, uid)
+        if waiting:
+            message = f"waiting for {', '.join(waiting)} to be reachable to delete its copy"
+            await shell.events.record(workload, "CleanupPending", message, warning=True)
+            shell.queue.add_after(key, CLEANUP_RETRY_SECONDS)
+            return False
+    for snapshot in shell.members.snapshots():
+        snapshot.release(uid)
+    await _set_finalizer(shell, workload, present=False)
+    shell.events.forget(uid)
+    log.info("%s: deleted; member copies %s", key, "kept" if preserve else "removed")
+    return True
+
+
+__all__ = [
+    "bind",
+    "claim_annotation",
+    "finalize",
+    "interpret",
+    "mark_claimed",
+    "sync_claim",
+]

@@ -1,0 +1,98 @@
+"""What every step of a reconcile shares: the controller's parts, and the workload at hand."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.api import GangBinding
+from fleet.controller.bindings import BindingStore, failover_settings
+from fleet.controller.clock import Clock
+from fleet.controller.events import EventRecorder
+from fleet.controller.keys import WorkloadKey
+from fleet.controller.members import MemberRegistry
+from fleet.controller.metrics import Metrics
+from fleet.controller.policies import AnyPolicy, PolicyIndex
+from fleet.controller.settings import Settings
+from fleet.controller.triggers import Triggers
+from fleet.controller.workqueue import WorkQueue
+from fleet.core import lifecycle
+from fleet.core.failover import FailoverSettings
+from fleet.core.kinds import Kind
+from fleet.core.workload import Gang
+from fleet.kube import KubeClient, Obj
+
+
+@dataclasses.dataclass
+class Shell:
+    """The controller's parts a reconcile step may use."""
+
+    fleet: KubeClient
+    members: MemberRegistry
+    policies: PolicyIndex
+    bindings: BindingStore
+    triggers: Triggers
+    queue: WorkQueue[WorkloadKey]
+    events: EventRecorder
+    metrics: Metrics
+    settings: Settings
+    clock: Clock
+
+
+@dataclasses.dataclass
+class Job:
+    """One bound workload during one reconcile: the fleet object, its binding (as stored and as
+    the core's lifecycle value), and its gang."""
+
+    key: WorkloadKey
+    kind: Kind
+    workload: Obj
+    binding: GangBinding
+    life: lifecycle.Binding
+    gang: Gang
+
+    @property
+    def uid(self) -> str:
+        uid: str = self.workload["metadata"]["uid"]
+        return uid
+
+    @property
+    def components(self) -> list[tuple[str, int]]:
+        return [(c.name, c.replicas) for c in self.gang.components]
+
+    @property
+    def failover(self) -> FailoverSettings | None:
+        return failover_settings(self.binding)
+
+    def policy(self, shell: Shell) -> AnyPolicy | None:
+        return shell.policies.get(self.binding.spec.policy)
+
+    def scheduler_name(self, shell: Shell) -> str:
+        """The policy's schedulerName: the source of ScheduleBinding events (as ACK prints)."""
+        policy = self.policy(shell)
+        return (policy.spec.scheduler_name if policy else None) or "default-scheduler"
+
+
+async def save(
+    shell: Shell,
+    job: Job,
+    life: lifecycle.Binding | None = None,
+    *,
+    conditions: list[dict[str, Any]] | None = None,
+    status: Mapping[str, Any] | None = None,
+    spec: Mapping[str, Any] | None = None,
+) -> None:
+    """Write the job's binding (its lifecycle, if given, and other fields); `job` follows."""
+    job.binding = await shell.bindings.save(
+        job.key,
+        job.binding,
+        life=life,
+        components=job.components,
+        multi_role=job.gang.multi_role,
+        conditions=conditions,
+        status=status,
+        spec=spec,
+    )
+    if life is not None:
+        job.life = life

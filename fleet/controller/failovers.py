@@ -1,0 +1,192 @@
+"""Failover for a bound gang: judge its cluster, move it or give up, purge what it left behind.
+
+Every decision is the core's: `fleet.core.failover.judge` says stay, move or give up, and
+`fleet.core.lifecycle` says what the binding becomes (history, exclusions, evictions, phase).
+This module gathers what they need (the member's health, its taints, the copy's state) and
+carries out the result: the binding first, then the member, then events and the fleet job.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fleet.api import constants as c
+from fleet.api import rules_of_placement
+from fleet.controller import copies
+from fleet.controller.context import Job, Shell, save
+from fleet.controller.member_copy import delete_copy
+from fleet.controller.status_mirror import (
+    binding_conditions,
+    conditions_of,
+    patch_workload_status,
+    with_fleet_condition,
+    with_job_condition,
+)
+from fleet.core import failover, lifecycle
+from fleet.core.jobstate import JobState, job_state
+from fleet.core.taints import no_execute_grace
+
+log = logging.getLogger(__name__)
+
+
+def copy_state(shell: Shell, job: Job, cluster: str | None) -> JobState | None:
+    """The state of the gang's copy in `cluster`, as that member's watch last saw it."""
+    member = shell.members.get(cluster) if cluster else None
+    if member is None:
+        return None
+    key = job.key
+    found = member.job(key.api_version, key.kind, key.namespace, key.name)
+    if found is None or not copies.is_ours(found, job.uid):
+        return None
+    return job_state(found.get("status"))
+
+
+# -- copies left behind ----------------------------------------------------------------------
+
+
+async def purge_old_copies(shell: Shell, job: Job) -> None:
+    """Delete the copies a failover left, as each eviction's purge mode says."""
+    if not job.life.evictions:
+        return
+    now = shell.clock.now()
+    plan = lifecycle.purge_plan(
+        job.life.evictions, successor=copy_state(shell, job, job.life.cluster), now=now
+    )
+    done = [e.from_cluster for e in job.life.evictions if shell.members.get(e.from_cluster) is None]
+    for eviction in plan.delete:
+        member = shell.members.get(eviction.from_cluster)
+        if member is None:
+            continue  # the cluster left the fleet: nothing to purge
+        if not member.ready or member.client is None:
+            continue  # fenced when it comes back (its health change requeues the gang)
+        deleted = await delete_copy(member, job.key, job.uid)
+        done.append(eviction.from_cluster)
+        if deleted:
+            fenced = eviction.reason == c.REASON_CLUSTER_LOST
+            what = "fenced a stale copy" if fenced else "purged"
+            await shell.events.record(
+                job.workload,
+                "StaleCopyDeleted" if fenced else "OldCopyDeleted",
+                f"{what} in {eviction.from_cluster} ({eviction.purge_mode})",
+            )
+            shell.metrics.purges.inc(eviction.from_cluster)
+    if plan.recheck_at is not None:
+        shell.queue.add_after(job.key, plan.recheck_at - now)
+    if done:
+        await save(shell, job, lifecycle.evictions_done(job.life, done))
+    shell.triggers.track(
+        job.key,
+        cluster=job.life.cluster,
+        evicting=[e.from_cluster for e in job.life.evictions],
+    )
+
+
+# -- judging the current cluster ---------------------------------------------------------------
+
+
+async def judge(shell: Shell, job: Job) -> bool:
+    """Failover judgement on the gang's cluster; False ends this reconcile (it gave up)."""
+    target = job.life.cluster
+    assert target is not None
+    member = shell.members.get(target)
+    ready: bool | None = member is not None and member.ready
+    if member is not None and not member.known:
+        ready = None  # just (re)connected: no verdict on what we have not seen
+    state = copy_state(shell, job, target)
+    synced = member is not None and member.jobs_synced(job.key.api_version, job.key.kind)
+    tolerations = rules_of_placement(job.binding.spec.placement).tolerations
+    evicting = no_execute_grace(tolerations, member.taints) if member is not None else None
+    observed = failover.Observation(
+        cluster_ready=ready,
+        job_failed=(state == "Failed") if synced else None,
+        job_succeeded=state == "Succeeded",
+        no_execute=(str(evicting[0]), evicting[1]) if evicting else None,
+    )
+    now = shell.clock.now()
+    verdict = failover.judge(
+        job.failover,
+        observed,
+        job.life.timers,
+        now,
+        failovers=job.life.failover_count,
+        cluster=target,
+    )
+    if isinstance(verdict, failover.Stay):
+        if verdict.timers != job.life.timers:
+            await save(shell, job, lifecycle.with_timers(job.life, verdict.timers))
+            if verdict.waiting:
+                await shell.events.record(
+                    job.workload, "FailoverPending", verdict.waiting, warning=True
+                )
+        if verdict.recheck_at is not None:
+            shell.queue.add_after(job.key, verdict.recheck_at - now + 0.05)
+        return True
+    if isinstance(verdict, failover.GiveUp):
+        await _give_up(shell, job, target, verdict)
+        return False
+    await _fail_over(shell, job, target, verdict)
+    return True
+
+
+async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp) -> None:
+    life = lifecycle.gave_up(job.life, verdict)
+    message = life.gave_up or verdict.message
+    await save(
+        shell,
+        job,
+        life,
+        conditions=binding_conditions(
+            shell, job, (c.CONDITION_HEALTHY, "False", lifecycle.GAVE_UP_REASON, message)
+        ),
+    )
+    now = shell.clock.now()
+    conditions = with_fleet_condition(
+        conditions_of(job.workload),
+        "True",
+        c.REASON_SCHEDULED,
+        f"Binding was scheduled to {target}",
+        now,
+    )
+    conditions = with_job_condition(conditions, "Failed", lifecycle.GAVE_UP_REASON, message, now)
+    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+    await shell.events.record(job.workload, lifecycle.GAVE_UP_REASON, message, warning=True)
+    log.warning("%s: %s", job.key, message)
+
+
+async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move) -> None:
+    member = shell.members.get(target)
+    reachable = member is not None and member.ready and member.client is not None
+    now = shell.clock.now()
+    moved = lifecycle.failed_over(
+        job.life,
+        verdict,
+        job.failover or failover.NO_FAILOVER,
+        now,
+        old_cluster_reachable=reachable,
+    )
+    if moved.delete_old_copy and member is not None:
+        await delete_copy(member, job.key, job.uid)
+    await save(
+        shell,
+        job,
+        moved.binding,
+        conditions=binding_conditions(
+            shell, job, (c.CONDITION_SCHEDULED, "False", c.REASON_FAILED_OVER, moved.message)
+        ),
+    )
+    if member is not None:
+        member.snapshot.release(job.uid)
+    shell.triggers.track(
+        job.key, cluster=None, evicting=[e.from_cluster for e in moved.binding.evictions]
+    )
+    shell.metrics.failovers.inc(verdict.reason)
+    await shell.events.record(job.workload, "FailoverTriggered", moved.message, warning=True)
+    conditions = [
+        x
+        for x in conditions_of(job.workload)
+        if x.get("type") not in ("Failed", "Running", "Succeeded")
+    ]
+    conditions = with_job_condition(conditions, "Restarting", "FailingOver", moved.message, now)
+    conditions = with_fleet_condition(conditions, "False", c.REASON_FAILED_OVER, moved.message, now)
+    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+    log.warning("%s: %s", job.key, moved.message)

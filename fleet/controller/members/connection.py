@@ -1,0 +1,196 @@
+"""One connection to a member cluster: its client and every task that reads through it.
+
+A member's connection is replaced whenever its kubeconfig Secret changes. The registry closes the
+old connection before it opens the new one, under the member's lock. `close` first marks the
+connection dead, so an event one of its tasks already produced can no longer reach the member,
+then cancels and awaits every task, then closes the client. Without that, a superseded
+connection's watches kept reporting into the member and flipped a Ready member to NotReady,
+which is the failover trigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from fleet.api import constants as c
+from fleet.core.kinds import KINDS
+from fleet.kube import ApiError, Informer, KubeClient, Obj, Unreachable
+
+log = logging.getLogger(__name__)
+
+#: The kinds that tell which gang scheduler a member runs, most specific first: Koordinator's
+#: Reservation, Volcano's PodGroup, scheduler-plugins' PodGroup.
+GANG_SCHEDULER_KINDS = (
+    ("scheduling.koordinator.sh/v1alpha1", "Reservation", "Koordinator"),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup", "Volcano"),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup", "Coscheduling"),
+)
+#: Every kind fleet dispatches, as (apiVersion, kind).
+JOB_KINDS = tuple((kind.api_version, kind.kind) for kind in KINDS)
+#: Pods that hold resources: finished ones free their node and are not watched.
+NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def managed_selector(fleet_id: str) -> str:
+    """The label selector of the jobs this fleet dispatched (another fleet's are not ours)."""
+    return f"{c.MANAGED_BY_LABEL}={fleet_id}"
+
+
+class ConnectionEvents(Protocol):
+    """What a connection reports to its member."""
+
+    def node_event(self, event: str, obj: Obj) -> None: ...
+
+    def pod_event(self, event: str, obj: Obj) -> None: ...
+
+    def job_event(self, event: str, obj: Obj) -> None: ...
+
+    def source_health(self, source: str, ok: bool, why: str) -> None: ...
+
+    def detected(self, gang_scheduler: str | None) -> None: ...
+
+    def probed(self, ok: bool, why: str, version: str | None) -> None: ...
+
+
+class MemberConnection:
+    """The client of one member and the watches and probe that read through it."""
+
+    def __init__(
+        self,
+        member: str,
+        client: KubeClient,
+        events: ConnectionEvents,
+        *,
+        fleet_id: str,
+        probe_interval: float,
+        crd_retry: float = 30.0,
+        job_kinds: Iterable[tuple[str, str]] = JOB_KINDS,
+    ) -> None:
+        self.member = member
+        self.client = client
+        self._events = events
+        self._fleet_id = fleet_id
+        self._probe_interval = probe_interval
+        self._crd_retry = crd_retry
+        self._job_kinds = tuple(job_kinds)
+        #: False once closed: nothing this connection produces reaches the member any more.
+        self.alive = True
+        self.tasks: list[asyncio.Task[None]] = []
+        self.jobs: dict[tuple[str, str], Informer] = {}
+
+    # -- reports, dropped once the connection is closed ----------------------------------------
+
+    def _guard(self, report: Callable[..., None]) -> Callable[..., None]:
+        def guarded(*args: object) -> None:
+            if self.alive:
+                report(*args)
+
+        return guarded
+
+    def _source(self, source: str) -> Callable[[bool, str], None]:
+        report = self._guard(self._events.source_health)
+        return lambda ok, why: report(source, ok, why)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        nodes = Informer(
+            self.client,
+            "v1",
+            "Node",
+            self._guard(self._events.node_event),
+            on_health=self._source("Node"),
+        )
+        pods = Informer(
+            self.client,
+            "v1",
+            "Pod",
+            self._guard(self._events.pod_event),
+            on_health=self._source("Pod"),
+            field_selector=NON_TERMINAL_PODS,
+        )
+        name = self.member
+        self.tasks = [
+            asyncio.create_task(nodes.run(), name=f"member-{name}-nodes"),
+            asyncio.create_task(pods.run(), name=f"member-{name}-pods"),
+            asyncio.create_task(self._probe_loop(), name=f"member-{name}-probe"),
+            asyncio.create_task(self._watch_jobs(), name=f"member-{name}-jobs"),
+            asyncio.create_task(self._detect_gang_scheduler(), name=f"member-{name}-gang"),
+        ]
+
+    async def close(self) -> None:
+        self.alive = False
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.tasks = []
+        self.jobs = {}
+        await self.client.aclose()
+
+    # -- the member's dispatched jobs ------------------------------------------------------------
+
+    def job(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
+        informer = self.jobs.get((api_version, kind))
+        return informer.store.get(f"{namespace}/{name}") if informer else None
+
+    def jobs_synced(self, api_version: str, kind: str) -> bool:
+        informer = self.jobs.get((api_version, kind))
+        return informer is not None and informer.synced.is_set()
+
+    async def _detect_gang_scheduler(self) -> None:
+        """Which gang scheduler the member runs, from the kinds it serves (once per connection;
+        a MemberCluster's spec.gangScheduler, when set, wins over this)."""
+        report = self._guard(self._events.detected)
+        for api_version, kind, scheduler in GANG_SCHEDULER_KINDS:
+            try:
+                await self.client.resource(api_version, kind)
+            except ApiError:
+                continue
+            except Unreachable:
+                return  # the probe reports it; detection runs again with the next connection
+            report(scheduler)
+            return
+        report(None)
+
+    async def _watch_jobs(self) -> None:
+        """Watch every dispatchable kind the member serves (a missing CRD is retried slowly)."""
+        pending = set(self._job_kinds)
+        report = self._guard(self._events.job_event)
+        while pending:
+            for api_version, kind in sorted(pending):
+                try:
+                    await self.client.resource(api_version, kind)
+                except (ApiError, Unreachable):
+                    continue
+                informer = Informer(
+                    self.client,
+                    api_version,
+                    kind,
+                    report,
+                    label_selector=managed_selector(self._fleet_id),
+                )
+                self.jobs[(api_version, kind)] = informer
+                self.tasks.append(
+                    asyncio.create_task(informer.run(), name=f"member-{self.member}-{kind}")
+                )
+                pending.discard((api_version, kind))
+            if pending:
+                await asyncio.sleep(self._crd_retry)  # a CRD installed later is found then
+
+    # -- reachability ----------------------------------------------------------------------------
+
+    async def _probe_loop(self) -> None:
+        report = self._guard(self._events.probed)
+        while True:
+            try:
+                version = await self.client.version()
+                report(True, "", version.get("gitVersion"))
+            except (ApiError, Unreachable) as e:
+                report(False, str(e), None)
+            await asyncio.sleep(self._probe_interval)

@@ -1,0 +1,91 @@
+"""One member cluster as the controller sees it: what placement needs, its connection, health."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from fleet.controller.members.connection import MemberConnection
+from fleet.controller.members.health import Health, SourceState
+from fleet.core.resources import Resources
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.taints import Taint
+from fleet.kube import KubeClient, Obj
+
+
+class Member:
+    """A member's placement facts (labels, fields, taints, live snapshot), its current
+    connection, and its health."""
+
+    def __init__(
+        self,
+        name: str,
+        labels: Mapping[str, str],
+        fields: Mapping[str, str],
+        taints: Sequence[Taint] = (),
+    ) -> None:
+        self.name = name
+        self.taints: tuple[Taint, ...] = tuple(taints)
+        self.snapshot = ClusterSnapshot(name, dict(labels), fields=dict(fields))
+        self.connection: MemberConnection | None = None
+        self.health = Health()
+        self.version: str | None = None
+        #: The kubeconfig Secret's digest the connection was made from.
+        self.fingerprint = ""
+        #: Namespaces known to exist in the member (skips a GET per dispatch).
+        self.namespaces: set[str] = set()
+        #: The last probe: (answered, why not); None until the first probe.
+        self.probe: tuple[bool, str] | None = None
+        #: Per watched kind (Node, Pod): in sync or why not.
+        self.sources: dict[str, SourceState] = {}
+        #: The MemberCluster's spec.gangScheduler, and what the member's API showed.
+        self.declared_gang_scheduler: str | None = None
+        self.detected_gang_scheduler: str | None = None
+        #: spec.schedulerName: set on the pod templates of copies sent here.
+        self.scheduler_name: str | None = None
+        #: spec.reservation, when enabled: (ttl seconds, wait seconds).
+        self.reservation: tuple[int, float] | None = None
+
+    @property
+    def gang_scheduler(self) -> str | None:
+        """What copies sent here are written for: declared, else detected."""
+        return self.declared_gang_scheduler or self.detected_gang_scheduler
+
+    @property
+    def ready(self) -> bool:
+        return self.health.ready
+
+    @property
+    def known(self) -> bool:
+        """Whether we have heard from the member since connecting (ready or not)."""
+        return self.health.known
+
+    @property
+    def client(self) -> KubeClient | None:
+        return self.connection.client if self.connection is not None else None
+
+    def reset_snapshot(self) -> None:
+        """Forget what the member held (a new connection lists it all again)."""
+        self.snapshot = ClusterSnapshot(
+            self.name, self.snapshot.labels, fields=self.snapshot.fields
+        )
+        self.namespaces = set()
+
+    def job(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
+        """The member's copy of a dispatched job, as last seen by its watch."""
+        return self.connection.job(api_version, kind, namespace, name) if self.connection else None
+
+    def jobs_synced(self, api_version: str, kind: str) -> bool:
+        return self.connection is not None and self.connection.jobs_synced(api_version, kind)
+
+    def totals(self) -> tuple[Resources, Resources, int]:
+        """(allocatable, allocated, nodes) over the member's current nodes."""
+        allocatable = Resources()
+        nodes = 0
+        for info in self.snapshot.nodes():
+            allocatable = allocatable + info.allocatable
+            nodes += 1
+        allocated = Resources()
+        for pod in self.snapshot.pods():
+            if pod.node_name and pod.holds_resources:
+                allocated = allocated + pod.requests
+        return allocatable, allocated, nodes

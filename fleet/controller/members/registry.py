@@ -1,0 +1,340 @@
+"""Every member cluster, kept connected and in sync, and told apart by its MemberCluster.
+
+A member is connected with the kubeconfig in the Secret its MemberCluster names, validated first
+(fleet.kubeconfig). Every change to a member's connection (a MemberCluster event, an edited
+Secret, a removal) runs under that member's lock, so two of them never interleave: the old
+connection is closed, tasks and all, before the new one starts. A member that cannot be reached,
+or whose kubeconfig is unusable, is NotReady with the reason, and is never dropped: it comes back
+by itself when it answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from fleet.api import cluster_fields
+from fleet.api import constants as c
+from fleet.controller.clock import Clock
+from fleet.controller.members.connection import MemberConnection
+from fleet.controller.members.feed import apply_node_event, apply_pod_event
+from fleet.controller.members.health import Health, SourceState, next_health, verdict
+from fleet.controller.members.member import Member
+from fleet.controller.members.secrets import SecretWatch
+from fleet.controller.members.status import MemberStatusWriter
+from fleet.core.errors import FieldError
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.taints import Taint, parse_taints
+from fleet.kube import ApiError, KubeClient, Obj, Unreachable, from_kubeconfig
+from fleet.kubeconfig import KubeconfigError, kubeconfig_from_secret
+
+log = logging.getLogger(__name__)
+
+#: Builds the client for a member from its validated kubeconfig (tests inject transports).
+Connect = Callable[[str, Mapping[str, Any]], KubeClient]
+
+
+def connect_with_kubeconfig(name: str, config: Mapping[str, Any]) -> KubeClient:
+    return KubeClient(from_kubeconfig(config), name=name)
+
+
+class MemberListener(Protocol):
+    """What the rest of the controller hears from the members."""
+
+    def capacity_changed(self, member: str) -> None: ...
+
+    def job_changed(self, member: str, event: str, obj: Obj) -> None: ...
+
+    def health_changed(self, member: str, ready: bool) -> None: ...
+
+
+class MemberRegistry:
+    """Every member, kept connected and in sync; tells the listener what changed."""
+
+    def __init__(
+        self,
+        fleet: KubeClient,
+        listener: MemberListener,
+        *,
+        fleet_id: str,
+        clock: Clock,
+        probe_interval: float = 3.0,
+        status_interval: float = 10.0,
+        source_grace: float = 15.0,
+        resync_after_error: float = 5.0,
+        connect: Connect = connect_with_kubeconfig,
+    ) -> None:
+        self.fleet = fleet
+        self.listener = listener
+        self.fleet_id = fleet_id
+        self.clock = clock
+        self.probe_interval = probe_interval
+        self.status_interval = status_interval
+        self.source_grace = source_grace
+        self.resync_after_error = resync_after_error
+        self.connect = connect
+        self.members: dict[str, Member] = {}
+        #: The last MemberCluster seen per member, to resync when its Secret changes.
+        self._objects: dict[str, Obj] = {}
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._background: set[asyncio.Task[None]] = set()
+        self._status_task: asyncio.Task[None] | None = None
+        self.secrets = SecretWatch(fleet, self._secret_changed)
+        self.status = MemberStatusWriter(fleet, clock)
+        #: Only the leading replica writes MemberCluster status.
+        self.writes_enabled = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._status_task is None:
+            self._status_task = asyncio.create_task(self._status_loop(), name="member-status")
+
+    async def stop(self) -> None:
+        for task in [self._status_task, *self._background]:
+            if task is not None:
+                task.cancel()
+        for task in [self._status_task, *self._background]:
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._status_task = None
+        self._background.clear()
+        await self.secrets.stop()
+        for name in list(self.members):
+            await self.remove(name)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Member | None:
+        return self.members.get(name)
+
+    def snapshots(self) -> list[ClusterSnapshot]:
+        return [m.snapshot for m in self.members.values()]
+
+    def not_ready(self) -> dict[str, str]:
+        return {
+            name: f"{m.health.reason}: {m.health.message}"
+            for name, m in self.members.items()
+            if not m.ready
+        }
+
+    def taints(self) -> dict[str, tuple[Taint, ...]]:
+        return {name: m.taints for name, m in self.members.items() if m.taints}
+
+    # -- membership -------------------------------------------------------------------------
+
+    async def sync(self, obj: Obj) -> None:
+        """A MemberCluster was added or changed: (re)connect if its kubeconfig changed."""
+        name = (obj.get("metadata") or {}).get("name") or ""
+        self._objects[name] = obj
+        async with self._locks[name]:
+            await self._sync(name, obj)
+
+    async def remove(self, name: str) -> None:
+        self._objects.pop(name, None)
+        async with self._locks[name]:
+            member = self.members.pop(name, None)
+            if member is not None:
+                await self._disconnect(member)
+                self.listener.health_changed(name, False)
+
+    async def _sync(self, name: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            member = self.members.pop(name, None)
+            if member is not None:
+                await self._disconnect(member)
+                self.listener.health_changed(name, False)
+            return
+        labels = dict(meta.get("labels") or {})
+        spec = obj.get("spec") or {}
+        member = self.members.get(name)
+        if member is None:
+            member = self.members[name] = Member(name, labels, cluster_fields(labels))
+        else:
+            member.snapshot.labels = labels
+            member.snapshot.fields = cluster_fields(labels)
+        try:
+            member.taints = parse_taints(spec.get("taints"), "spec.taints")
+        except FieldError as e:
+            log.warning("MemberCluster %s: %s; keeping its previous taints", name, e)
+        member.declared_gang_scheduler = spec.get("gangScheduler") or None
+        member.scheduler_name = spec.get("schedulerName") or None
+        reservation = spec.get("reservation") or {}
+        member.reservation = (
+            (int(reservation.get("ttlSeconds") or 600), float(reservation.get("waitSeconds") or 60))
+            if reservation.get("enabled")
+            else None
+        )
+        ref = spec.get("kubeconfigSecretRef") or {}
+        namespace, secret_name = ref.get("namespace") or "", ref.get("name") or ""
+        self.secrets.watch(namespace)
+        try:
+            secret = await self.fleet.get("v1", "Secret", secret_name, namespace)
+        except ApiError as e:
+            if e.status >= 500:
+                self._resync_later(name)
+                return
+            # Unreadable is not missing: a 403 says what the controller may not do.
+            self._set_health(member, False, c.REASON_KUBECONFIG_SECRET_UNREADABLE, str(e))
+            return
+        except Unreachable as e:
+            log.warning("MemberCluster %s: cannot read its Secret: %s; retrying", name, e)
+            self._resync_later(name)
+            return
+        if secret is None:
+            await self._disconnect(member)
+            self._set_health(
+                member,
+                False,
+                c.REASON_KUBECONFIG_SECRET_MISSING,
+                f"Secret {namespace}/{secret_name} not found",
+            )
+            return
+        key = ref.get("key") or "kubeconfig"
+        fingerprint = hashlib.sha256(
+            json.dumps([secret.get("data"), secret.get("stringData"), key], sort_keys=True).encode()
+        ).hexdigest()
+        if fingerprint == member.fingerprint and member.connection is not None:
+            return
+        await self._disconnect(member)
+        member.fingerprint = fingerprint
+        try:
+            resolved = kubeconfig_from_secret(secret, key)
+            client = self.connect(name, resolved.config)
+        except (KubeconfigError, ValueError) as e:
+            self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
+            return
+        self._connect(member, client)
+
+    def _connect(self, member: Member, client: KubeClient) -> None:
+        now = self.clock.monotonic()
+        member.probe = None
+        member.sources = {
+            "Node": SourceState(failing_since=now),
+            "Pod": SourceState(failing_since=now),
+        }
+        member.health = Health(since=now)  # Connecting: no verdict until it answers
+        member.connection = MemberConnection(
+            member.name,
+            client,
+            _MemberEvents(self, member),
+            fleet_id=self.fleet_id,
+            probe_interval=self.probe_interval,
+        )
+        member.connection.start()
+
+    async def _disconnect(self, member: Member) -> None:
+        connection, member.connection = member.connection, None
+        if connection is not None:
+            await connection.close()
+        member.fingerprint = ""
+        member.reset_snapshot()
+
+    def _secret_changed(self, namespace: str, name: str) -> None:
+        for member, obj in list(self._objects.items()):
+            ref = (obj.get("spec") or {}).get("kubeconfigSecretRef") or {}
+            if ref.get("namespace") == namespace and ref.get("name") == name:
+                self._in_background(self.sync(obj), f"resync-{member}")
+
+    def _resync_later(self, name: str) -> None:
+        async def later() -> None:
+            await asyncio.sleep(self.resync_after_error)
+            obj = self._objects.get(name)
+            if obj is not None:
+                await self.sync(obj)
+
+        self._in_background(later(), f"resync-{name}")
+
+    def _in_background(self, work: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(work, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- health ------------------------------------------------------------------------------
+
+    def refresh_health(self, member: Member) -> None:
+        ready, reason, message = verdict(
+            member.probe, member.sources, self.clock.monotonic(), grace=self.source_grace
+        )
+        self._set_health(member, ready, reason, message)
+
+    def _set_health(self, member: Member, ready: bool, reason: str, message: str) -> None:
+        before = member.health
+        member.health = next_health(before, ready, reason, message, self.clock.monotonic())
+        if member.health.reason != before.reason or member.health.ready != before.ready:
+            log.info(
+                "member %s: %s %s: %s",
+                member.name,
+                "Ready" if ready else "NotReady",
+                reason,
+                message,
+            )
+        if member.health.ready != before.ready:
+            self.listener.health_changed(member.name, ready)
+            self._write_status_soon(member)
+
+    # -- MemberCluster status ------------------------------------------------------------------
+
+    def _write_status_soon(self, member: Member) -> None:
+        if self._status_task is not None and self.writes_enabled:
+            self._in_background(self._write_status(member), f"status-{member.name}")
+
+    async def _status_loop(self) -> None:
+        while True:
+            await self.write_statuses()
+            await asyncio.sleep(self.status_interval)
+
+    async def write_statuses(self) -> None:
+        for member in list(self.members.values()):
+            await self._write_status(member)
+
+    async def _write_status(self, member: Member) -> None:
+        if not self.writes_enabled:
+            return
+        try:
+            await self.status.write(member)
+        except (ApiError, Unreachable) as e:
+            log.debug("cannot write status of MemberCluster %s: %s", member.name, e)
+
+
+class _MemberEvents:
+    """A connection's reports, applied to its member."""
+
+    def __init__(self, registry: MemberRegistry, member: Member) -> None:
+        self.registry = registry
+        self.member = member
+
+    def node_event(self, event: str, obj: Obj) -> None:
+        if apply_node_event(self.member.snapshot, event, obj):
+            self.registry.listener.capacity_changed(self.member.name)
+
+    def pod_event(self, event: str, obj: Obj) -> None:
+        if apply_pod_event(self.member.snapshot, event, obj):
+            self.registry.listener.capacity_changed(self.member.name)
+
+    def job_event(self, event: str, obj: Obj) -> None:
+        self.registry.listener.job_changed(self.member.name, event, obj)
+
+    def source_health(self, source: str, ok: bool, why: str) -> None:
+        state = self.member.sources.setdefault(source, SourceState())
+        state.report(ok, why, self.registry.clock.monotonic())
+        self.registry.refresh_health(self.member)
+
+    def detected(self, gang_scheduler: str | None) -> None:
+        if self.member.detected_gang_scheduler != gang_scheduler:
+            self.member.detected_gang_scheduler = gang_scheduler
+            self.registry.listener.capacity_changed(self.member.name)
+
+    def probed(self, ok: bool, why: str, version: str | None) -> None:
+        self.member.probe = (ok, why)
+        if version:
+            self.member.version = version
+        self.registry.refresh_health(self.member)

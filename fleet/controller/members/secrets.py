@@ -1,0 +1,42 @@
+"""Watch the kubeconfig Secrets that MemberClusters name, so an edited one reconnects at once.
+
+Only the namespaces that hold such Secrets are watched (one informer each), so fleet needs no
+cluster-wide permission on Secrets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from fleet.kube import Informer, KubeClient, Obj
+
+SecretChanged = Callable[[str, str], None]
+
+
+class SecretWatch:
+    """Informers on Secrets, one per namespace, started the first time a namespace is needed."""
+
+    def __init__(self, fleet: KubeClient, on_change: SecretChanged) -> None:
+        self.fleet = fleet
+        self.on_change = on_change
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def watch(self, namespace: str) -> None:
+        if not namespace or namespace in self._tasks:
+            return
+        informer = Informer(self.fleet, "v1", "Secret", self._event, namespace=namespace)
+        self._tasks[namespace] = asyncio.create_task(informer.run(), name=f"secrets-{namespace}")
+
+    def _event(self, _event: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        self.on_change(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+    async def stop(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        for task in self._tasks.values():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = {}

@@ -1,0 +1,160 @@
+"""Placing a bound gang: the engine's decision over the live member snapshots, written first.
+
+The rules come from the placement the binding keeps (synced from its policy): clusterAffinity or
+the ordered clusterAffinities groups (searched from the group the last placement used), the
+clusterTolerations against MemberCluster taints, the clusters the gang failed over from, and
+the members that are not Ready. The chosen assignment is reserved in the member's snapshot
+before the decision is written, so two gangs placed a moment apart never count the same GPUs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fleet.api import PendingReason, rules_of_placement
+from fleet.api import constants as c
+from fleet.controller.context import Job, Shell, save
+from fleet.controller.status_mirror import (
+    binding_conditions,
+    conditions_of,
+    set_scheduled_condition,
+    with_job_condition,
+)
+from fleet.core import lifecycle
+from fleet.core.estimate import estimator_named
+from fleet.core.placement import Decision, place_in_groups
+
+log = logging.getLogger(__name__)
+
+#: The sentence a gang held by the queue carries in its binding.
+QUEUED_MESSAGE = "suspension.scheduling holds the job for the queue"
+
+
+async def hold_for_queue(shell: Shell, job: Job) -> None:
+    """suspension.scheduling: the gang waits for the queue to admit it."""
+    await save(
+        shell,
+        job,
+        lifecycle.queued(job.life),
+        conditions=binding_conditions(
+            shell, job, (c.CONDITION_SCHEDULED, "False", c.REASON_QUEUED, QUEUED_MESSAGE)
+        ),
+    )
+
+
+async def schedule(shell: Shell, job: Job) -> str | None:
+    """Place the gang; the chosen cluster, or None when it waits (the binding says why)."""
+    now = shell.clock.now()
+    rules = rules_of_placement(job.binding.spec.placement)
+    estimator = estimator_named(job.binding.spec.estimator or shell.settings.estimator)
+    members = shell.members
+    for snapshot in members.snapshots():
+        snapshot.expire(shell.clock.monotonic())
+    started = time.perf_counter()
+    result = place_in_groups(
+        job.gang,
+        members.snapshots(),
+        rules.groups,
+        start_at=job.life.affinity_group,
+        affinity=rules.affinity,
+        estimator=estimator,
+        failed_over=job.life.excluded(now),
+        not_ready=members.not_ready(),
+        taints=members.taints(),
+        tolerations=rules.tolerations,
+    )
+    shell.metrics.decision_seconds.observe(time.perf_counter() - started)
+    decision = result.decision
+    chosen = decision.placement
+    if chosen is None:
+        await _wait_for_capacity(shell, job, decision)
+        return None
+    target = members.get(chosen.cluster)
+    assert target is not None
+    target.snapshot.reserve(
+        job.uid, chosen.assignment, shell.clock.monotonic() + shell.settings.reservation_seconds
+    )
+    life = lifecycle.scheduled(job.life, chosen.cluster, now, group=result.group)
+    result_message = lifecycle.result_message(str(chosen))
+    # The binding also says why the other clusters were not chosen.
+    others = "; ".join(decision.sentences())
+    explained = f"{result_message}; not chosen: {others}" if others else result_message
+    try:
+        await save(
+            shell,
+            job,
+            life,
+            status={"pendingReasons": None},
+            conditions=binding_conditions(
+                shell, job, (c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained)
+            ),
+        )
+    except Exception:
+        target.snapshot.release(job.uid)
+        raise
+    shell.triggers.track(job.key, cluster=chosen.cluster, evicting=_evicting(life))
+    shell.metrics.dispatches.inc(chosen.cluster)
+    shell.metrics.pending.set(len(shell.triggers.pending))
+    await shell.events.record(
+        job.workload, "ScheduleBindingSucceed", result_message, component=job.scheduler_name(shell)
+    )
+    log.info("%s: %s", job.key, result_message)
+    return chosen.cluster
+
+
+def _evicting(life: lifecycle.Binding) -> list[str]:
+    return [e.from_cluster for e in life.evictions]
+
+
+async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None:
+    """No cluster can take the gang: the binding lists each cluster's reason, and the gang is
+    retried when capacity, health or policies change (or an exclusion runs out)."""
+    now = shell.clock.now()
+    life = lifecycle.waiting(job.life)
+    reasons = [
+        PendingReason(cluster=r.cluster, reason=r.reason, code=r.category).to_dict()
+        for r in decision.rejections
+    ] or [
+        PendingReason(
+            cluster="(none)", reason="the fleet has no member clusters", code="NoClusters"
+        ).to_dict()
+    ]
+    summary = (
+        decision.summary()
+        if decision.rejections
+        else "0/0 clusters: the fleet has no member clusters"
+    )
+    await save(
+        shell,
+        job,
+        life,
+        status={"pendingReasons": reasons},
+        conditions=binding_conditions(
+            shell, job, (c.CONDITION_SCHEDULED, "False", c.REASON_NO_CLUSTER_FIT, summary)
+        ),
+    )
+    shell.triggers.track(
+        job.key, cluster=None, evicting=_evicting(life), waiting_since=shell.clock.monotonic()
+    )
+    shell.metrics.pending.set(len(shell.triggers.pending))
+    retry_at = life.next_exclusion_end(now)
+    if retry_at is not None:
+        shell.queue.add_after(job.key, retry_at - now + 0.05)
+    await shell.events.record(
+        job.workload,
+        "ScheduleBindingFailed",
+        summary,
+        warning=True,
+        component=job.scheduler_name(shell),
+    )
+    if not conditions_of(job.workload):
+        created = with_job_condition(
+            [],
+            "Created",
+            "FleetPending",
+            f"{job.key.kind} {job.key.name} is created on the fleet and waits for a cluster.",
+            now,
+        )
+        job.workload.setdefault("status", {})["conditions"] = created
+    await set_scheduled_condition(shell, job.workload, "False", c.REASON_NO_CLUSTER_FIT, summary)

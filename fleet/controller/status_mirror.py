@@ -1,0 +1,155 @@
+"""Status: the member copy's state mirrored onto the fleet object and the binding.
+
+Users look at the job they submitted to the fleet (`kubectl get pytorchjob`), so fleet copies the
+member copy's conditions, replica statuses and times onto it, with fleet's own `Scheduled`
+condition in front: the STATE column shows a Kubeflow job's last condition, which must stay the
+job's own. The binding records the per-cluster state (Karmada's aggregatedStatus), the phase the
+lifecycle derives from the job's state, and the FullyApplied and Healthy conditions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.api import ConditionStatus
+from fleet.api import constants as c
+from fleet.api.conditions import condition_of, upsert_condition
+from fleet.controller.context import Job, Shell, save
+from fleet.controller.keys import WorkloadKey
+from fleet.controller.members import Member
+from fleet.core import lifecycle
+from fleet.core.jobstate import job_state
+from fleet.kube import Obj
+
+#: The fleet-side condition fleet puts in front of the mirrored member conditions.
+FLEET_CONDITION = c.CONDITION_SCHEDULED
+#: Member status fields copied to the fleet object as they are.
+MIRRORED_FIELDS = ("replicaStatuses", "startTime", "completionTime", "lastReconcileTime")
+
+
+def conditions_of(obj: Obj) -> list[dict[str, Any]]:
+    return list((obj.get("status") or {}).get("conditions") or [])
+
+
+def with_fleet_condition(
+    conditions: list[dict[str, Any]],
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    now: float,
+) -> list[dict[str, Any]]:
+    """The job's conditions with fleet's `Scheduled` first (see the module docstring)."""
+    return upsert_condition(
+        conditions, FLEET_CONDITION, status, reason, message, now, shape="kubeflow", first=True
+    )
+
+
+def with_job_condition(
+    conditions: list[dict[str, Any]], type_: str, reason: str, message: str, now: float
+) -> list[dict[str, Any]]:
+    """A Kubeflow job condition set True, last (so it is what the STATE column shows)."""
+    rest = [x for x in conditions if x.get("type") != type_]
+    added = upsert_condition([], type_, "True", reason, message, now, shape="kubeflow")
+    return rest + added
+
+
+async def patch_workload_status(shell: Shell, workload: Obj, status: dict[str, Any]) -> None:
+    """Merge-patch the fleet workload's status; `workload` and the cache follow."""
+    meta = workload["metadata"]
+    updated = await shell.fleet.patch(
+        workload["apiVersion"],
+        workload["kind"],
+        meta["name"],
+        {"status": status},
+        meta.get("namespace"),
+        subresource="status",
+    )
+    workload["status"] = updated.get("status")
+    workload["metadata"] = updated["metadata"]
+    shell.triggers.workloads.offer(WorkloadKey.of(workload), updated)
+
+
+async def set_scheduled_condition(
+    shell: Shell, workload: Obj, status: ConditionStatus, reason: str, message: str
+) -> None:
+    """Set fleet's condition on the fleet workload; no write when it is unchanged."""
+    current = conditions_of(workload)
+    conditions = with_fleet_condition(current, status, reason, message, shell.clock.now())
+    if conditions != current:
+        await patch_workload_status(shell, workload, {"conditions": conditions})
+
+
+def binding_conditions(
+    shell: Shell, job: Job, *changes: tuple[str, ConditionStatus, str, str]
+) -> list[dict[str, Any]]:
+    """The binding's conditions with each (type, status, reason, message) set."""
+    current = [
+        x.to_dict() for x in (job.binding.status.conditions if job.binding.status else None) or []
+    ]
+    now = shell.clock.now()
+    for type_, status, reason, message in changes:
+        current = upsert_condition(
+            current,
+            type_,
+            status,
+            reason,
+            message,
+            now,
+            observed_generation=job.binding.metadata.generation,
+        )
+    return current
+
+
+async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
+    """Copy the member copy's state to the fleet object and the binding (each written only
+    when something changed)."""
+    seen = member.job(job.key.api_version, job.key.kind, job.key.namespace, job.key.name)
+    if seen is not None and int(seen["metadata"].get("resourceVersion") or 0) > int(
+        copy["metadata"].get("resourceVersion") or 0
+    ):
+        copy = seen
+    member_status = dict(copy.get("status") or {})
+    state = job_state(member_status)
+    scheduled = condition_of(conditions_of(job.workload), FLEET_CONDITION)
+    result = job.binding.condition(c.CONDITION_SCHEDULED)
+    mirrored: dict[str, Any] = {k: member_status.get(k) for k in MIRRORED_FIELDS}
+    mirrored["conditions"] = with_fleet_condition(
+        list(member_status.get("conditions") or []),
+        "True",
+        c.REASON_SCHEDULED,
+        result.message if result else scheduled.get("message") or f"scheduled to {member.name}",
+        shell.clock.now(),
+    )
+    current = job.workload.get("status") or {}
+    if any(current.get(k) != v for k, v in mirrored.items()):
+        await patch_workload_status(shell, job.workload, mirrored)
+
+    life = lifecycle.observed(job.life, state)
+    health = lifecycle.health_of(state)
+    unhealthy = health == "Unhealthy"
+    await save(
+        shell,
+        job,
+        life,
+        status={
+            "aggregatedStatus": [
+                {"clusterName": member.name, "applied": True, "health": health, "jobState": state}
+            ]
+        },
+        conditions=binding_conditions(
+            shell,
+            job,
+            (
+                c.CONDITION_FULLY_APPLIED,
+                "True",
+                c.REASON_FULLY_APPLIED,
+                f"applied to {member.name}",
+            ),
+            (
+                c.CONDITION_HEALTHY,
+                "False" if unhealthy else "True",
+                c.REASON_UNHEALTHY if unhealthy else c.REASON_HEALTHY,
+                f"{job.key.kind} is {state} in {member.name}",
+            ),
+        ),
+    )

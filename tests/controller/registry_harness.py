@@ -1,0 +1,128 @@
+"""A MemberRegistry on in-memory API servers: the fleet (MemberClusters, kubeconfig Secrets) and
+one server per kubeconfig, reached through the registry's `connect` injection, so every
+connection the registry makes runs its real watches and probe against a server the test steers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import yaml
+
+from fleet.controller.members import MemberRegistry
+from fleet.kube import KubeClient, Obj
+from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
+from tests.controller.harness import FakeClock, node
+from tests.kube.pki import Pem, inline_kubeconfig, make_pem
+
+SECRET_NAMESPACE = "fleet-system"
+FLEET_ID = "fleet-test"
+#: How often each connection probes its member (real seconds: the probe loop's own sleep).
+PROBE_INTERVAL = 0.02
+#: How long a broken watch is tolerated before the member is NotReady (fake clock seconds).
+GRACE = 15.0
+
+
+class Listener:
+    """The registry's listener: what the rest of the controller heard, in order."""
+
+    def __init__(self) -> None:
+        self.health: list[tuple[str, bool]] = []
+        self.capacity: list[str] = []
+        self.jobs: list[tuple[str, str]] = []
+
+    def capacity_changed(self, member: str) -> None:
+        self.capacity.append(member)
+
+    def job_changed(self, member: str, event: str, obj: Obj) -> None:
+        self.jobs.append((member, event))
+
+    def health_changed(self, member: str, ready: bool) -> None:
+        self.health.append((member, ready))
+
+
+def is_probe(request: Any) -> bool:
+    return bool(request.url.path == "/version")
+
+
+def _lists_secrets(request: Any) -> bool:
+    return bool(request.method == "GET" and request.url.path.endswith("/secrets"))
+
+
+class Members:
+    """The fleet, member servers by URL, and a registry that connects to them."""
+
+    def __init__(self, *, grace: float = GRACE) -> None:
+        self.clock = FakeClock()
+        self.fleet_api = MemoryApi(namespaces=("default", "kube-system", SECRET_NAMESPACE))
+        self.servers: dict[str, MemoryApi] = {}
+        self.listener = Listener()
+        self._pem: Pem = make_pem()
+        #: Every client the registry had made, with the server it talks to, in order.
+        self.connected: list[tuple[str, KubeClient]] = []
+        self.registry = MemberRegistry(
+            self.fleet_api.client("fleet"),
+            self.listener,
+            fleet_id=FLEET_ID,
+            clock=self.clock,
+            probe_interval=PROBE_INTERVAL,
+            source_grace=grace,
+            connect=self._connect,
+        )
+        # The registry's Secret watch never finishes its first list here, so every (re)sync in
+        # these tests is one the test started.
+        self.fleet_api.holds.append(_lists_secrets)
+
+    def _connect(self, name: str, config: Mapping[str, Any]) -> KubeClient:
+        (cluster,) = config["clusters"]
+        server = cluster["cluster"]["server"]
+        client = self.servers[server].client(name, retries=1)
+        self.connected.append((server, client))
+        return client
+
+    def server(self, url: str, *, nodes: int = 1) -> MemoryApi:
+        """A member API server at `url` with `nodes` 4-GPU nodes."""
+        api = MemoryApi(MEMBER_KINDS, server=url)
+        for i in range(nodes):
+            api.put(node(f"n{i}"))
+        self.servers[url] = api
+        return api
+
+    def secret(self, name: str, server: str) -> Obj:
+        """The kubeconfig Secret for `name`, pointing at `server` (stored in the fleet)."""
+        text = yaml.safe_dump(inline_kubeconfig(self._pem, server))
+        return self.fleet_api.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"{name}-kubeconfig", "namespace": SECRET_NAMESPACE},
+                "data": {"kubeconfig": base64.b64encode(text.encode()).decode()},
+            }
+        )
+
+    def member_cluster(self, name: str) -> Obj:
+        return self.fleet_api.put(
+            {
+                "apiVersion": "fleet.dev/v1alpha1",
+                "kind": "MemberCluster",
+                "metadata": {"name": name},
+                "spec": {
+                    "kubeconfigSecretRef": {
+                        "namespace": SECRET_NAMESPACE,
+                        "name": f"{name}-kubeconfig",
+                    }
+                },
+            }
+        )
+
+    async def until(self, what: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait until `what` holds (the connection's tasks run on real time)."""
+        async with asyncio.timeout(timeout):
+            while not what():
+                await asyncio.sleep(0.005)
+
+    async def stop(self) -> None:
+        await self.registry.stop()

@@ -1,0 +1,536 @@
+"""The reconciler's transitions, one reconcile at a time, on in-memory API servers and a fake
+clock: what each step writes (the GangBinding, the fleet job, the member copies), the events it
+posts, the counters it moves and what it puts back on the work queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleet.api import constants as c
+from fleet.api import format_time
+from fleet.controller.claims import CLEANUP_RETRY_SECONDS
+from fleet.core import lifecycle
+from fleet.core.placement import AFFINITY, INSUFFICIENT, TAINTED
+from fleet.core.taints import Taint
+from fleet.testing.workloads import gang_policy, pytorchjob
+from tests.controller.harness import NAMESPACE, FakeMember, World, conditions
+
+# The gang every test submits: a Master and two Workers, one GPU each.
+GPUS_NEEDED = 3
+
+
+def policy(name: str = "gang", **kw: Any) -> dict[str, Any]:
+    return gang_policy(name, NAMESPACE, **kw)
+
+
+def placed_on(world: World, key: Any) -> str | None:
+    binding = world.binding(key) or {}
+    clusters = (binding.get("spec") or {}).get("clusters") or []
+    return clusters[0]["name"] if clusters else None
+
+
+def status_of(world: World, key: Any) -> dict[str, Any]:
+    return (world.binding(key) or {}).get("status") or {}
+
+
+def the_other(world: World, name: str) -> FakeMember:
+    (other,) = [m for m in world.members.values() if m.name != name]
+    return other
+
+
+# -- bind --------------------------------------------------------------------------------------
+
+
+async def test_bind_writes_the_binding_with_the_policys_terms_and_a_finalizer_on_the_job():
+    world = World()
+    world.add_member("member-1")
+    gang = policy(max_failovers=2, cluster_names=["member-1"])
+    world.apply_policy(gang)
+    key = world.submit(pytorchjob("job"))
+    uid = world.workload(key)["metadata"]["uid"]
+
+    await world.reconcile(key)
+
+    binding = world.binding(key)
+    assert binding is not None
+    spec = binding["spec"]
+    assert (spec["resource"]["name"], spec["resource"]["uid"]) == ("job", uid)
+    assert [o["uid"] for o in binding["metadata"]["ownerReferences"]] == [uid]
+    assert spec["policy"] == {"kind": "PropagationPolicy", "namespace": NAMESPACE, "name": "gang"}
+    # The failover settings are a snapshot (ACK's Immediately is Karmada's Directly).
+    assert spec["failover"] == {"tolerationSeconds": 30, "purgeMode": "Directly", "maxFailovers": 2}
+    assert spec["placement"] == gang["spec"]["placement"]
+    assert spec["gang"]["minMember"] == 3
+    assert [(x["name"], x["replicas"]) for x in spec["gang"]["components"]] == [
+        ("master", 1),
+        ("worker", 2),
+    ]
+    assert c.FINALIZER in world.workload(key)["metadata"]["finalizers"]
+    assert world.metrics.reconciles.values["ok"] == 1
+
+
+async def test_a_job_no_gang_policy_governs_is_left_alone():
+    world = World()
+    world.add_member("member-1")
+    not_gang = policy()
+    del not_gang["spec"]["placement"]["replicaScheduling"]["customSchedulingType"]
+    world.apply_policy(not_gang)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert world.binding(key) is None
+    assert not world.workload(key)["metadata"].get("finalizers")
+    assert world.members["member-1"].copy("job") is None
+
+
+# -- place -------------------------------------------------------------------------------------
+
+
+async def test_place_writes_the_decision_first_then_creates_the_member_copy():
+    world = World()
+    member = world.add_member("member-1")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    uid = world.workload(key)["metadata"]["uid"]
+
+    await world.reconcile(key)
+
+    binding = world.binding(key)
+    assert placed_on(world, key) == "member-1"
+    assert binding["spec"]["clusters"][0]["components"] == [
+        {"name": "master", "replicas": 1},
+        {"name": "worker", "replicas": 2},
+    ]
+    scheduled = conditions(binding)[c.CONDITION_SCHEDULED]
+    assert (scheduled["status"], scheduled["reason"]) == ("True", c.REASON_SCHEDULED)
+    assert scheduled["message"].startswith(lifecycle.SCHEDULED_PREFIX)
+    assert status_of(world, key)["placementHistory"] == [
+        {"cluster": "member-1", "placedAt": format_time(world.clock.now())}
+    ]
+    (event,) = world.events("ScheduleBindingSucceed", key)
+    assert event["type"] == "Normal" and event["source"]["component"] == "default-scheduler"
+    assert event["message"] == scheduled["message"]
+    # The placement holds its GPUs in the snapshot until the member shows the pods.
+    reservation = member.member.snapshot.reservations()[uid]
+    assert reservation is not None
+    assert member.member.snapshot.total_free("nvidia.com/gpu") == 4 - GPUS_NEEDED
+    assert world.metrics.dispatches.values == {"member-1": 1}
+    # The copy: this fleet's, of this job.
+    copy = member.copy("job")
+    assert copy is not None
+    assert copy["metadata"]["labels"][c.MANAGED_BY_LABEL] == world.settings.fleet_id
+    assert copy["metadata"]["labels"][c.FLEET_UID_LABEL] == uid
+    assert copy["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
+    assert member.api.get("v1", "Namespace", NAMESPACE) is not None
+    # The fleet job shows fleet's Scheduled condition; the binding, the copy's state.
+    assert conditions(world.workload(key))["Scheduled"]["status"] == "True"
+    assert status_of(world, key)["phase"] == "Dispatched"
+    assert conditions(binding)[c.CONDITION_FULLY_APPLIED]["status"] == "True"
+
+
+async def test_a_second_reconcile_of_a_placed_job_writes_nothing():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    writes = len(world.fleet_api.requests) - len(world.fleet_api.asked("GET"))
+    member_writes = len(world.members["member-1"].api.requests)
+
+    await world.reconcile(key)
+
+    assert len(world.fleet_api.requests) - len(world.fleet_api.asked("GET")) == writes
+    assert len(world.members["member-1"].api.requests) == member_writes
+
+
+# -- wait --------------------------------------------------------------------------------------
+
+
+async def test_wait_when_no_member_fits_says_why_per_cluster_and_retries_when_capacity_appears():
+    world = World()
+    small = world.add_member("member-1", gpus=2)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert placed_on(world, key) is None
+    status = status_of(world, key)
+    assert status["phase"] == "Pending"
+    (reason,) = status["pendingReasons"]
+    assert (reason["cluster"], reason["code"]) == ("member-1", INSUFFICIENT)
+    assert reason["reason"]
+    scheduled = conditions(world.binding(key))[c.CONDITION_SCHEDULED]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", c.REASON_NO_CLUSTER_FIT)
+    (event,) = world.events("ScheduleBindingFailed", key)
+    assert event["type"] == "Warning" and event["message"] == scheduled["message"]
+    fleet_side = conditions(world.workload(key))["Scheduled"]
+    assert (fleet_side["status"], fleet_side["reason"]) == ("False", c.REASON_NO_CLUSTER_FIT)
+    assert key in world.triggers.pending and world.metrics.pending.value == 1
+    assert small.copy("job") is None
+
+    # A node joins the member: its watch reports capacity, and the waiting job is retried.
+    mark = len(world.queue.added)
+    small.add_node("member-1-n1", gpus=4)
+    world.triggers.capacity_changed("member-1")
+    await world.until_queued(key, after=mark)
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-1"
+    assert "pendingReasons" not in status_of(world, key)
+    assert key not in world.triggers.pending and world.metrics.pending.value == 0
+    assert small.copy("job") is not None
+
+
+# -- fail over ------------------------------------------------------------------------------------
+
+
+async def placed_and_failed(world: World, key: Any) -> FakeMember:
+    """Place the job, then have its copy fail; the member it failed in."""
+    await world.reconcile(key)
+    first = world.members[placed_on(world, key) or ""]
+    first.set_job_state("job", "Failed")
+    await world.reconcile(key)
+    return first
+
+
+@pytest.mark.parametrize("purge_mode", ["Immediately", "Gracefully"])
+async def test_fail_over_after_toleration_seconds_excludes_the_cluster_and_places_elsewhere(
+    purge_mode: str,
+):
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    world.apply_policy(policy(toleration_seconds=30, purge_mode=purge_mode))
+    key = world.submit(pytorchjob("job"))
+    first = await placed_and_failed(world, key)
+    other = the_other(world, first.name)
+    failed_at = world.clock.now()
+
+    # Within tolerationSeconds the job stays, the window is persisted, and it is looked at
+    # again when the window ends.
+    assert placed_on(world, key) == first.name
+    assert status_of(world, key)["unhealthySince"] == format_time(failed_at)
+    assert world.events("FailoverPending", key)
+    assert [d for k, d in world.queue.later if k == key and 30 <= d <= 31]
+    world.clock.advance(20)
+    await world.reconcile(key)
+    assert placed_on(world, key) == first.name
+
+    world.clock.advance(11)
+    await world.reconcile(key)
+
+    moved_at = format_time(world.clock.now())
+    status = status_of(world, key)
+    assert status["failoverHistory"] == [
+        {"fromCluster": first.name, "reason": "ApplicationFailure", "time": moved_at}
+    ]
+    assert status["failoverCount"] == 1
+    assert status["excludedClusters"] == [{"name": first.name, "reason": "ApplicationFailure"}]
+    assert "unhealthySince" not in status
+    # Written in that order: the failover, then the new placement, then the new copy.
+    assert [w["phase"] for w in world.binding_writes(key) if "phase" in w][-3:] == [
+        "FailingOver",
+        "Scheduled",
+        "Dispatched",
+    ]
+    assert placed_on(world, key) == other.name
+    assert [(s["cluster"], s.get("reason")) for s in status["placementHistory"]] == [
+        (first.name, "ApplicationFailure"),
+        (other.name, None),
+    ]
+    assert other.copy("job") is not None
+    assert world.events("FailoverTriggered", key)
+    assert world.metrics.failovers.values == {"ApplicationFailure": 1}
+    assert first.member.snapshot.reservations().get(world.workload(key)["metadata"]["uid"]) is None
+
+    if purge_mode == "Immediately":
+        # Deleted before the job was placed again.
+        assert first.copy("job") is None
+        assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
+        return
+    # Gracefully: the old copy stays until the new one runs.
+    assert first.copy("job") is not None
+    (task,) = world.binding(key)["spec"]["gracefulEvictionTasks"]
+    assert (task["fromCluster"], task["purgeMode"], task["reason"]) == (
+        first.name,
+        "Gracefully",
+        "ApplicationFailure",
+    )
+    other.set_job_state("job", "Running")
+    await world.reconcile(key)
+    assert first.copy("job") is None
+    assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
+    assert world.events("OldCopyDeleted", key)
+    assert world.metrics.purges.values == {first.name: 1}
+    assert status_of(world, key)["phase"] == "Running"
+
+
+async def test_give_up_after_max_failovers_marks_the_job_failed_on_the_fleet():
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    world.apply_policy(policy(toleration_seconds=30, max_failovers=0))
+    key = world.submit(pytorchjob("job"))
+    first = await placed_and_failed(world, key)
+
+    world.clock.advance(31)
+    await world.reconcile(key)
+
+    status = status_of(world, key)
+    assert status["phase"] == "Failed"
+    healthy = conditions(world.binding(key))[c.CONDITION_HEALTHY]
+    assert (healthy["status"], healthy["reason"]) == ("False", lifecycle.GAVE_UP_REASON)
+    assert "maxFailovers 0" in healthy["message"]
+    failed = conditions(world.workload(key))["Failed"]
+    assert (failed["status"], failed["reason"]) == ("True", lifecycle.GAVE_UP_REASON)
+    (event,) = world.events(lifecycle.GAVE_UP_REASON, key)
+    assert event["type"] == "Warning"
+    assert "failoverHistory" not in status
+    assert placed_on(world, key) == first.name
+    assert the_other(world, first.name).copy("job") is None
+    assert world.metrics.failovers.values == {}
+
+    # Failed for good: later reconciles do not move it.
+    world.clock.advance(3600)
+    await world.reconcile(key)
+    assert placed_on(world, key) == first.name and status_of(world, key)["phase"] == "Failed"
+
+
+# -- delete ------------------------------------------------------------------------------------
+
+
+async def test_delete_removes_the_copy_in_every_member_holding_one_then_the_finalizer():
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    world.apply_policy(policy(toleration_seconds=30, purge_mode="Gracefully"))
+    key = world.submit(pytorchjob("job"))
+    first = await placed_and_failed(world, key)
+    world.clock.advance(31)
+    await world.reconcile(key)
+    other = the_other(world, first.name)
+    assert first.copy("job") is not None and other.copy("job") is not None
+    uid = world.workload(key)["metadata"]["uid"]
+
+    await world.delete(key)
+    assert world.workload(key)["metadata"]["deletionTimestamp"]
+    await world.reconcile(key)
+
+    assert first.copy("job") is None and other.copy("job") is None
+    assert world.workload(key) is None  # the finalizer was the last thing holding it
+    assert all(uid not in m.member.snapshot.reservations() for m in world.members.values())
+    assert key not in world.triggers.known
+
+
+async def test_delete_waits_for_an_unreachable_member_and_says_so():
+    world = World()
+    member = world.add_member("member-1")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    member.set_ready(False)
+
+    await world.delete(key)
+    await world.reconcile(key)
+
+    assert c.FINALIZER in world.workload(key)["metadata"]["finalizers"]
+    (event,) = world.events("CleanupPending", key)
+    assert event["type"] == "Warning" and "member-1" in event["message"]
+    assert (key, CLEANUP_RETRY_SECONDS) in world.queue.later
+
+    member.set_ready(True)
+    await world.reconcile(key)
+    assert member.copy("job") is None
+    assert world.workload(key) is None
+
+
+# -- placement rules -----------------------------------------------------------------------------
+
+
+async def test_cluster_affinities_fall_back_to_the_next_group_and_record_it():
+    world = World()
+    world.add_member("member-1", gpus=2)
+    world.add_member("member-2")
+    groups = policy()
+    groups["spec"]["placement"]["clusterAffinities"] = [
+        {"affinityName": "primary", "clusterNames": ["member-1"]},
+        {"affinityName": "backup", "clusterNames": ["member-2"]},
+    ]
+    world.apply_policy(groups)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-2"
+    assert status_of(world, key)["schedulerObservedAffinityName"] == "backup"
+
+
+async def test_cluster_affinities_use_the_first_group_that_fits():
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    groups = policy()
+    groups["spec"]["placement"]["clusterAffinities"] = [
+        {"affinityName": "primary", "clusterNames": ["member-1"]},
+        {"affinityName": "backup", "clusterNames": ["member-2"]},
+    ]
+    world.apply_policy(groups)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-1"
+    assert status_of(world, key)["schedulerObservedAffinityName"] == "primary"
+
+
+async def test_a_no_schedule_cluster_taint_keeps_the_gang_off_unless_tolerated():
+    world = World()
+    world.add_member("member-1", taints=[Taint("dedicated", "NoSchedule", "inference")])
+    untolerated = policy()
+    world.apply_policy(untolerated)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert placed_on(world, key) is None
+    (reason,) = status_of(world, key)["pendingReasons"]
+    assert (reason["cluster"], reason["code"]) == ("member-1", TAINTED)
+
+    tolerated = policy()
+    tolerated["spec"]["placement"]["clusterTolerations"] = [
+        {"key": "dedicated", "operator": "Equal", "value": "inference", "effect": "NoSchedule"}
+    ]
+    mark = len(world.queue.added)
+    world.apply_policy(tolerated)
+    assert key in world.queue.added[mark:]
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-1"
+    assert (
+        world.binding(key)["spec"]["placement"]["clusterTolerations"]
+        == (tolerated["spec"]["placement"]["clusterTolerations"])
+    )
+
+
+async def test_a_no_execute_cluster_taint_moves_a_placed_gang_after_its_toleration_seconds():
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    tolerating = policy()
+    tolerating["spec"]["placement"]["clusterTolerations"] = [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}
+    ]
+    world.apply_policy(tolerating)
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    first = world.members[placed_on(world, key) or ""]
+    other = the_other(world, first.name)
+
+    first.member.taints = (Taint("maintenance", "NoExecute"),)
+    await world.reconcile(key)
+    assert status_of(world, key)["taintedSince"] == format_time(world.clock.now())
+    world.clock.advance(59)
+    await world.reconcile(key)
+    assert placed_on(world, key) == first.name
+
+    world.clock.advance(2)
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == other.name
+    (record,) = status_of(world, key)["failoverHistory"]
+    assert (record["fromCluster"], record["reason"]) == (first.name, "TaintUntolerated")
+    assert first.copy("job") is None and other.copy("job") is not None
+
+
+async def test_a_cluster_affinity_that_excludes_every_member_says_so():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy(cluster_names=["member-9"]))
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    (reason,) = status_of(world, key)["pendingReasons"]
+    assert (reason["cluster"], reason["code"]) == ("member-1", AFFINITY)
+
+
+# -- claims --------------------------------------------------------------------------------------
+
+
+async def test_preemption_always_moves_the_claim_to_a_higher_priority_gang_policy():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy("low"))
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert world.binding(key)["spec"]["policy"]["name"] == "low"
+
+    high = policy("high", toleration_seconds=90)
+    high["spec"]["priority"] = 10
+    world.apply_policy(high)
+    await world.reconcile(key)
+    assert world.binding(key)["spec"]["policy"]["name"] == "low"  # a claim is kept...
+
+    high["spec"]["preemption"] = "Always"
+    world.apply_policy(high)
+    await world.reconcile(key)
+
+    spec = world.binding(key)["spec"]  # ...unless the higher policy preempts
+    assert spec["policy"]["name"] == "high"
+    assert spec["failover"]["tolerationSeconds"] == 90
+    (event,) = world.events("PolicyClaimChanged", key)
+    assert "high" in event["message"]
+    assert placed_on(world, key) == "member-1"
+
+
+# -- suspension ------------------------------------------------------------------------------------
+
+
+async def test_suspension_scheduling_holds_the_gang_for_the_queue():
+    world = World()
+    member = world.add_member("member-1")
+    queued = policy()
+    queued["spec"]["suspension"] = {"scheduling": True}
+    world.apply_policy(queued)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert status_of(world, key)["phase"] == "Queued"
+    scheduled = conditions(world.binding(key))[c.CONDITION_SCHEDULED]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", c.REASON_QUEUED)
+    assert placed_on(world, key) is None and member.copy("job") is None
+    assert not member.member.snapshot.reservations()
+
+    del queued["spec"]["suspension"]
+    world.apply_policy(queued)
+    await world.reconcile(key)
+    assert placed_on(world, key) == "member-1" and member.copy("job") is not None
+
+
+async def test_suspension_dispatching_places_the_gang_but_creates_no_member_copy():
+    world = World()
+    member = world.add_member("member-1")
+    held = policy()
+    held["spec"]["suspension"] = {"dispatching": True}
+    world.apply_policy(held)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-1"
+    assert member.copy("job") is None
+    applied = conditions(world.binding(key))[c.CONDITION_FULLY_APPLIED]
+    assert (applied["status"], applied["reason"]) == ("False", "DispatchingSuspended")
+    assert world.events("DispatchingSuspended", key)
+
+    del held["spec"]["suspension"]
+    world.apply_policy(held)
+    await world.reconcile(key)
+    assert member.copy("job") is not None
+    assert conditions(world.binding(key))[c.CONDITION_FULLY_APPLIED]["status"] == "True"
