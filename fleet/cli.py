@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import yaml
 
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
 
@@ -91,6 +90,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         lease_seconds=args.lease_seconds,
         lease_namespace=args.lease_namespace,
+        fleet_id=args.fleet_id or "",
+        sweep_interval=args.sweep_interval,
     )
     connection = load(args.kubeconfig, args.context)
     asyncio.run(run(settings, connection, identity=args.id))
@@ -99,36 +100,29 @@ def _cmd_controller(args: argparse.Namespace) -> int:
 
 def _cmd_install(args: argparse.Namespace) -> int:
     from fleet.install import install_crds
-    from fleet.kube import KubeClient, load
+    from fleet.kube import SyncKubeClient, load
 
-    async def go() -> list[str]:
-        client = KubeClient(load(args.kubeconfig, args.context), name="fleet")
-        try:
-            return await install_crds(client)
-        finally:
-            await client.aclose()
-
-    for name in asyncio.run(go()):
-        print(f"customresourcedefinition/{name} applied")
+    with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as client:
+        for name in install_crds(client):
+            print(f"customresourcedefinition/{name} applied")
     return 0
 
 
 def _cmd_join(args: argparse.Namespace) -> int:
     from fleet.install import join, single_context
-    from fleet.kube import KubeClient, load
+    from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 
-    member_config = yaml.safe_load(Path(args.member_kubeconfig).read_text())
-    context = args.member_context or member_config.get("current-context")
-    labels = dict(item.split("=", 1) for item in args.label or [])
-
-    async def go() -> None:
-        client = KubeClient(load(args.kubeconfig, args.context), name="fleet")
-        try:
-            await join(client, args.name, single_context(member_config, context), labels)
-        finally:
-            await client.aclose()
-
-    asyncio.run(go())
+    member_config = read_kubeconfig_file(Path(args.member_kubeconfig))
+    member = single_context(member_config, args.member_context)
+    labels = {}
+    for item in args.label or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            print(f"fleet: error: --label {item!r} is not key=value", file=sys.stderr)
+            return 2
+        labels[key] = value
+    with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as client:
+        join(client, args.name, member, labels)
     print(f"membercluster/{args.name} joined")
     return 0
 
@@ -195,6 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ctl.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
     ctl.add_argument("--id", help="this replica's identity in the lease (default host-pid)")
+    ctl.add_argument(
+        "--fleet-id",
+        default=os.environ.get("FLEET_ID"),
+        help="value of the managed-by label on member objects, so fleets can share members "
+        "(default: fleet- and the start of the fleet's kube-system namespace UID)",
+    )
+    ctl.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=300.0,
+        help="seconds between sweeps for member copies whose fleet object is gone (0: off)",
+    )
     ctl.add_argument("-v", "--verbose", action="store_true")
     ctl.set_defaults(func=_cmd_controller)
     inst = sub.add_parser("install", help="apply fleet's CRDs to the fleet API server")
@@ -224,15 +230,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         from fleet.amc import main as amc
 
         return amc(argv[1:])
+    from fleet.kube import KubeError
+
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except SandboxError as e:
+    except (SandboxError, KubeError) as e:
         print(f"fleet: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("fleet: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug or an unforeseen failure: one line, the traceback on request
+        if os.environ.get("FLEET_DEBUG"):
+            raise
+        print(
+            f"fleet: error: {args.command}: {type(e).__name__}: {e} "
+            "(set FLEET_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Everything stays up afterwards to explore; `fleet sandbox down` stops it all.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -26,20 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from fleet import amc
 from fleet.install import install_crds, join, single_context
-from fleet.kube import KubeClient, load
+from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.sandbox.process import Component, free_ports, start, wait_ready
-from fleet.testing.workloads import (
-    JOB_NAME_LABEL,
-    OUTCOME_LABEL,
-    gang_policy,
-    outcome_template_patch,
-    pytorchjob,
-)
+from fleet.testing.kube import ClusterClient
+from fleet.testing.workloads import JOB_NAME_LABEL, gang_policy, pytorchjob
 
 T = TypeVar("T")
 
@@ -62,6 +54,9 @@ DEMO_CONFIG = SandboxConfig(
         ),
     ]
 )
+
+PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
+BINDING = ("fleet.dev/v1alpha1", "GangBinding")
 
 #: The seeds' PropagationPolicy: Gang, propagateDeps, failover after 30 s, purge Immediately.
 SEED_POLICY = gang_policy(
@@ -135,86 +130,47 @@ def _metrics_up(port: int) -> bool:
         return False
 
 
-async def _setup_fleet(kubeconfig: Path) -> None:
-    fleet = KubeClient(load(str(kubeconfig), "fleet"), name="fleet")
-    try:
-        await install_crds(fleet)
-        config = yaml.safe_load(kubeconfig.read_text())
+def _setup_fleet(kubeconfig: Path) -> None:
+    with SyncKubeClient(load(str(kubeconfig), "fleet"), name="fleet") as fleet:
+        install_crds(fleet)
+        config = read_kubeconfig_file(kubeconfig)
         for member in DEMO_CONFIG.members:
-            await join(fleet, member.name, single_context(config, member.name), member.labels)
-    finally:
-        await fleet.aclose()
+            join(fleet, member.name, single_context(config, member.name), member.labels)
 
 
-class _Api:
-    """Just enough of a synchronous client for the demo's own questions."""
-
-    def __init__(self, kubeconfig: Path, context: str) -> None:
-        self.kubeconfig, self.context = kubeconfig, context
-
-    def run(self, coro: Callable[[KubeClient], Any]) -> Any:
-        async def go() -> Any:
-            client = KubeClient(load(str(self.kubeconfig), self.context), name=self.context)
-            try:
-                return await coro(client)
-            finally:
-                await client.aclose()
-
-        return asyncio.run(go())
-
-    def apply(self, obj: dict[str, Any]) -> None:
-        self.run(lambda c: c.apply(obj, field_manager="fleet-demo"))
-
-    def get(self, api_version: str, kind: str, name: str, namespace: str = "default") -> Any:
-        return self.run(lambda c: c.get(api_version, kind, name, namespace))
-
-    def delete(self, api_version: str, kind: str, name: str, namespace: str = "default") -> None:
-        self.run(lambda c: c.delete(api_version, kind, name, namespace))
-
-    def mark(self, job: str, outcome: str) -> None:
-        """Make a PyTorchJob's pods (and any it starts again) end with `outcome`."""
-        obj = self.get("kubeflow.org/v1", "PyTorchJob", job)
-        template_patch = outcome_template_patch(obj, outcome)
-        self.run(lambda c: c.patch("kubeflow.org/v1", "PyTorchJob", job, template_patch, "default"))
-        pod_patch = {"metadata": {"labels": {OUTCOME_LABEL: outcome}}}
-        names = [pod["metadata"]["name"] for pod in self.pods(job)]
-
-        async def label(client: KubeClient) -> None:
-            for name in names:
-                await client.patch("v1", "Pod", name, pod_patch, "default")
-
-        self.run(label)
-
-    def pods(self, job: str) -> list[dict[str, Any]]:
-        listing = self.run(
-            lambda c: c.list("v1", "Pod", "default", label_selector=f"{JOB_NAME_LABEL}={job}")
-        )
-        return list(listing["items"])
+def _api(kubeconfig: Path, context: str) -> ClusterClient:
+    """A client for the demo's own questions (the same one the end-to-end tests use)."""
+    return ClusterClient(str(kubeconfig), context, field_manager="fleet-demo")
 
 
-def _clear_previous_run(fleet: _Api, kubeconfig: Path) -> None:
+def _pods(kubeconfig: Path, member: str, job: str) -> list[dict[str, Any]]:
+    with _api(kubeconfig, member) as api:
+        return api.pods("default", f"{JOB_NAME_LABEL}={job}")
+
+
+def _clear_previous_run(fleet: ClusterClient, kubeconfig: Path) -> None:
     """A second `fleet demo` on the same sandbox starts from the same clean slate."""
     names = ("pytorch-test", "big-gang")
     for name in names:
-        fleet.delete("kubeflow.org/v1", "PyTorchJob", name)
+        fleet.delete(*PYTORCHJOB, name, "default")
     _wait(
         lambda: (
-            all(_Api(kubeconfig, m.name).pods(n) == [] for m in DEMO_CONFIG.members for n in names)
-            and all(fleet.get("kubeflow.org/v1", "PyTorchJob", n) is None for n in names)
+            all(_pods(kubeconfig, m.name, n) == [] for m in DEMO_CONFIG.members for n in names)
+            and all(fleet.get(*PYTORCHJOB, n, "default") is None for n in names)
         ),
         "the previous demo's jobs to be gone",
     )
 
 
-def _target(fleet: _Api, name: str) -> str | None:
-    binding = fleet.get("fleet.dev/v1alpha1", "GangBinding", f"pytorchjob-{name}")
+def _target(fleet: ClusterClient, name: str) -> str | None:
+    binding = fleet.get(*BINDING, f"pytorchjob-{name}", "default")
     clusters = ((binding or {}).get("spec") or {}).get("clusters") or []
     return clusters[0]["name"] if clusters else None
 
 
 def _running_in(kubeconfig: Path, member: str, job: str) -> bool:
-    pods = _Api(kubeconfig, member).pods(job)
-    return bool(pods) and all(p["status"].get("phase") == "Running" for p in pods)
+    pods = _pods(kubeconfig, member, job)
+    return bool(pods) and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
 def run(state_dir: Path | None = None) -> int:
@@ -228,17 +184,28 @@ def run(state_dir: Path | None = None) -> int:
         )
 
     _step("2. fleet's CRDs, the members joined, the controller started")
-    asyncio.run(_setup_fleet(kubeconfig))
+    _setup_fleet(kubeconfig)
     _start_controller(sandbox)
-    fleet = _Api(kubeconfig, "fleet")
+    with _api(kubeconfig, "fleet") as fleet:
+        _story(fleet, kubeconfig)
+    print(
+        f"\nThe sandbox and the controller keep running. Explore with:\n"
+        f"  export KUBECONFIG={kubeconfig}   # contexts: fleet, member-1, member-2, member-3\n"
+        f"  kubectl amc get pod -M\n"
+        f"Stop everything with: fleet sandbox down"
+        + (f" --state-dir {state_dir}" if state_dir else "")
+    )
+    return 0
+
+
+def _story(fleet: ClusterClient, kubeconfig: Path) -> None:
+    """Steps 2 (members Ready) to 5, on a running sandbox with the controller started."""
     _wait(
         lambda: all(
             any(
                 c["type"] == "Ready" and c["status"] == "True"
                 for c in (
-                    (fleet.get("fleet.dev/v1alpha1", "MemberCluster", m.name, "") or {}).get(
-                        "status"
-                    )
+                    (fleet.get("fleet.dev/v1alpha1", "MemberCluster", m.name) or {}).get("status")
                     or {}
                 ).get("conditions")
                 or []
@@ -256,9 +223,13 @@ def run(state_dir: Path | None = None) -> int:
     fleet.apply(big)
     chosen = _wait(lambda: _target(fleet, "big-gang"), "big-gang placed")
     _wait(lambda: _running_in(kubeconfig, chosen, "big-gang"), "big-gang running")
-    binding = fleet.get("fleet.dev/v1alpha1", "GangBinding", "pytorchjob-big-gang") or {}
+    binding = fleet.get(*BINDING, "pytorchjob-big-gang", "default") or {}
     scheduled = next(
-        (x for x in binding.get("status", {}).get("conditions", []) if x["type"] == "Scheduled"),
+        (
+            x
+            for x in (binding.get("status") or {}).get("conditions") or []
+            if x["type"] == "Scheduled"
+        ),
         {"message": ""},
     )
     print(f"  fleet placed big-gang in {chosen}. The binding says why:")
@@ -273,10 +244,8 @@ def run(state_dir: Path | None = None) -> int:
     first = _wait(lambda: _target(fleet, "pytorch-test"), "pytorch-test placed")
     _wait(lambda: _running_in(kubeconfig, first, "pytorch-test"), "pytorch-test running")
     _wait(
-        lambda: (
-            (fleet.get("kubeflow.org/v1", "PyTorchJob", "pytorch-test") or {})
-            .get("status", {})
-            .get("replicaStatuses")
+        lambda: ((fleet.get(*PYTORCHJOB, "pytorch-test", "default") or {}).get("status") or {}).get(
+            "replicaStatuses"
         ),
         "status mirrored",
     )
@@ -286,8 +255,8 @@ def run(state_dir: Path | None = None) -> int:
     _shell("kubectl amc get pod -M", kubeconfig)
 
     _step(f"5. Failover: pytorch-test fails in {first}; tolerationSeconds is 30")
-    member = _Api(kubeconfig, first)
-    member.mark("pytorch-test", "Failed")
+    with _api(kubeconfig, first) as member:
+        member.mark_job(PYTORCHJOB, "pytorch-test", "default", "Failed")
     started = time.monotonic()
     print(
         "  marked its pods to crash (kwok restarts them as a kubelet would; after backoffLimit 2"
@@ -304,12 +273,3 @@ def run(state_dir: Path | None = None) -> int:
     print(f"  pytorch-test moved {first} -> {second} {time.monotonic() - started:.0f}s later")
     _shell("kubectl amc get pytorchjob -M", kubeconfig)
     _shell("kubectl describe pytorchjob pytorch-test", kubeconfig)
-
-    print(
-        f"\nThe sandbox and the controller keep running. Explore with:\n"
-        f"  export KUBECONFIG={kubeconfig}   # contexts: fleet, member-1, member-2, member-3\n"
-        f"  kubectl amc get pod -M\n"
-        f"Stop everything with: fleet sandbox down"
-        + (f" --state-dir {state_dir}" if state_dir else "")
-    )
-    return 0

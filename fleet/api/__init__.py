@@ -2,7 +2,9 @@
 
 Policies (`policy.one.alibabacloud.com/v1alpha1`, Karmada/ACK One compatible):
 PropagationPolicy, ClusterPropagationPolicy. fleet's own (`fleet.dev/v1alpha1`): MemberCluster,
-GangBinding. CRDs in crds/ are generated from these models by `python -m fleet.api.crdgen`.
+GangBinding. ACK's Kube Queue kinds, served by the fleet: ElasticQuotaTree
+(`scheduling.sigs.k8s.io/v1beta1`), Queue and QueueUnit (`scheduling.x-k8s.io/v1alpha1`).
+CRDs in crds/ are generated from these models by `python -m fleet.api.crdgen`.
 
 Models parse what the API server returns (camelCase) and dump back with `.to_dict()`
 (= model_dump(mode="json", by_alias=True, exclude_none=True)).
@@ -32,10 +34,12 @@ from fleet.api._binding import (
 )
 from fleet.api._cluster import (
     ClusterResources,
+    GangScheduler,
     KubeconfigSecretRef,
     MemberCluster,
     MemberClusterSpec,
     MemberClusterStatus,
+    ReservationSettings,
 )
 from fleet.api._meta import (
     Condition,
@@ -47,6 +51,7 @@ from fleet.api._meta import (
     LabelSelectorRequirement,
     NodeSelectorRequirement,
     ObjectMeta,
+    ObjectReference,
     OwnerReference,
     PrinterColumn,
     Taint,
@@ -80,23 +85,51 @@ from fleet.api._policy import (
     Suspension,
     normalize_purge_mode,
 )
+from fleet.api._queue import Queue, QueuePolicyName, QueueSpec, QueueStatus
+from fleet.api._queueunit import (
+    QueueUnit,
+    QueueUnitPhase,
+    QueueUnitSpec,
+    QueueUnitStatus,
+    queue_unit_name,
+)
+from fleet.api._quota import (
+    ElasticQuotaNode,
+    ElasticQuotaTree,
+    ElasticQuotaTreeSpec,
+    ElasticQuotaTreeStatus,
+    QuotaTreeProblem,
+    QuotaTreeRef,
+    QuotaTreeState,
+)
 from fleet.api._registry import RESOURCES, FleetObject, parse_list, parse_object
-from fleet.api._types import Quantity, ResourceList, format_time, parse_quantity
+from fleet.api._time import (
+    format_age,
+    format_micro_time,
+    format_time,
+    from_epoch,
+    parse_time,
+    to_epoch,
+)
+from fleet.api._types import Quantity, ResourceList
 from fleet.api.conditions import find_condition, is_true, set_condition
 from fleet.api.matching import (
     PolicyMatch,
     Specificity,
     WorkloadRef,
-    affinity_matches,
-    cluster_affinity_spec,
-    cluster_affinity_specs,
-    cluster_fields,
-    cluster_tolerations,
     label_selector_matches,
     match_policy,
     policy_ref,
-    tolerates,
-    untolerated_taints,
+)
+from fleet.api.rules import (
+    PlacementRules,
+    cluster_fields,
+    core_affinity,
+    core_label_selector,
+    core_taints,
+    core_tolerations,
+    placement_rules,
+    rules_of_placement,
 )
 
 __all__ = [
@@ -117,6 +150,10 @@ __all__ = [
     "ConditionStatus",
     "CrdInfo",
     "DecisionConditions",
+    "ElasticQuotaNode",
+    "ElasticQuotaTree",
+    "ElasticQuotaTreeSpec",
+    "ElasticQuotaTreeStatus",
     "ExcludedCluster",
     "FailoverBehavior",
     "FailoverRecord",
@@ -127,6 +164,7 @@ __all__ = [
     "GangBindingStatus",
     "GangComponent",
     "GangEstimator",
+    "GangScheduler",
     "GangSpec",
     "GracefulEvictionTask",
     "KubeModel",
@@ -140,10 +178,12 @@ __all__ = [
     "NodeSelectorRequirement",
     "NormalizedPurgeMode",
     "ObjectMeta",
+    "ObjectReference",
     "OwnerReference",
     "PendingReason",
     "Placement",
     "PlacementRecord",
+    "PlacementRules",
     "PolicyMatch",
     "PolicyPurgeMode",
     "PolicyRef",
@@ -151,7 +191,19 @@ __all__ = [
     "PropagationPolicy",
     "PropagationSpec",
     "Quantity",
+    "Queue",
+    "QueuePolicyName",
+    "QueueSpec",
+    "QueueStatus",
+    "QueueUnit",
+    "QueueUnitPhase",
+    "QueueUnitSpec",
+    "QueueUnitStatus",
+    "QuotaTreeProblem",
+    "QuotaTreeRef",
+    "QuotaTreeState",
     "ReplicaSchedulingStrategy",
+    "ReservationSettings",
     "ResourceList",
     "ResourceSelector",
     "SchedulePriority",
@@ -168,24 +220,29 @@ __all__ = [
     "Toleration",
     "WorkloadRef",
     "WorkloadReference",
-    "affinity_matches",
     "binding_name",
-    "cluster_affinity_spec",
-    "cluster_affinity_specs",
     "cluster_fields",
-    "cluster_tolerations",
     "constants",
+    "core_affinity",
+    "core_label_selector",
+    "core_taints",
+    "core_tolerations",
     "find_condition",
+    "format_age",
+    "format_micro_time",
     "format_time",
+    "from_epoch",
     "is_true",
     "label_selector_matches",
     "match_policy",
     "normalize_purge_mode",
     "parse_list",
     "parse_object",
-    "parse_quantity",
+    "parse_time",
+    "placement_rules",
     "policy_ref",
+    "queue_unit_name",
+    "rules_of_placement",
     "set_condition",
-    "tolerates",
-    "untolerated_taints",
+    "to_epoch",
 ]

@@ -3,6 +3,8 @@
 python -m fleet.simulate --dataset all --out out/simulate      # both datasets, the report
 python -m fleet.simulate --dataset philly --limit 2000          # a quick look
 python -m fleet.simulate --dataset custom --fleet f.yaml --trace t.csv
+python -m fleet.simulate --dataset philly-teams-x5   # Kube Queue: no queue, Priority, Block
+python -m fleet.simulate --dataset philly --queue tree.yaml   # any dataset, your quota tree
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from fleet.core.admission import AdmissionSettings
 from fleet.core.failover import FailoverSettings
 from fleet.simulate import report
 from fleet.simulate.errors import DataError
 from fleet.simulate.faults import Faults, parse_duration, parse_outages
+from fleet.simulate.kubequeue import parse_queue_modes, quota_tree, replay_queued
 from fleet.simulate.metrics import RunResult, summarize
 from fleet.simulate.policies import DEFAULT_POLICIES, make_policy, parse_policies
 from fleet.simulate.scenarios import DEFAULT_DATA_DIR, Options, Scenario, build, expand
@@ -42,12 +46,42 @@ def parser() -> argparse.ArgumentParser:
         "--data-dir",
         type=Path,
         default=DEFAULT_DATA_DIR,
-        help=f"where the public traces are (default {DEFAULT_DATA_DIR})",
+        help="folder of the public traces, .csv or .csv.gz (default: $FLEET_SIM_DATA, else the "
+        f"copies shipped with fleet; now {DEFAULT_DATA_DIR})",
     )
     p.add_argument(
         "--policies",
-        default=",".join(DEFAULT_POLICIES),
-        help="comma list: sum, nodes, random, first, or <best|random|first>@<sum|nodes>",
+        default=None,
+        help="comma list: sum, nodes, random, first, or <best|random|first>@<sum|nodes> "
+        f"(default {','.join(DEFAULT_POLICIES)}; nodes alone with a quota tree)",
+    )
+    p.add_argument(
+        "--queue",
+        type=Path,
+        help="ElasticQuotaTree YAML: queue every job with Kube Queue (namespace = trace team)",
+    )
+    p.add_argument(
+        "--queue-policies",
+        default="none,Priority,Block",
+        help="queue modes compared with a quota tree: none (fleet FIFO), Priority, Block, FIFO",
+    )
+    p.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=AdmissionSettings.placement_timeout,
+        help="seconds a dequeued job may stay unplaced before TimeoutBackoff",
+    )
+    p.add_argument(
+        "--queue-backoff",
+        type=float,
+        default=AdmissionSettings.backoff_seconds,
+        help="first TimeoutBackoff in seconds (doubles per attempt)",
+    )
+    p.add_argument(
+        "--no-quota",
+        choices=("wait", "bypass"),
+        default="wait",
+        help="jobs whose team is in no quota node: wait (default) or bypass the queue",
     )
     p.add_argument("--out", type=Path, default=Path("out/simulate"), help="report folder")
     p.add_argument("--seed", type=int, default=0, help="seed for random choices and faults")
@@ -115,7 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     names = expand(args.dataset)
-    policies = parse_policies(args.policies)
+    modes = parse_queue_modes(args.queue_policies)
+    queue_settings = AdmissionSettings(
+        placement_timeout=args.queue_timeout,
+        backoff_seconds=args.queue_backoff,
+        backoff_limit=max(args.queue_backoff, AdmissionSettings.backoff_limit),
+        no_quota=args.no_quota,
+    )
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
     if args.workers < 1:
@@ -128,6 +168,7 @@ def _run(args: argparse.Namespace) -> int:
         fill_target=args.fill_target,
         fleet=args.fleet,
         trace=args.trace,
+        queue=args.queue,
     )
     settings = FailoverSettings(
         toleration_seconds=parse_duration(args.toleration),
@@ -135,14 +176,29 @@ def _run(args: argparse.Namespace) -> int:
         max_failovers=args.max_failovers,
     )
     scenarios = [build(name, options) for name in names]
+    queued = any(s.quota is not None for s in scenarios)
+    policies = parse_policies(args.policies or ("nodes" if queued else ",".join(DEFAULT_POLICIES)))
     configs = {s.name: _config(args, s, settings) for s in scenarios}
-    tasks = [(s.name, p) for s in scenarios for p in policies]
-    results: dict[tuple[str, str], RunResult] = {}
+    tasks = [
+        (s.name, p, m)
+        for s in scenarios
+        for p in policies
+        for m in (modes if s.quota is not None else [None])
+    ]
+    results: dict[tuple[str, str, str | None], RunResult] = {}
     if args.workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             futures = {
                 task: pool.submit(
-                    _replay_by_name, task[0], options, task[1], args.seed, configs[task[0]]
+                    _replay_by_name,
+                    task[0],
+                    options,
+                    task[1],
+                    args.seed,
+                    configs[task[0]],
+                    task[2],
+                    queue_settings,
+                    len(policies),
                 )
                 for task in tasks
             }
@@ -151,12 +207,20 @@ def _run(args: argparse.Namespace) -> int:
                 _progress(results[task], task[0])
     else:
         by_name = {s.name: s for s in scenarios}
-        for name, policy in tasks:
-            results[(name, policy)] = replay(by_name[name], policy, args.seed, configs[name])
-            _progress(results[(name, policy)], name)
+        for name, policy, mode in tasks:
+            results[(name, policy, mode)] = replay(
+                by_name[name],
+                policy,
+                args.seed,
+                configs[name],
+                mode=mode,
+                queue_settings=queue_settings,
+                policy_count=len(policies),
+            )
+            _progress(results[(name, policy, mode)], name)
     runs = []
     for s in scenarios:
-        rs = [results[(s.name, p)] for p in policies]
+        rs = [results[t] for t in tasks if t[0] == s.name]
         outages = configs[s.name].faults.outages
         runs.append(report.ScenarioRun(s, rs, [summarize(r) for r in rs], outages))
     path = report.write(
@@ -179,16 +243,51 @@ def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSett
     return SimConfig(args.reservation_ttl, args.member_order, faults)
 
 
-def replay(scenario: Scenario, policy: str, seed: int, config: SimConfig) -> RunResult:
-    """One policy over one scenario."""
+def replay(
+    scenario: Scenario,
+    policy: str,
+    seed: int,
+    config: SimConfig,
+    *,
+    mode: str | None = None,
+    queue_settings: AdmissionSettings | None = None,
+    policy_count: int = 1,
+) -> RunResult:
+    """One policy over one scenario; with a quota tree, under queue `mode` (see kubequeue)."""
     members = [m.name for m in scenario.fleet.members]
-    return simulate(scenario.fleet, scenario.trace, make_policy(policy, members, seed), config)
+    if mode is None or scenario.quota is None:
+        return simulate(scenario.fleet, scenario.trace, make_policy(policy, members, seed), config)
+    return replay_queued(
+        scenario.fleet,
+        scenario.trace,
+        make_policy(policy, members, seed),
+        config,
+        tree=quota_tree(scenario.quota, scenario.name),
+        mode=mode,
+        settings=queue_settings,
+        label=mode if policy_count == 1 else f"{policy}, {mode}",
+    )
 
 
 def _replay_by_name(
-    name: str, options: Options, policy: str, seed: int, config: SimConfig
+    name: str,
+    options: Options,
+    policy: str,
+    seed: int,
+    config: SimConfig,
+    mode: str | None = None,
+    queue_settings: AdmissionSettings | None = None,
+    policy_count: int = 1,
 ) -> RunResult:
-    return replay(build(name, options), policy, seed, config)
+    return replay(
+        build(name, options),
+        policy,
+        seed,
+        config,
+        mode=mode,
+        queue_settings=queue_settings,
+        policy_count=policy_count,
+    )
 
 
 def _progress(result: RunResult, scenario: str) -> None:
@@ -213,6 +312,11 @@ def _settings(
     }
     if args.limit:
         out["limit"] = args.limit
+    if args.queue:
+        out["quota tree"] = str(args.queue)
+    out["queue modes (with a quota tree)"] = args.queue_policies
+    out["queue placement timeout (s)"] = args.queue_timeout
+    out["queue backoff (s)"] = args.queue_backoff
     if args.failures or args.outages:
         out["job failure probability"] = args.failures
         out["outages"] = args.outages

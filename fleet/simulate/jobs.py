@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from enum import Enum
 
-from fleet.core.failover import CLEAR, Timers
+from fleet.core import lifecycle
 from fleet.simulate.trace import JobSpec
 
 
@@ -55,11 +55,10 @@ class SimJob:
         "copy",
         "dispatched_at",
         "end",
-        "excluded",
-        "failovers",
         "first_start",
         "gen",
         "key",
+        "life",
         "lost_gpu_seconds",
         "member",
         "mis_dispatches",
@@ -72,7 +71,6 @@ class SimJob:
         "spec",
         "state",
         "stuck_in",
-        "timers",
     )
 
     def __init__(self, spec: JobSpec, seq: int) -> None:
@@ -95,18 +93,21 @@ class SimJob:
         #: Seconds waiting on the fleet (no member fits).
         self.pending_since = spec.submit
         self.pending_total = 0.0
-        self.failovers = 0
-        self.timers: Timers = CLEAR
+        #: The binding the controller would keep for this job: failovers, exclusions, timers
+        #: and evictions change only through fleet.core.lifecycle, as in the controller.
+        self.life = lifecycle.Binding()
         #: Bumped whenever scheduled failover checks become stale.
         self.gen = 0
-        #: cluster -> (excluded until, or None for good; why), after failovers.
-        self.excluded: dict[str, tuple[float | None, str]] = {}
         self.lost_gpu_seconds = 0.0
         self.queue_key: Hashable = spec.shape
 
     @property
     def gpus(self) -> int:
         return self.spec.shape.gpus
+
+    @property
+    def failovers(self) -> int:
+        return self.life.failover_count
 
     def next_attempt(self) -> None:
         self.attempt += 1

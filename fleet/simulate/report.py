@@ -15,8 +15,10 @@ from typing import Any
 from fleet.core.resources import GPU
 from fleet.simulate import plots
 from fleet.simulate.faults import Outage
+from fleet.simulate.kubequeue import quota_tree
 from fleet.simulate.metrics import CLASSES, RunResult, binned, write_jobs_csv, write_json
 from fleet.simulate.scenarios import Scenario
+from fleet.simulate.teamreport import team_figures, team_plots, team_section
 
 
 @dataclass
@@ -71,10 +73,34 @@ def write(
         images = _plots(folder, run) if plots_enabled else []
         metrics["scenarios"][run.scenario.name] = _scenario_metrics(run)
         sections.append(_section(run, images))
+        if run.scenario.quota is not None:
+            sections[-1] += "\n\n" + _teams(folder, run, metrics, plots_enabled)
     write_json(out / "metrics.json", metrics)
     report = out / "report.md"
     report.write_text(_document(settings, sections), encoding="utf-8")
     return report
+
+
+def _teams(folder: Path, run: ScenarioRun, metrics: dict[str, Any], plots_enabled: bool) -> str:
+    """The per-team part of a scenario with a quota tree (fleet.simulate.teamreport)."""
+    s = run.scenario
+    assert s.quota is not None
+    tree = quota_tree(s.quota, s.name)
+    labels = [r.policy for r in run.results]
+    figures = [team_figures(r, tree) for r in run.results]
+    metrics["scenarios"][s.name]["teams"] = {
+        label: {team: f.as_json() for team, f in by_team.items()}
+        for label, by_team in zip(labels, figures, strict=True)
+    }
+    metrics["scenarios"][s.name]["queue_counters"] = {
+        r.policy: {k: v for k, v in r.counters.items() if k.startswith("queue_")}
+        for r in run.results
+    }
+    lines = [f"### Per team (`{s.name}`)", "", *team_section(labels, figures, human), ""]
+    if plots_enabled:
+        for file, alt in team_plots(labels, figures, s.fleet.total(GPU), folder, s.name):
+            lines += [f"![{alt}]({s.name}/{file})", ""]
+    return "\n".join(lines)
 
 
 def _scenario_metrics(run: ScenarioRun) -> dict[str, Any]:

@@ -5,7 +5,12 @@
   drawn from the v2023 pod list until their GPU requests reach 130% of capacity.
 * `alibaba-philly` — the same nodes under the Philly trace's gangs.
 * `alibaba-replay` — the pod list replayed by its own timestamps (light: ~1% of the GPUs).
+* `philly-teams` — `philly` with a quota tree: each VC a team with min = its GPUs and max twice
+  that (`fleet.simulate.kubequeue.philly_teams_tree`), all sharing the pooled members; runs
+  compare no queue with Kube Queue's policies.
 * `custom` — `--fleet` and `--trace` files.
+
+`--queue FILE` puts an ElasticQuotaTree on any scenario.
 
 A `-xN` suffix compresses arrivals N times (`philly-x5`): more load on the same fleet, the
 same jobs. The recorded Philly load never fills the pooled fleet, so the contention figures
@@ -16,10 +21,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from fleet.simulate.csvio import locate
 from fleet.simulate.fleets import FleetSpec, alibaba_fleet, load_fleet, philly_fleet
+from fleet.simulate.kubequeue import fleet_vcs, load_tree, philly_teams_tree
 from fleet.simulate.trace import (
     JobSpec,
     fill_workload,
@@ -30,11 +38,11 @@ from fleet.simulate.trace import (
     replay_pods,
 )
 
-#: The public traces ship beside the repository (`../shared/data`); FLEET_SIM_DATA overrides.
-DEFAULT_DATA_DIR = Path(
-    os.environ.get("FLEET_SIM_DATA")
-    or Path(__file__).resolve().parents[2].parent / "shared" / "data"
-)
+#: The public traces ship inside the package, gzip-compressed, with their sources and licences
+#: (`data/README.md`), so a clone or an installed wheel can replay them; FLEET_SIM_DATA (or
+#: `--data-dir`) names another copy, compressed or not.
+PACKAGED_DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_DATA_DIR = Path(os.environ.get("FLEET_SIM_DATA") or PACKAGED_DATA_DIR)
 PHILLY_JOBS = "philly-jobs.csv"
 PHILLY_VCS = "philly-vcs.csv"
 ALIBABA_NODES = "alibaba-v2023-gpu-nodes.csv"
@@ -42,7 +50,7 @@ ALIBABA_PODS = "alibaba-v2023-pods-default.csv"
 
 #: What `--dataset all` runs: both datasets, as recorded and under contention.
 ALL = ("philly", "philly-x5", "alibaba", "alibaba-philly-x20")
-BASES = ("philly", "alibaba", "alibaba-philly", "alibaba-replay", "custom")
+BASES = ("philly", "philly-teams", "alibaba", "alibaba-philly", "alibaba-replay", "custom")
 SOURCES = {
     "philly": "Microsoft Philly trace (Sep-Dec 2017), via petuum/adaptdl `osdi21-artifact` "
     "`simulator/traces/philly.csv` (derived from msr-fiddle/philly-traces, Apache-2.0); VC "
@@ -63,6 +71,8 @@ class Scenario:
     load: str
     source: str
     time_scale: float = 1.0
+    #: An ElasticQuotaTree spec: runs then compare queue modes (`fleet.simulate.kubequeue`).
+    quota: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,7 @@ class Options:
     fill_target: float = 1.3
     fleet: Path | None = None
     trace: Path | None = None
+    queue: Path | None = None
 
 
 _SUFFIX = re.compile(r"^(?P<base>[a-z-]+?)(?:-x(?P<scale>\d+(?:\.\d+)?))?$")
@@ -101,6 +112,13 @@ def expand(text: str) -> list[str]:
 
 
 def build(name: str, options: Options) -> Scenario:
+    scenario = _build(name, options)
+    if options.queue is not None:
+        scenario = replace(scenario, quota=load_tree(options.queue))
+    return scenario
+
+
+def _build(name: str, options: Options) -> Scenario:
     match = _SUFFIX.match(name)
     if match is None:
         raise ValueError(f"unknown dataset {name!r}")
@@ -108,8 +126,10 @@ def build(name: str, options: Options) -> Scenario:
     scale = float(match.group("scale")) if match.group("scale") else options.time_scale
     data = options.data_dir
     if base == "philly":
-        fleet = philly_fleet(data / PHILLY_VCS)
-        jobs = prepare(load_philly(data / PHILLY_JOBS), limit=options.limit, time_scale=scale)
+        fleet = philly_fleet(locate(data, PHILLY_VCS))
+        jobs = prepare(
+            load_philly(locate(data, PHILLY_JOBS)), limit=options.limit, time_scale=scale
+        )
         return Scenario(
             name,
             "Philly trace on its 11 virtual clusters",
@@ -120,9 +140,28 @@ def build(name: str, options: Options) -> Scenario:
             SOURCES["philly"],
             scale,
         )
+    if base == "philly-teams":
+        fleet = philly_fleet(locate(data, PHILLY_VCS))
+        jobs = prepare(
+            load_philly(locate(data, PHILLY_JOBS)), limit=options.limit, time_scale=scale
+        )
+        tree = philly_teams_tree(fleet_vcs(fleet), {j.team for j in jobs}, fleet.total())
+        return Scenario(
+            name,
+            "Philly's virtual clusters as teams with quotas, sharing the pooled members",
+            fleet,
+            jobs,
+            "time",
+            _scaled(f"{len(jobs):,} jobs, each in its VC's namespace", scale),
+            SOURCES["philly"],
+            scale,
+            tree,
+        )
     if base == "alibaba-philly":
-        fleet = alibaba_fleet(data / ALIBABA_NODES)
-        jobs = prepare(load_philly(data / PHILLY_JOBS), limit=options.limit, time_scale=scale)
+        fleet = alibaba_fleet(locate(data, ALIBABA_NODES))
+        jobs = prepare(
+            load_philly(locate(data, PHILLY_JOBS)), limit=options.limit, time_scale=scale
+        )
         return Scenario(
             name,
             "Philly gangs on the Alibaba v2023 GPU nodes",
@@ -134,8 +173,8 @@ def build(name: str, options: Options) -> Scenario:
             scale,
         )
     if base == "alibaba":
-        fleet = alibaba_fleet(data / ALIBABA_NODES)
-        pods = load_alibaba_pods(data / ALIBABA_PODS)
+        fleet = alibaba_fleet(locate(data, ALIBABA_NODES))
+        pods = load_alibaba_pods(locate(data, ALIBABA_PODS))
         jobs = fill_workload(pods, fleet.total(), target=options.fill_target, seed=options.seed)
         if options.limit is not None:
             jobs = jobs[: options.limit]
@@ -155,9 +194,9 @@ def build(name: str, options: Options) -> Scenario:
             1.0,
         )
     if base == "alibaba-replay":
-        fleet = alibaba_fleet(data / ALIBABA_NODES)
+        fleet = alibaba_fleet(locate(data, ALIBABA_NODES))
         jobs = prepare(
-            replay_pods(load_alibaba_pods(data / ALIBABA_PODS)),
+            replay_pods(load_alibaba_pods(locate(data, ALIBABA_PODS))),
             limit=options.limit,
             time_scale=scale,
         )

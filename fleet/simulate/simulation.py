@@ -24,17 +24,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from fleet.core.failover import (
-    CLEAR,
-    GiveUp,
-    Move,
-    Observation,
-    Stay,
-    delete_before_placing,
-    exclusion_until,
-    purge_old_copy,
-    still_excluded,
-)
+from fleet.core import lifecycle
+from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.simulate.faults import FailoverJudge, Faults, core_judge
 from fleet.simulate.fleets import FleetSpec
@@ -191,7 +182,7 @@ class Simulation:
     def _try_dispatch(self, job: SimJob) -> bool:
         now = self.now
         self.counters["decisions"] += 1
-        failed_over = {name: why for name, (_, why) in job.excluded.items()}
+        failed_over = job.life.excluded(now)
         decision = self.policy.decide(
             job.spec.shape.gang, self._view_list, not_ready=self._down, failed_over=failed_over
         )
@@ -205,6 +196,7 @@ class Simulation:
         job.pending_total += now - job.pending_since
         job.state = State.WAITING
         job.member = name
+        job.life = lifecycle.scheduled(job.life, name, now)
         job.dispatched_at = now
         self._last_change = now
         member = self.members[name]
@@ -311,26 +303,30 @@ class Simulation:
         member = self.members[job.member]
         observed = Observation(cluster_ready=not member.down, job_failed=job.state is State.FAILED)
         verdict = self.judge(
-            observed, job.timers, self.now, failovers=job.failovers, cluster=job.member
+            observed, job.life.timers, self.now, failovers=job.failovers, cluster=job.member
         )
         if isinstance(verdict, Stay):
-            job.timers = verdict.timers
+            job.life = lifecycle.with_timers(job.life, verdict.timers)
             job.gen += 1
             if verdict.recheck_at is not None:
                 self._push(verdict.recheck_at, CHECK, (job, job.gen))
         elif isinstance(verdict, Move):
             self._last_change = self.now
-            self._evict(job)
+            moved = lifecycle.failed_over(
+                job.life,
+                verdict,
+                self.config.faults.settings,
+                self.now,
+                old_cluster_reachable=not member.down,
+            )
+            self._evict(job, delete_now=moved.delete_old_copy)
             self.counters["failovers"] += 1
-            job.failovers += 1
-            assert job.member is not None
-            until = exclusion_until(self.config.faults.settings, self.now)
-            job.excluded[job.member] = (until, f"{verdict.reason}: {verdict.message}")
+            job.life = moved.binding
+            until = moved.binding.exclusions[-1].until
             if until is not None:
-                self._push(until, UNEXCLUDE, (job, job.member, until))
+                self._push(until, UNEXCLUDE, (job, job.member))
             self._leave_member(job)
             job.member = None
-            job.timers = CLEAR
             job.next_attempt()
             job.state = State.PENDING
             job.pending_since = self.now
@@ -339,13 +335,18 @@ class Simulation:
         else:
             assert isinstance(verdict, GiveUp)
             self._last_change = self.now
-            self._evict(job)
+            mode = self.config.faults.settings.purge_mode_for(verdict.reason)
+            self._evict(
+                job, delete_now=delete_before_placing(mode, old_cluster_reachable=not member.down)
+            )
             self._leave_member(job)
+            job.life = lifecycle.gave_up(job.life, verdict)
             job.state = State.GAVE_UP
             job.end = self.now
 
-    def _evict(self, job: SimJob) -> None:
-        """Take the job's current copy out of its member, as a failover or give-up does."""
+    def _evict(self, job: SimJob, *, delete_now: bool) -> None:
+        """Take the job's current copy out of its member, as a failover or give-up does;
+        `delete_now` as the lifecycle decided (purge mode Directly, cluster reachable)."""
         assert job.member is not None
         member = self.members[job.member]
         now = self.now
@@ -364,28 +365,28 @@ class Simulation:
             job.lost_gpu_seconds += (now - copy.started) * copy.gpus
             copy.zombie = True
             copy.evicted_at = now
-            mode = self.config.faults.settings.purge_mode
-            if delete_before_placing(mode, old_cluster_reachable=not member.down):
+            if delete_now:
                 self._free(copy)
                 self.counters["purged"] += 1
             else:
                 self._zombies.setdefault(job, []).append(copy)
 
     def _purge(self, copy: Copy) -> None:
+        """The binding's eviction for this copy decides, as in the controller: no eviction
+        (purge mode Never) keeps it until it ends by itself."""
         job = copy.job
-        settings = self.config.faults.settings
-        decision = purge_old_copy(
-            settings.purge_mode,
-            evicted_at=copy.evicted_at,
-            successor_running=job.state is State.RUNNING,
+        evictions = [e for e in job.life.evictions if e.from_cluster == copy.member]
+        plan = lifecycle.purge_plan(
+            evictions,
+            successor="Running" if job.state is State.RUNNING else None,
             now=self.now,
-            grace_period_seconds=settings.grace_period_seconds,
         )
-        if decision.delete:
+        if plan.delete:
             self._free(copy)
             self.counters["purged"] += 1
-        elif decision.recheck_at is not None:
-            self._push(decision.recheck_at, PURGE, copy)
+            job.life = lifecycle.evictions_done(job.life, [copy.member])
+        elif plan.recheck_at is not None:
+            self._push(plan.recheck_at, PURGE, copy)
 
     def _on_purge(self, copy: Copy) -> None:
         if copy.alive and not self.members[copy.member].down:
@@ -396,12 +397,10 @@ class Simulation:
         if gen == job.gen and job.state in (State.WAITING, State.RUNNING, State.FAILED):
             self._judge(job)
 
-    def _on_unexclude(self, payload: tuple[SimJob, str, float]) -> None:
-        job, name, until = payload
-        entry = job.excluded.get(name)
-        if entry is None or entry[0] != until or still_excluded(until, self.now):
-            return
-        del job.excluded[name]
+    def _on_unexclude(self, payload: tuple[SimJob, str]) -> None:
+        job, name = payload
+        if name in job.life.excluded(self.now):
+            return  # excluded again (a later failover from the same cluster)
         if job.state is State.PENDING:
             self.queue.remove(job)
             job.queue_key = self._queue_key(job)
@@ -409,12 +408,12 @@ class Simulation:
         else:
             job.queue_key = self._queue_key(job)
 
-    @staticmethod
-    def _queue_key(job: SimJob) -> object:
+    def _queue_key(self, job: SimJob) -> object:
         """Jobs are interchangeable on the fleet queue when shape and exclusions agree."""
-        if not job.excluded:
+        excluded = job.life.excluded(self.now)
+        if not excluded:
             return job.spec.shape
-        return (job.spec.shape, frozenset(job.excluded))
+        return (job.spec.shape, frozenset(excluded))
 
     def _on_outage_start(self, name: str) -> None:
         self._outages[name] = self._outages.get(name, 0) + 1

@@ -7,13 +7,28 @@ from pathlib import Path
 
 import pytest
 
-from fleet.simulate import load_philly, make_policy, philly_fleet, simulate, summarize
+from fleet.simulate import (
+    alibaba_fleet,
+    load_alibaba_pods,
+    load_philly,
+    make_policy,
+    philly_fleet,
+    simulate,
+    summarize,
+)
 from fleet.simulate.cli import main
-from fleet.simulate.scenarios import DEFAULT_DATA_DIR, PHILLY_JOBS, PHILLY_VCS, expand
+from fleet.simulate.csvio import locate
+from fleet.simulate.scenarios import (
+    ALIBABA_NODES,
+    ALIBABA_PODS,
+    PACKAGED_DATA_DIR,
+    PHILLY_JOBS,
+    PHILLY_VCS,
+    Options,
+    build,
+    expand,
+)
 from fleet.simulate.trace import prepare
-
-HAVE_DATA = (DEFAULT_DATA_DIR / PHILLY_JOBS).exists() and (DEFAULT_DATA_DIR / PHILLY_VCS).exists()
-needs_data = pytest.mark.skipif(not HAVE_DATA, reason=f"public traces not in {DEFAULT_DATA_DIR}")
 
 
 def custom_files(tmp_path: Path) -> tuple[Path, Path]:
@@ -77,10 +92,21 @@ def test_dataset_names_expand():
     assert expand("philly-x2.5,philly") == ["philly-x2.5", "philly"]
 
 
-@needs_data
+def test_the_shipped_traces_are_complete():
+    """The package carries all four public files, whole (the counts their README states)."""
+    assert len(load_philly(locate(PACKAGED_DATA_DIR, PHILLY_JOBS))) == 82_247
+    assert philly_fleet(locate(PACKAGED_DATA_DIR, PHILLY_VCS)).describe() == (
+        "11 members, 352 nodes, 2816 GPUs"
+    )
+    nodes = alibaba_fleet(locate(PACKAGED_DATA_DIR, ALIBABA_NODES))
+    assert sum(len(m.nodes) for m in nodes.members) == 1213 and nodes.total() == 6212
+    assert len(load_alibaba_pods(locate(PACKAGED_DATA_DIR, ALIBABA_PODS))) == 8152
+    assert (PACKAGED_DATA_DIR / "README.md").is_file()
+
+
 def test_a_philly_slice_parses_and_replays():
-    jobs = prepare(load_philly(DEFAULT_DATA_DIR / PHILLY_JOBS), limit=400, time_scale=20)
-    fleet = philly_fleet(DEFAULT_DATA_DIR / PHILLY_VCS)
+    jobs = prepare(load_philly(locate(PACKAGED_DATA_DIR, PHILLY_JOBS)), limit=400, time_scale=20)
+    fleet = philly_fleet(locate(PACKAGED_DATA_DIR, PHILLY_VCS))
     assert fleet.describe() == "11 members, 352 nodes, 2816 GPUs"
     for policy in ("sum", "nodes"):
         result = simulate(fleet, jobs, make_policy(policy, [m.name for m in fleet.members]))
@@ -95,8 +121,16 @@ def test_a_philly_slice_parses_and_replays():
         assert 0 < s["gpu_utilization_mean"] <= 1
 
 
-@needs_data
-def test_the_command_runs_a_philly_slice(tmp_path):
+@pytest.mark.parametrize("dataset", ["philly", "philly-teams", "alibaba", "alibaba-philly"])
+def test_every_dataset_builds_from_the_packaged_traces(dataset):
+    """Each dataset finds the traces shipped in the package (gzip) on its own."""
+    scenario = build(dataset, Options(data_dir=PACKAGED_DATA_DIR, limit=50))
+    assert scenario.trace and scenario.fleet.members
+
+
+def test_the_command_runs_a_philly_slice(tmp_path, monkeypatch):
+    """No --data-dir: the copies shipped in the package are found on their own."""
+    monkeypatch.delenv("FLEET_SIM_DATA", raising=False)
     out = tmp_path / "o"
     assert (
         main(
@@ -119,3 +153,21 @@ def test_the_command_runs_a_philly_slice(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["scenarios"]["philly"]["policies"]["nodes"]["jobs"] == 300
     assert metrics["settings"]["job failure probability"] == 0.05
+
+
+def test_data_dir_reads_uncompressed_copies(tmp_path):
+    """`--data-dir` names another copy of the traces; plain CSVs are read as well as .csv.gz."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / PHILLY_VCS).write_text("vc,node num\nab,2\ncd,1\n", encoding="utf-8")
+    (data / PHILLY_JOBS).write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 07:01:55,66.0,1,66.0,ab\n2017-10-09 07:02:00,10,16,160,cd\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "o"
+    code = main(["--dataset", "philly", "--data-dir", str(data), "--out", str(out), "--no-plots"])
+    assert code == 0
+    philly = json.loads((out / "metrics.json").read_text())["scenarios"]["philly"]
+    assert philly["fleet"] == "2 members, 3 nodes, 24 GPUs"
+    assert philly["policies"]["sum"]["jobs"] == 2

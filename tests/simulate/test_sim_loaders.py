@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from fleet.simulate import (
     philly_fleet,
     philly_shape,
 )
+from fleet.simulate.csvio import locate
 from fleet.simulate.faults import parse_duration, parse_outages
 from fleet.simulate.trace import prepare
 
@@ -74,6 +76,28 @@ def test_header_problems_point_at_line_1(tmp_path):
         load_trace(write(tmp_path, "e.csv", ""))
     with pytest.raises(DataError, match="cannot read"):
         load_trace(tmp_path / "missing.csv")
+
+
+def test_a_gzip_file_reads_as_its_csv_and_a_plain_copy_is_preferred(tmp_path):
+    packed = tmp_path / "p.csv.gz"
+    packed.write_bytes(gzip.compress(PHILLY.encode()))
+    assert locate(tmp_path, "p.csv") == packed  # only the compressed copy exists
+    assert load_philly(packed) == load_philly(write(tmp_path, "plain.csv", PHILLY))
+    bad = tmp_path / "bad.csv.gz"
+    bad.write_bytes(gzip.compress((PHILLY + "2017-10-09 07:01:55,66.0,0,66.0,x\n").encode()))
+    with pytest.raises(DataError, match=r"bad\.csv\.gz:5: num_gpus: must be at least 1"):
+        load_philly(bad)
+    truncated = tmp_path / "cut.csv.gz"
+    truncated.write_bytes(gzip.compress(PHILLY.encode())[:-12])
+    with pytest.raises(DataError, match=r"cut\.csv\.gz: cannot read"):
+        load_philly(truncated)
+    not_gzip = write(tmp_path, "fake.csv.gz", PHILLY)
+    with pytest.raises(DataError, match=r"fake\.csv\.gz: cannot read"):
+        load_philly(not_gzip)
+    assert locate(tmp_path, "p.csv") == packed
+    write(tmp_path, "p.csv", PHILLY)
+    assert locate(tmp_path, "p.csv") == tmp_path / "p.csv"  # an uncompressed copy wins
+    assert locate(tmp_path, "none.csv") == tmp_path / "none.csv"  # the error names what was asked
 
 
 def test_custom_trace_format(tmp_path):

@@ -210,8 +210,14 @@ def test_an_outage_moves_the_job_after_the_toleration_and_purges_the_copy_on_ret
     )
     result = sim.run()
     j = by_id(result)["J"]
-    assert j.failovers == 1 and j.member == "b" and "a" in j.excluded
-    assert "ClusterLost" in j.excluded["a"][1]
+    assert j.failovers == 1 and j.member == "b" and "a" in j.life.excluded(result.end)
+    assert j.life.excluded(result.end)["a"] == "ClusterLost"
+    # The same record the controller keeps in the GangBinding:
+    assert [(f.from_cluster, f.reason, f.at) for f in j.life.failovers] == [
+        ("a", "ClusterLost", 310)
+    ]
+    assert [(s.cluster, s.removed_at) for s in j.life.stays] == [("a", 310), ("b", None)]
+    assert j.life.evictions == ()  # the old copy was purged when the outage ended
     assert j.first_start == 0 and j.end == 310 + 2000
     assert j.lost_gpu_seconds == 310 * 8
     assert result.counters["purged"] == 1
@@ -236,7 +242,8 @@ def test_a_job_that_keeps_failing_gives_up_after_max_failovers():
     )
     result = run(fleet, [job("J", 0, 100, 1, 8)], "first", SimConfig(faults=faults))
     j = by_id(result)["J"]
-    assert j.state is State.GAVE_UP and j.failovers == 1 and set(j.excluded) == {"a"}
+    assert j.state is State.GAVE_UP and j.failovers == 1 and set(j.life.excluded(100)) == {"a"}
+    assert j.life.phase == "Failed" and "maxFailovers 1" in (j.life.gave_up or "")
     assert j.member == "b"
     s = summarize(result)
     assert s["gave_up"] == 1 and s["failures"] == 2 and s["completed"] == 0
