@@ -9,7 +9,9 @@ cache, and the cache is keyed by them, so a warm cache compiles nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import json
@@ -18,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from fleet.sandbox.errors import SandboxError
@@ -304,7 +306,11 @@ def ensure_helm(progress: Progress | None = None) -> Path:
     digest = hashlib.sha256(key).hexdigest()[:16]
     tools = Toolchain(cache_root() / "toolchain" / f"helm-{HELM}-{digest}")
     helm = tools.binary("helm")
-    if not os.access(helm, os.X_OK):
+    if os.access(helm, os.X_OK):
+        return helm
+    with _build_lock(tools.root, say):
+        if os.access(helm, os.X_OK):
+            return helm
         started = time.monotonic()
         go = find_go()
         say(f"building helm {HELM} into {tools.root} with {_go_version(go)}")
@@ -320,6 +326,34 @@ def ensure_toolchain(progress: Progress | None = None) -> Toolchain:
     toolchain = toolchain_for_pins()
     if toolchain.is_complete():
         return toolchain
+    with _build_lock(toolchain.root, say):
+        if toolchain.is_complete():  # another process finished it while this one waited
+            return toolchain
+        return _build_toolchain(toolchain, say)
+
+
+@contextlib.contextmanager
+def _build_lock(root: Path, say: Progress) -> Iterator[None]:
+    """Hold an exclusive lock on `root` while building into it.
+
+    Two builds into one cache (`make demo` beside `make test`, two pytest sessions) would write
+    the same module folders and binaries at once; the second waits for the first and then finds
+    the toolchain built. The lock dies with its process, so a killed build never blocks the next.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".build.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"another process is building into {root}; waiting for it to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build_toolchain(toolchain: Toolchain, say: Progress) -> Toolchain:
     go = find_go()
     started = time.monotonic()
     binaries = sum(len(m.binaries) for m in MODULES)
