@@ -30,7 +30,15 @@ from fleet.api._policy import (
     Suspension,
     normalize_purge_mode,
 )
-from fleet.api._types import FreeForm, NonNegInt32, NonNegInt64, PosInt32, ResourceList, Time
+from fleet.api._types import (
+    FreeForm,
+    IntOrString,
+    NonNegInt32,
+    NonNegInt64,
+    PosInt32,
+    ResourceList,
+    Time,
+)
 from fleet.api.constants import API_VERSION, FLEET_API_VERSION, FLEET_GROUP
 
 __all__ = [
@@ -322,6 +330,11 @@ class PendingReason(KubeModel):
     code: str | None = None
     """Why, for machines: NotReady, FailedOver, TaintUntolerated, ClusterAffinity, Insufficient
     or Outranked."""
+    facts: dict[str, IntOrString] | None = None
+    """The numbers behind `reason`, for machines: for Insufficient, `resource` with `needed` and
+    `free` (in the resource's base unit: millicores, bytes, devices), or `perPod`, `pods`,
+    `largestFree`, `podsThatFit`; `components` and `unplacedPods` when no node-by-node
+    assignment exists."""
 
 
 class GangBindingStatus(KubeModel):

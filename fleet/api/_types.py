@@ -21,6 +21,7 @@ __all__ = [
     "FreeForm",
     "Int32",
     "Int64",
+    "IntOrString",
     "NonNegInt32",
     "NonNegInt64",
     "PosInt32",
@@ -74,6 +75,14 @@ Quantity = Annotated[
     ),
 ]
 """A resource.Quantity: an integer or a string such as "500m" or "16Gi" (never a float)."""
+
+IntOrString = Annotated[
+    int | str,
+    WithJsonSchema(
+        {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
+    ),
+]
+"""A number or a name, as intstr.IntOrString."""
 
 ResourceList = dict[str, Quantity]
 """Resource name (cpu, memory, nvidia.com/gpu, ...) to quantity, like corev1.ResourceList."""

@@ -113,7 +113,9 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
     now = shell.clock.now()
     life = lifecycle.waiting(job.life)
     reasons = [
-        PendingReason(cluster=r.cluster, reason=r.reason, code=r.category).to_dict()
+        PendingReason(
+            cluster=r.cluster, reason=r.reason, code=r.category, facts=dict(r.facts) or None
+        ).to_dict()
         for r in decision.rejections
     ] or [
         PendingReason(

@@ -54,7 +54,14 @@ def _total_shortfall(gang: Gang, snapshot: ClusterSnapshot, *, cordoned: bool) -
     if not gaps:
         return None
     _, _, name, have = min(gaps)
-    return Sentence(_total_sentence, gang.minimum_parts, name, need[name], have)
+    return Sentence(
+        _total_sentence,
+        gang.minimum_parts,
+        name,
+        need[name],
+        have,
+        facts={"resource": name, "needed": need[name], "free": have},
+    )
 
 
 def _total_sentence(parts: tuple[tuple[str, int], ...], name: str, need: int, have: int) -> str:
@@ -98,7 +105,17 @@ class NodesEstimator:
         if isinstance(result, Assignment):
             return result
         # Diagnosing walks every node group: do it only if someone reads the sentence.
-        return Sentence(_diagnosis, snapshot, snapshot.version, gang, result)
+        return Sentence(
+            _diagnosis,
+            snapshot,
+            snapshot.version,
+            gang,
+            result,
+            facts={
+                "components": ",".join(name for name, _ in result.item.parts),
+                "unplacedPods": result.missing,
+            },
+        )
 
 
 SUM = SumEstimator()
@@ -130,7 +147,21 @@ def _accelerator_shortfall(gang: Gang, snapshot: ClusterSnapshot) -> Reason | No
         capacity = hist.capacity(size) if hist is not None else 0
         if needed > capacity:
             free = max(snapshot.total_free(accel), 0)
-            return Sentence(_holes_sentence, gang, accel, size, free, capacity)
+            return Sentence(
+                _holes_sentence,
+                gang,
+                accel,
+                size,
+                free,
+                capacity,
+                facts={
+                    "resource": accel,
+                    "perPod": size,
+                    "pods": needed,
+                    "free": free,
+                    "podsThatFit": capacity,
+                },
+            )
     return None
 
 
@@ -158,6 +189,13 @@ def _block_shortfall(gang: Gang, snapshot: ClusterSnapshot) -> Reason | None:
                 name,
                 max(snapshot.total_free(name), 0),
                 largest,
+                facts={
+                    "resource": name,
+                    "perPod": wanted,
+                    "pods": count,
+                    "free": max(snapshot.total_free(name), 0),
+                    "largestFree": largest,
+                },
             )
     return None
 

@@ -14,6 +14,9 @@ from fleet.core.resources import PODS, Resources, format_amount
 
 MAX_SENTENCE = 200
 
+#: One number behind a sentence, or the resource it is about.
+Fact = int | str
+
 
 class Sentence:
     """A sentence whose words are put together only when someone reads it.
@@ -23,12 +26,17 @@ class Sentence:
     snapshot does not change what it says.
     """
 
-    __slots__ = ("_args", "_build", "_text")
+    __slots__ = ("_args", "_build", "_text", "facts")
 
-    def __init__(self, build: Callable[..., str], *args: Any) -> None:
+    def __init__(
+        self, build: Callable[..., str], *args: Any, facts: Mapping[str, Fact] | None = None
+    ) -> None:
         self._build = build
         self._args = args
         self._text: str | None = None
+        #: The numbers the sentence is made of, for machines (`resource`, `needed`, `free`, ...):
+        #: a caller that needs them reads these, never the words.
+        self.facts: Mapping[str, Fact] = facts or {}
 
     def __str__(self) -> str:
         if self._text is None:
@@ -49,6 +57,11 @@ class Sentence:
 
 #: What estimators and filters return to explain a rejection.
 Reason = str | Sentence
+
+
+def facts_of(reason: Reason) -> Mapping[str, Fact]:
+    """The numbers behind a reason; none for a plain sentence (a filter's)."""
+    return reason.facts if isinstance(reason, Sentence) else {}
 
 
 def clip(sentence: str, limit: int = MAX_SENTENCE) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from fleet.core.assignment import Assignment
 from fleet.core.estimate import NODES, Estimator
-from fleet.core.explain import Reason, Sentence, clip
+from fleet.core.explain import Fact, Reason, Sentence, clip, facts_of
 from fleet.core.scoring import Score, Scorer, best_fit
 from fleet.core.selectors import LabelSelector, Requirement
 from fleet.core.snapshot import ClusterSnapshot
@@ -103,6 +103,12 @@ class Rejection:
     def reason(self) -> str:
         """The sentence (formatted on first read), without the cluster name."""
         return str(self.why)
+
+    @property
+    def facts(self) -> Mapping[str, Fact]:
+        """The numbers the sentence is made of (`resource`, `needed`, `free`, ...); empty for
+        the filters' rejections, whose code says everything."""
+        return facts_of(self.why)
 
     def __str__(self) -> str:
         return f"{self.cluster}: {self.why}"

@@ -164,6 +164,9 @@ async def test_wait_when_no_member_fits_says_why_per_cluster_and_retries_when_ca
     (reason,) = status["pendingReasons"]
     assert (reason["cluster"], reason["code"]) == ("member-1", INSUFFICIENT)
     assert reason["reason"]
+    # The numbers behind the sentence, so no reader parses it.
+    assert reason["facts"]["resource"] == "nvidia.com/gpu"
+    assert reason["facts"]["free"] == 2
     scheduled = conditions(world.binding(key))[c.CONDITION_SCHEDULED]
     assert (scheduled["status"], scheduled["reason"]) == ("False", c.REASON_NO_CLUSTER_FIT)
     (event,) = world.events("ScheduleBindingFailed", key)

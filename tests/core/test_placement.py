@@ -86,6 +86,15 @@ def test_every_rejected_cluster_gets_one_sentence() -> None:
         OUTRANKED,
     ]
     assert all(len(s) <= 200 for s in decision.sentences())
+    # The numbers in member-2's sentence, for machines; filters carry only their code.
+    assert dict(decision.rejections[0].facts) == {
+        "resource": "nvidia.com/gpu",
+        "perPod": 2,
+        "pods": 4,
+        "free": 6,
+        "largestFree": 1,
+    }
+    assert all(not r.facts for r in decision.rejections[1:])
 
 
 def test_affinity_rules_follow_karmada() -> None:
