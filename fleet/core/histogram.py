@@ -45,9 +45,6 @@ class Histogram:
         """(value, how many) pairs, in no particular order."""
         return iter(self._counts.items())
 
-    def count_at_least(self, value: int) -> int:
-        return sum(n for v, n in self._counts.items() if v >= value)
-
     def capacity(self, size: int) -> int:
         """How many items of `size` the values could hold at most, each value a separate bin."""
         return sum(n * (v // size) for v, n in self._counts.items())

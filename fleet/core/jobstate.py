@@ -34,7 +34,3 @@ def job_state(status: Mapping[str, Any] | None) -> JobState:
     if status.get("active"):
         return "Running"
     return "Pending"
-
-
-def is_terminal(state: JobState) -> bool:
-    return state in ("Succeeded", "Failed")

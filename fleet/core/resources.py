@@ -182,13 +182,6 @@ class Resources(Mapping[str, int]):
                     best = n
         return best
 
-    def shortfall(self, free: Mapping[str, int]) -> Resources:
-        """What is missing from `free` to hold this demand (empty when it fits)."""
-        get = free.get
-        return Resources._trusted(
-            {k: v - get(k, 0) for k, v in self._amounts.items() if v > get(k, 0)}
-        )
-
     def without(self, *names: str) -> Resources:
         return Resources._trusted({k: v for k, v in self._amounts.items() if k not in names})
 

@@ -22,7 +22,7 @@ from fleet.core.errors import FieldError, ObjectError
 from fleet.core.explain import plural
 from fleet.core.kinds import Kind, RoleMap, SingleTemplate, find_kind, supported
 from fleet.core.requests import pod_requests
-from fleet.core.resources import EMPTY, PODS, Resources, display_rank
+from fleet.core.resources import EMPTY, Resources, display_rank
 
 LABEL_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
 ANNOTATION_MIN_AVAILABLE = "gang.scheduling.koordinator.sh/min-available"
@@ -151,13 +151,6 @@ class Gang:
     @cached_property
     def _accelerator_cache(self) -> dict[str, tuple[tuple[int, int], ...]]:
         return {}
-
-    def describe_minimum(self) -> str:
-        """`1 master + 2 workers x 2 GPUs`: what the minimum set asks, for sentences."""
-        return " + ".join(
-            f"{c.plural(n)} x {c.requests.describe()}" if c.requests.without(PODS) else c.plural(n)
-            for c, n in self.minimum
-        )
 
 
 def gang_from_workload(obj: Mapping[str, Any]) -> Gang:

@@ -470,11 +470,6 @@ class Sandbox:
         return out
 
 
-def _allocatable_gpus(node: dict[str, Any]) -> int:
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return int(allocatable.get("nvidia.com/gpu") or 0)
-
-
 class _Where:
     """Which step of `up` is running, so a failure can say where it happened."""
 

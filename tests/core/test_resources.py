@@ -30,7 +30,6 @@ def test_fits_and_copies() -> None:
     assert worker.copies_in(free) == 4
     assert Resources(memory=1).copies_in(free) == 0
     assert not Resources(memory=1).fits_in(free)
-    assert worker.shortfall(Resources(cpu=500)) == Resources({"cpu": 500, "nvidia.com/gpu": 2})
 
 
 def test_types_are_checked() -> None:
