@@ -263,6 +263,19 @@ def openapi_schema(model: type[KubeResource]) -> dict[str, Any]:
     return root
 
 
+#: The API server refuses a CRD in a `*.k8s.io` or `*.kubernetes.io` group without this
+#: annotation (KEP-1111). fleet serves ACK Kube Queue's and the ElasticQuotaTree's groups, which
+#: are such groups, without a Kubernetes API review: the value says so, as the KEP allows.
+APPROVAL_ANNOTATION = "api-approved.kubernetes.io"
+UNAPPROVED = "unapproved, fleet serves the Kube Queue API that ACK One defines in this group"
+
+
+def is_protected_group(group: str) -> bool:
+    return any(
+        group == suffix or group.endswith("." + suffix) for suffix in ("k8s.io", "kubernetes.io")
+    )
+
+
 def crd_for(model: type[KubeResource]) -> dict[str, Any]:
     """The apiextensions.k8s.io/v1 CustomResourceDefinition for a resource model."""
     info = model.crd
@@ -293,13 +306,16 @@ def crd_for(model: type[KubeResource]) -> dict[str, Any]:
     if info.status_subresource:
         version["subresources"] = {"status": {}}
     version["schema"] = {"openAPIV3Schema": openapi_schema(model)}
+    metadata: dict[str, Any] = {
+        "name": info.crd_name,
+        "labels": {"app.kubernetes.io/part-of": "fleet"},
+    }
+    if is_protected_group(info.group):
+        metadata["annotations"] = {APPROVAL_ANNOTATION: UNAPPROVED}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": info.crd_name,
-            "labels": {"app.kubernetes.io/part-of": "fleet"},
-        },
+        "metadata": metadata,
         "spec": {
             "group": info.group,
             "names": names,
@@ -510,6 +526,9 @@ def structural_problems(crd: Mapping[str, Any]) -> list[str]:
     plural = names.get("plural") or ""
     if (crd.get("metadata") or {}).get("name") != f"{plural}.{group}":
         out.append("metadata.name must be <plural>.<group>")
+    approval = ((crd.get("metadata") or {}).get("annotations") or {}).get(APPROVAL_ANNOTATION)
+    if is_protected_group(group) and not approval:
+        out.append(f"group {group} is protected: metadata.annotations needs {APPROVAL_ANNOTATION}")
     for key in ("plural", "singular"):
         value = names.get(key) or ""
         if not re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", value):

@@ -419,3 +419,20 @@ def test_quota_tree_schema_types_four_levels_and_quantities(
         "TimeoutBackoff",
     ]
     assert _at(unit, "spec")["required"] == ["consumerRef"]
+
+
+def test_crds_in_protected_groups_carry_the_approval_annotation():
+    """The API server refuses a *.k8s.io CRD without api-approved.kubernetes.io (KEP-1111);
+    x-k8s.io is the open group and needs none."""
+    from fleet.api import ElasticQuotaTree, Queue
+    from fleet.api.crdgen import APPROVAL_ANNOTATION, crd_for, is_protected_group
+
+    assert is_protected_group("scheduling.sigs.k8s.io")
+    assert is_protected_group("apps.kubernetes.io")
+    assert not is_protected_group("scheduling.x-k8s.io")
+    assert not is_protected_group("fleet.dev")
+    quota = crd_for(ElasticQuotaTree)
+    assert quota["metadata"]["annotations"][APPROVAL_ANNOTATION].startswith("unapproved")
+    assert "annotations" not in crd_for(Queue)["metadata"]
+    del quota["metadata"]["annotations"]
+    assert any("protected" in p for p in structural_problems(quota))
