@@ -5,6 +5,8 @@ python -m fleet.simulate --dataset philly --limit 2000          # a quick look
 python -m fleet.simulate --dataset custom --fleet f.yaml --trace t.csv
 python -m fleet.simulate --dataset philly-teams-x5   # Kube Queue: no queue, Priority, Block
 python -m fleet.simulate --dataset philly --queue tree.yaml   # any dataset, your quota tree
+python -m fleet.simulate --dataset philly-x5 --policies nodes,nodes+reserve \
+    --local-load 20:1,2,4,8:30 --dispatch-latency 2     # reservations against member-local load
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fleet.simulate import report
 from fleet.simulate.errors import DataError
 from fleet.simulate.faults import Faults, parse_duration, parse_outages
 from fleet.simulate.kubequeue import parse_queue_modes, quota_tree, replay_queued
+from fleet.simulate.localload import parse_local_load
 from fleet.simulate.metrics import RunResult, summarize
 from fleet.simulate.policies import DEFAULT_POLICIES, make_policy, parse_policies
 from fleet.simulate.scenarios import DEFAULT_DATA_DIR, Options, Scenario, build, expand
@@ -103,6 +106,30 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="seconds the fleet holds a placement for pods not yet bound",
+    )
+    p.add_argument(
+        "--local-load",
+        default="",
+        help="member-local pods the fleet does not place: RATE[:GPUS[:MEAN_MINUTES]] per "
+        "member per hour (e.g. 20:1,2,4,8:30)",
+    )
+    p.add_argument(
+        "--dispatch-latency",
+        type=float,
+        default=0.0,
+        help="seconds from dispatch until the gang's pods reach the member (the race window)",
+    )
+    p.add_argument(
+        "--reservation-latency",
+        type=float,
+        default=SimConfig.reservation_latency,
+        help="with +reserve policies: seconds until a member reserves a gang that fits",
+    )
+    p.add_argument(
+        "--reservation-wait",
+        type=float,
+        default=SimConfig.reservation_wait,
+        help="with +reserve policies: seconds to wait for all Reservations before falling back",
     )
     p.add_argument(
         "--member-order",
@@ -240,7 +267,15 @@ def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSett
         duration=parse_duration(args.outage_duration),
     )
     faults = Faults(args.failures, outages, settings, args.seed)
-    return SimConfig(args.reservation_ttl, args.member_order, faults)
+    return SimConfig(
+        args.reservation_ttl,
+        args.member_order,
+        faults,
+        dispatch_latency=args.dispatch_latency,
+        local_load=parse_local_load(args.local_load, args.seed),
+        reservation_latency=args.reservation_latency,
+        reservation_wait=args.reservation_wait,
+    )
 
 
 def replay(
@@ -292,13 +327,23 @@ def _replay_by_name(
 
 def _progress(result: RunResult, scenario: str) -> None:
     s = summarize(result)
-    print(
+    line = (
         f"{scenario:>22} {result.policy:<8} {s['jobs']:>7,} jobs  p90 wait "
         f"{report.human(s['wait_s']['p90']):>7}  mis-dispatches {s['mis_dispatches']:>6,}  "
-        f"never started {s['never_started']:>6,}  ({result.wall_seconds:.0f} s)",
-        file=sys.stderr,
-        flush=True,
+        f"never started {s['never_started']:>6,}"
     )
+    start = s["decision_to_start_s"]
+    if result.counters["local_started"] or result.counters["reservation_attempts"]:
+        line += (
+            f"  started within 30 s of the decision {s['started_within_30s']:.1%}, "
+            f"decision to start p50 {report.human(start['p50'])} p99 {report.human(start['p99'])}"
+        )
+    if result.counters["reservation_attempts"]:
+        line += (
+            f", reservations {result.counters['reservation_attempts']:,} "
+            f"(fallbacks {result.counters['reservation_fallbacks']:,})"
+        )
+    print(f"{line}  ({result.wall_seconds:.0f} s)", file=sys.stderr, flush=True)
 
 
 def _settings(
@@ -317,6 +362,12 @@ def _settings(
     out["queue modes (with a quota tree)"] = args.queue_policies
     out["queue placement timeout (s)"] = args.queue_timeout
     out["queue backoff (s)"] = args.queue_backoff
+    if args.local_load:
+        out["member-local load"] = args.local_load
+        out["dispatch latency (s)"] = args.dispatch_latency
+    if any(p.endswith("+reserve") for p in policies):
+        out["reservation latency (s)"] = args.reservation_latency
+        out["reservation wait (s)"] = args.reservation_wait
     if args.failures or args.outages:
         out["job failure probability"] = args.failures
         out["outages"] = args.outages

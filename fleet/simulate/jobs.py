@@ -1,8 +1,10 @@
 """A job's life in the simulation, and the copies it leaves in member clusters.
 
-States: PENDING (no member fits; waits on the fleet) -> WAITING (dispatched; sits in its member
-until the member's gang scheduler can bind every pod) -> RUNNING -> DONE. Failure injection adds
-FAILED (the member copy failed; the failover clock runs) and GAVE_UP (failed over too often).
+States: PENDING (no member fits; waits on the fleet) -> [RESERVING (with reservations: the
+member reserves the gang's capacity; on failure or timeout back to PENDING)] -> WAITING
+(dispatched; sits in its member until the member's gang scheduler can bind every pod) ->
+RUNNING -> DONE. Failure injection adds FAILED (the member copy failed; the failover clock
+runs) and GAVE_UP (failed over too often).
 A failover sends the job back to PENDING with its failed cluster excluded.
 
 A `Copy` is what one attempt holds in a member. It outlives a failover when the cluster was lost
@@ -20,6 +22,8 @@ from fleet.simulate.trace import JobSpec
 
 class State(Enum):
     PENDING = "pending"
+    #: Placed in a member whose Reservations are being made; dispatched once all are Available.
+    RESERVING = "reserving"
     WAITING = "waiting"
     RUNNING = "running"
     FAILED = "failed"
@@ -51,10 +55,12 @@ class SimJob:
     """Mutable per-run state of one `JobSpec`; `seq` is its arrival order (FIFO key)."""
 
     __slots__ = (
+        "arrived",
         "attempt",
         "copy",
         "dispatched_at",
         "end",
+        "first_decision",
         "first_start",
         "gen",
         "key",
@@ -82,6 +88,10 @@ class SimJob:
         self.member: str | None = None
         self.copy: Copy | None = None
         self.dispatched_at = 0.0
+        #: False while a dispatched gang is on its way to the member (dispatch latency).
+        self.arrived = True
+        #: When the fleet first chose a member for it (dispatch, or the start of reserving).
+        self.first_decision: float | None = None
         self.first_start: float | None = None
         self.end: float | None = None
         #: Dispatches that did not start at once, and seconds spent in members after them.

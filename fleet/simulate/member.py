@@ -35,6 +35,8 @@ class Member:
         self.jobs: dict[SimJob, None] = {}
         #: Live copies by attempt key, including ones left behind by a failover.
         self.copies: dict[str, Copy] = {}
+        #: Gangs whose Reservations are Pending here (the scheduler retries them), in order.
+        self.reserving: dict[SimJob, None] = {}
 
     def fits(self, gang: Gang) -> Assignment | None:
         """Where the gang scheduler would bind every pod now, or None. This is the `nodes`

@@ -15,7 +15,7 @@ import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ class RunResult:
     end: float
     counters: dict[str, int]
     wall_seconds: float
+    #: With reservations: seconds from the start of reserving until all were Available.
+    time_to_available: list[float] = field(default_factory=list)
 
     def waits(self) -> list[float]:
         return sorted(j.first_start - j.spec.submit for j in self.jobs if j.first_start is not None)
@@ -114,6 +116,23 @@ def wait_of(job: SimJob, end: float) -> float:
     return start - job.spec.submit
 
 
+#: A gang that starts within this many seconds of the fleet's decision "started at once".
+RACE_WINDOW = 30.0
+
+
+def _decision_to_start(jobs: Sequence[SimJob]) -> list[float]:
+    return [
+        j.first_start - j.first_decision
+        for j in jobs
+        if j.first_start is not None and j.first_decision is not None
+    ]
+
+
+def _share(flags: Iterable[bool]) -> float:
+    values = list(flags)
+    return sum(values) / len(values) if values else math.nan
+
+
 def summarize(result: RunResult) -> dict[str, Any]:
     """The per-policy figures (JSON-able; NaN where a figure does not apply)."""
     jobs = result.jobs
@@ -167,6 +186,14 @@ def summarize(result: RunResult) -> dict[str, Any]:
         "failovers": result.counters["failovers"],
         "gave_up": sum(1 for j in jobs if j.state is State.GAVE_UP),
         "lost_gpu_hours": sum(j.lost_gpu_seconds for j in jobs) / 3600.0,
+        # The race reservations close: from the fleet's first decision until every pod runs.
+        "decision_to_start_s": stats(_decision_to_start(jobs)),
+        "started_within_30s": _share(d <= RACE_WINDOW for d in _decision_to_start(jobs)),
+        "reservation_attempts": result.counters.get("reservation_attempts", 0),
+        "reservation_fallbacks": result.counters.get("reservation_fallbacks", 0),
+        "time_to_available_s": stats(result.time_to_available),
+        "local_pods_started": result.counters.get("local_started", 0),
+        "local_pods_turned_away": result.counters.get("local_turned_away", 0),
         "decisions": result.counters["decisions"],
         "dispatches": result.counters["dispatches"],
         "end_s": end,

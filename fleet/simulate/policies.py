@@ -9,7 +9,9 @@ every policy filters, screens and checks with the very code the controller runs:
   the engine's "first real fit in rank order" picks among the fitting ones;
 * `first` — the first fitting member in the fleet's list order.
 
-Baselines use the `nodes` estimator unless written `random@sum` / `first@sum`.
+Baselines use the `nodes` estimator unless written `random@sum` / `first@sum`. Any policy
+written with `+reserve` (`nodes+reserve`) places the same way and then reserves the member's
+capacity before dispatching (Koordinator Reservations; see `simulation`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ class PlacementPolicy(Protocol):
     @property
     def name(self) -> str: ...
 
+    @property
+    def reserve(self) -> bool:
+        """Reserve the chosen member's capacity before dispatching (ACK's enableReservation)."""
+        ...
+
     def decide(
         self,
         gang: Gang,
@@ -52,6 +59,7 @@ class EnginePolicy:
     name: str
     estimator: Estimator
     scorer: Scorer = best_fit
+    reserve: bool = False
 
     def decide(
         self,
@@ -91,8 +99,12 @@ def random_rank(rng: random.Random) -> Scorer:
 
 
 def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPolicy:
-    """`sum`, `nodes`, `random`, `first`, or `<best|random|first>@<sum|nodes>`."""
-    text = spec.strip()
+    """`sum`, `nodes`, `random`, `first`, or `<best|random|first>@<sum|nodes>`; any of them
+    with `+reserve`."""
+    name = spec.strip()
+    text, plus, option = name.partition("+")
+    if plus and option != "reserve":
+        raise ValueError(f"unknown policy option {option!r} in {spec!r} (expected +reserve)")
     if text in ("sum", "nodes"):
         chooser, estimator_name = "best", text
     else:
@@ -111,7 +123,7 @@ def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPo
         scorer = first_in_list(members)
     else:
         scorer = random_rank(random.Random(seed))
-    return EnginePolicy(text, estimator, scorer)
+    return EnginePolicy(name, estimator, scorer, reserve=bool(plus))
 
 
 def parse_policies(text: str) -> list[str]:

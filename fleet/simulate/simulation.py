@@ -8,6 +8,19 @@ the controller's informer events do. A job nothing fits waits on the fleet queue
 when capacity frees (a job ends or fails, a reservation expires, a member comes back, an
 exclusion ends): event driven, never polled.
 
+Reservations (a policy written `nodes+reserve`, ACK's `enableReservation`): the fleet's choice
+becomes Koordinator Reservations in the member first. After `reservation_latency` the member's
+scheduler reserves the whole gang if it still fits there; until then, and while it does not fit,
+the Reservations stay Pending (the scheduler retries them as capacity frees). The verdict is
+`fleet.core.reservation.judge_reservations` and the binding's transitions are
+`fleet.core.lifecycle.reserving / reserved / reservation_failed`, as in the controller: all
+Available dispatches the gang, whose pods then take the reserved capacity with no race; the wait
+running out (`reservation_wait`) releases everything, avoids the member for `reservation_retry`
+seconds and places the gang again. Reserved capacity counts as allocated from the moment it is
+reserved. `dispatch_latency` is the time from the fleet's dispatch until the gang's pods reach
+the member's scheduler (0: at once); member-local pods (`localload`) arriving in that window
+are the race.
+
 Member side: see `member`. The engine is a heap of timed events plus the sorted trace read in
 step (arrivals are never pushed on the heap); all events of one instant are applied before the
 members and then the fleet act on the new state.
@@ -26,10 +39,21 @@ from typing import Any
 
 from fleet.core import lifecycle
 from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
+from fleet.core.inventory import PodInfo
+from fleet.core.reservation import (
+    DEFAULT_RETRY_AFTER_SECONDS,
+    DEFAULT_WAIT_SECONDS,
+    FallBack,
+    Reserved,
+    SeenReservation,
+    judge_reservations,
+    plan_reservations,
+)
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.simulate.faults import FailoverJudge, Faults, core_judge
 from fleet.simulate.fleets import FleetSpec
 from fleet.simulate.jobs import Copy, SimJob, State
+from fleet.simulate.localload import HORIZON_AFTER_LAST_ARRIVAL, ArrivalStream, LocalSource
 from fleet.simulate.member import Member
 from fleet.simulate.metrics import RunResult
 from fleet.simulate.policies import PlacementPolicy
@@ -37,7 +61,21 @@ from fleet.simulate.queueing import FifoQueue, FleetQueue
 from fleet.simulate.trace import JobSpec
 
 # Event kinds, in the order they apply within one instant: capacity first, arrivals last.
-FINISH, FAIL, OUTAGE_END, PURGE, EXPIRE, UNEXCLUDE, OUTAGE_START, CHECK = range(8)
+(
+    FINISH,
+    FAIL,
+    LOCAL_END,
+    OUTAGE_END,
+    PURGE,
+    EXPIRE,
+    UNEXCLUDE,
+    OUTAGE_START,
+    CHECK,
+    RESERVE_DEADLINE,
+    RESERVE,
+    ARRIVE,
+    LOCAL_START,
+) = range(13)
 
 
 @dataclass(frozen=True)
@@ -48,12 +86,27 @@ class SimConfig:
     #: "backfill" (coscheduling: an unstartable gang does not block younger ones) or "strict".
     member_order: str = "backfill"
     faults: Faults = field(default_factory=Faults)
+    #: Seconds from the fleet's dispatch until the gang's pods reach the member's scheduler.
+    dispatch_latency: float = 0.0
+    #: Member-local pods competing for capacity (None: the fleet is the members' only user).
+    local_load: LocalSource | None = None
+    #: With a `+reserve` policy: seconds until the member has reserved a gang that fits.
+    reservation_latency: float = 1.0
+    #: How long the fleet waits for every Reservation to be Available before falling back.
+    reservation_wait: float = DEFAULT_WAIT_SECONDS
+    #: How long a member whose reservation failed is avoided by that gang.
+    reservation_retry: float = DEFAULT_RETRY_AFTER_SECONDS
 
     def __post_init__(self) -> None:
         if self.member_order not in ("backfill", "strict"):
             raise ValueError(f"member order must be backfill or strict, got {self.member_order!r}")
         if self.reservation_ttl < 0:
             raise ValueError("reservation TTL must not be negative")
+        for name in ("dispatch_latency", "reservation_latency", "reservation_retry"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name.replace('_', ' ')} must not be negative")
+        if self.reservation_wait <= 0:
+            raise ValueError("reservation wait must be positive")
 
 
 class Simulation:
@@ -96,8 +149,24 @@ class Simulation:
         self._ran = False
         self.samples: list[tuple[float, int]] = [(0.0, 0)]
         self.counters = dict.fromkeys(
-            ("decisions", "dispatches", "mis_dispatches", "failovers", "failures", "purged"), 0
+            (
+                "decisions",
+                "dispatches",
+                "mis_dispatches",
+                "failovers",
+                "failures",
+                "purged",
+                "reservation_attempts",
+                "reservation_fallbacks",
+                "local_started",
+                "local_turned_away",
+            ),
+            0,
         )
+        #: Seconds from the start of reserving until every Reservation was Available.
+        self.time_to_available: list[float] = []
+        self._local: dict[str, ArrivalStream] = {}
+        self._local_until = 0.0
         self._handlers: dict[int, Callable[[Any], None]] = {
             FINISH: self._on_finish,
             FAIL: self._on_fail,
@@ -107,6 +176,11 @@ class Simulation:
             UNEXCLUDE: self._on_unexclude,
             OUTAGE_START: self._on_outage_start,
             CHECK: self._on_check,
+            RESERVE_DEADLINE: self._on_reserve_deadline,
+            RESERVE: self._on_reserve,
+            ARRIVE: self._on_arrive,
+            LOCAL_START: self._on_local_start,
+            LOCAL_END: self._on_local_end,
         }
 
     # The loop ---------------------------------------------------------------------------------
@@ -122,6 +196,13 @@ class Simulation:
                 raise ValueError(f"outage names unknown member {outage.member!r}")
             self._push(outage.start, OUTAGE_START, outage.member)
             self._push(outage.end, OUTAGE_END, outage.member)
+        load = self.config.local_load
+        if load is not None:
+            last = self.trace[-1].submit if self.trace else 0.0
+            self._local_until = last + HORIZON_AFTER_LAST_ARRIVAL
+            for name in self.members:
+                stream = self._local[name] = load.stream(name)
+                self._push(stream.gap(), LOCAL_START, name)
         heap = self._heap
         handlers = self._handlers
         n = len(jobs)
@@ -158,6 +239,7 @@ class Simulation:
             end=end,
             counters=dict(self.counters),
             wall_seconds=time.perf_counter() - started,
+            time_to_available=self.time_to_available,
         )
 
     def _push(self, when: float, kind: int, payload: Any) -> None:
@@ -170,6 +252,8 @@ class Simulation:
             self._dirty.clear()
             for member in dirty:
                 if not member.down:
+                    for job in list(member.reserving):  # Pending Reservations retried first
+                        self._try_reserve(member, job)
                     member.waiting.reopen()
                     member.waiting.drain(partial(self._try_start, member))
         if self._freed:
@@ -190,17 +274,40 @@ class Simulation:
         if placement is None:
             return False
         name = placement.cluster
-        ttl = self.config.reservation_ttl
-        self.views[name].reserve(job.key, placement.assignment, now + ttl)
-        self.counters["dispatches"] += 1
+        config = self.config
+        self.views[name].reserve(job.key, placement.assignment, now + config.reservation_ttl)
         job.pending_total += now - job.pending_since
-        job.state = State.WAITING
+        if job.first_decision is None:
+            job.first_decision = now
         job.member = name
-        job.life = lifecycle.scheduled(job.life, name, now)
-        job.dispatched_at = now
         self._last_change = now
-        member = self.members[name]
+        if self.policy.reserve:
+            job.state = State.RESERVING
+            job.life = lifecycle.reserving(job.life, name, now)
+            job.gen += 1
+            self.counters["reservation_attempts"] += 1
+            self._push(now + config.reservation_latency, RESERVE, (job, job.gen))
+            self._push(now + config.reservation_wait, RESERVE_DEADLINE, (job, job.gen))
+            return True
+        job.life = lifecycle.scheduled(job.life, name, now)
+        self._dispatch(job, self.members[name])
+        return True
+
+    def _dispatch(self, job: SimJob, member: Member) -> None:
+        """The gang's copy is sent to `member`; its pods arrive after the dispatch latency."""
+        now = self.now
+        self.counters["dispatches"] += 1
+        job.state = State.WAITING
+        job.dispatched_at = now
         member.jobs[job] = None
+        if self.config.dispatch_latency > 0:
+            job.arrived = False
+            self._push(now + self.config.dispatch_latency, ARRIVE, (job, job.gen))
+        else:
+            self._arrive(job, member)
+
+    def _arrive(self, job: SimJob, member: Member) -> None:
+        job.arrived = True
         member.waiting.push(job, job.spec.shape, job.seq)
         if not member.down:
             member.waiting.drain(partial(self._try_start, member))
@@ -208,8 +315,109 @@ class Simulation:
             job.mis_dispatches += 1
             job.misdispatched = True
             self.counters["mis_dispatches"] += 1
-            self._push(now + ttl, EXPIRE, name)
+            self._push(self.now + self.config.reservation_ttl, EXPIRE, member.name)
+
+    def _on_arrive(self, payload: tuple[SimJob, int]) -> None:
+        job, gen = payload
+        if gen == job.gen and job.state is State.WAITING and not job.arrived:
+            assert job.member is not None
+            self._arrive(job, self.members[job.member])
+
+    # Reservations -----------------------------------------------------------------------------
+    def _on_reserve(self, payload: tuple[SimJob, int]) -> None:
+        """The member's scheduler takes up the gang's Reservations."""
+        job, gen = payload
+        if gen != job.gen or job.state is not State.RESERVING:
+            return
+        assert job.member is not None
+        member = self.members[job.member]
+        member.reserving[job] = None
+        if not member.down:
+            self._try_reserve(member, job)
+
+    def _try_reserve(self, member: Member, job: SimJob) -> bool:
+        """All or nothing: every Reservation of the gang binds now, or all stay Pending."""
+        assignment = member.fits(job.spec.shape.gang)
+        if assignment is None:
+            return False
+        now = self.now
+        since = job.life.reserving_since
+        assert since is not None
+        plan = plan_reservations(job.spec.shape.gang, job.key)
+        seen = dict.fromkeys(plan.names, SeenReservation("Available"))
+        verdict = judge_reservations(
+            plan, seen, since=since, now=now, wait_seconds=self.config.reservation_wait
+        )
+        assert isinstance(verdict, Reserved)
+        del member.reserving[job]
+        self.time_to_available.append(now - since)
+        job.life = lifecycle.reserved(job.life)
+        self.counters["dispatches"] += 1
+        job.dispatched_at = now
+        member.jobs[job] = None
+        # The reserved capacity is the gang's: its pods take it when they arrive, whatever
+        # landed in the member meanwhile.
+        copy, pods = member.bind(job, assignment, now)
+        self._run(member, job, copy, pods, start=now + self.config.dispatch_latency)
         return True
+
+    def _on_reserve_deadline(self, payload: tuple[SimJob, int]) -> None:
+        job, gen = payload
+        if gen != job.gen or job.state is not State.RESERVING:
+            return
+        assert job.member is not None and job.life.reserving_since is not None
+        member = self.members[job.member]
+        plan = plan_reservations(job.spec.shape.gang, job.key)
+        verdict = judge_reservations(
+            plan,
+            {},  # none Available: the ones that were would have dispatched the gang
+            since=job.life.reserving_since,
+            now=self.now,
+            wait_seconds=self.config.reservation_wait,
+        )
+        assert isinstance(verdict, FallBack)
+        member.reserving.pop(job, None)
+        if self.views[member.name].release(job.key):
+            self._freed = True
+        self.counters["reservation_fallbacks"] += 1
+        job.life = lifecycle.reservation_failed(
+            job.life, verdict.reason, self.now, retry_after=self.config.reservation_retry
+        )
+        job.gen += 1
+        job.member = None
+        job.state = State.PENDING
+        job.pending_since = self.now
+        self._push(self.now + self.config.reservation_retry, UNEXCLUDE, (job, member.name))
+        job.queue_key = self._queue_key(job)
+        self.queue.push(job, self.now)
+        self._last_change = self.now
+
+    # Member-local load ------------------------------------------------------------------------
+    def _on_local_start(self, name: str) -> None:
+        stream = self._local[name]
+        pod_name, gang, duration = stream.next_pod()
+        member = self.members[name]
+        assignment = None if member.down else member.fits(gang)
+        if assignment is None:
+            self.counters["local_turned_away"] += 1
+        else:
+            (slot,) = assignment
+            pod = PodInfo(pod_name, "local", pod_name, slot.node, slot.requests)
+            member.snapshot.upsert_pod(pod)
+            self.views[name].upsert_pod(pod)  # the fleet's watch sees it bound
+            self.counters["local_started"] += 1
+            self._push(self.now + duration, LOCAL_END, (name, pod_name))
+        when = self.now + stream.gap()
+        if when <= self._local_until:
+            self._push(when, LOCAL_START, name)
+
+    def _on_local_end(self, payload: tuple[str, str]) -> None:
+        name, uid = payload
+        member = self.members[name]
+        member.snapshot.remove_pod(uid)
+        self.views[name].remove_pod(uid)
+        self._dirty[member] = None
+        self._freed = True
 
     def _on_expire(self, name: str) -> None:
         if self.views[name].expire(self.now):
@@ -220,31 +428,39 @@ class Simulation:
         assignment = member.fits(job.spec.shape.gang)
         if assignment is None:
             return False
+        copy, pods = member.bind(job, assignment, self.now)
+        self._run(member, job, copy, pods, start=self.now)
+        return True
+
+    def _run(
+        self, member: Member, job: SimJob, copy: Copy, pods: list[PodInfo], *, start: float
+    ) -> None:
+        """The gang's pods are bound in `member`; they run from `start` (later than now when
+        reserved capacity waits for the pods to arrive)."""
         now = self.now
-        copy, pods = member.bind(job, assignment, now)
         view = self.views[member.name]
         for pod in pods:
             view.upsert_pod(pod)
         job.state = State.RUNNING
+        job.arrived = True
         job.copy = copy
         waited = now - job.dispatched_at
         if job.misdispatched:
             job.sat += waited
             job.misdispatched = False
         if job.first_start is None:
-            job.first_start = now
+            job.first_start = start
         self._allocate(copy.gpus)
         duration = job.spec.duration
         if math.isfinite(duration):
             point = self.config.faults.failure_point(job.spec.id, job.attempt)
             if point is not None:
-                self._push(now + point * duration, FAIL, copy)
+                self._push(start + point * duration, FAIL, copy)
             else:
-                self._push(now + duration, FINISH, copy)
+                self._push(start + duration, FINISH, copy)
         for old in self._zombies.get(job, ()):
             if old.alive and not self.members[old.member].down:
                 self._purge(old)
-        return True
 
     def _free(self, copy: Copy) -> None:
         if not copy.alive:
@@ -352,7 +568,9 @@ class Simulation:
         now = self.now
         job.gen += 1
         if job.state is State.WAITING:
-            member.waiting.remove(job, job.spec.shape)
+            if job.arrived:
+                member.waiting.remove(job, job.spec.shape)
+            job.arrived = True
             if self.views[member.name].release(job.key):
                 self._freed = True
             if job.misdispatched:
