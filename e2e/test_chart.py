@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from fleet.api import RESOURCES
 from fleet.cli import build_parser
 from fleet.kube import ApiError
 from fleet.testing.chart import RBAC_KINDS, render_chart
@@ -28,7 +29,7 @@ _RENDER_CASES = {
 def test_every_rendered_object_is_accepted_by_the_api_server(live: Fleet, values):
     rendered = render_chart(NAMESPACE, *values)
     kinds = sorted(o["kind"] for o in rendered)
-    assert kinds.count("CustomResourceDefinition") == 4 and "Deployment" in kinds
+    assert kinds.count("CustomResourceDefinition") == len(RESOURCES) and "Deployment" in kinds
     for obj in rendered:
         if obj["kind"] != "CustomResourceDefinition":  # installed already; the CRD test compares
             live.api.dry_run(obj)
