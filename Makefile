@@ -7,13 +7,16 @@ BIN    := $(VENV)/bin
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleet needs Python >= 3.11")'
+	@echo "installing fleet and its Python dependencies into $(VENV) (about a minute, once) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@
 
+# Builds the upstream binaries on first use (progress every 20 s), then tells the seeds' stories;
+# `make demo DEMO_FLAGS=--check` asserts every step instead of pausing between stories.
 demo: $(VENV)/.installed
-	$(BIN)/fleet demo
+	$(BIN)/fleet demo $(DEMO_FLAGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -69,9 +69,22 @@ def _print_status(sandbox: Sandbox) -> list[ClusterStatus]:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from fleet.demo import run
+    from fleet.demo import STORIES, run
 
-    return run(Path(args.state_dir) if args.state_dir else None)
+    if args.list:
+        for story in STORIES:
+            print(f"{story.name:15} {story.title}")
+        return 0
+    try:
+        return run(
+            Path(args.state_dir) if args.state_dir else None,
+            check=args.check,
+            stories=args.story,
+            down=args.down,
+        )
+    except ValueError as e:
+        print(f"fleet demo: error: {e}", file=sys.stderr)
+        return 2
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:
@@ -168,8 +181,29 @@ def build_parser() -> argparse.ArgumentParser:
     ssub.add_parser("status", help="health, endpoint and node/GPU totals per cluster").set_defaults(
         func=_cmd_sandbox_status
     )
-    demo = sub.add_parser("demo", help="sandbox up, then the seeds' example end to end")
+    demo = sub.add_parser(
+        "demo",
+        help="sandbox up, then the seeds' stories end to end",
+        description="Build what is missing, bring up a local fleet with three members, and tell "
+        "the seeds' stories on it (--list names them). Every step waits for what it shows, with "
+        "a bounded timeout; a step that does not happen stops the demo naming it (exit 1).",
+    )
     demo.add_argument("--state-dir", help="sandbox state folder (default as for `fleet sandbox`)")
+    demo.add_argument(
+        "--check",
+        action="store_true",
+        help="non-interactive: no pauses, an ok: line for each thing a step proves",
+    )
+    demo.add_argument(
+        "--story",
+        action="append",
+        metavar="NAME",
+        help="tell only this story (repeatable; default: all, in order)",
+    )
+    demo.add_argument("--list", action="store_true", help="list the stories and exit")
+    demo.add_argument(
+        "--down", action="store_true", help="stop the sandbox afterwards (default: keep it up)"
+    )
     demo.set_defaults(func=_cmd_demo)
     ctl = sub.add_parser("controller", help="run the fleet controller against a fleet API server")
     _fleet_flags(ctl)
