@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from fleet.demo import seeds
 from fleet.testing.kube import ClusterClient, job_condition, wait_until
 from fleet.testing.workloads import (
     JOB_NAME_LABEL,
@@ -15,12 +13,11 @@ from fleet.testing.workloads import (
     with_node_selector,
 )
 
-DATA = Path(__file__).parent.parent / "data"
 PG = ("scheduling.x-k8s.io/v1alpha1", "PodGroup")
 
 
 def seed_tfjob(namespace: str, selector: dict[str, str]) -> dict[str, Any]:
-    job = yaml.safe_load((DATA / "tf-smoke-gpu.yaml").read_text())
+    job = seeds.manifest("tf-smoke-gpu.yaml")  # the seeds' TFJob, as the demo submits it
     job["metadata"]["namespace"] = namespace
     return with_node_selector(job, selector)
 
