@@ -26,6 +26,7 @@ Docs = Callable[[str], list[dict[str, Any]]]
 EXPECTED_FILES = {
     "pytorchjob-gang.yaml",
     "pytorchjob-gang-queued.yaml",
+    "tfjob-gang.yaml",
     "training-jobs-cluster-wide.yaml",
     "a100-clusters-affinity.yaml",
     "sum-estimator.yaml",
