@@ -46,7 +46,9 @@ def run(demo: Demo) -> None:
     for key, value in labels.items():
         demo.say(f"  {key}: {value}")
     demo.fleet.apply(seeds.TFJOB_POLICY)
-    demo.fleet.apply(job)
+    # Created, as `kubectl apply` (client-side) does: server-side apply refuses the seeds'
+    # `creationTimestamp: null` in the pod templates, which the CRD's schema does not declare.
+    demo.fleet.create(job)
     demo.say("  applied to the fleet with the seeds' PropagationPolicy (Gang) for TFJobs")
 
     demo.step("No member can hold it: it waits on the fleet, whole, with a reason per member")
