@@ -7,6 +7,7 @@ BIN    := $(VENV)/bin
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleet needs Python >= 3.11")'
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "$(PYTHON) cannot create a venv: install its venv module (Debian/Ubuntu: apt-get install python3-venv)"; exit 1; }
 	@echo "installing fleet and its Python dependencies into $(VENV) (about a minute, once) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
