@@ -56,13 +56,13 @@ def run(
         if down:
             sandbox.down(progress=demo.say)
         elif code == 0:
-            where = f" --state-dir {state_dir}" if state_dir else ""
+            where = f" --state-dir {state_dir}" if state_dir else ""  # an option of `sandbox`
             demo.say(
                 f"\nThe sandbox and the controller keep running. Explore with:\n"
                 f"  export KUBECONFIG={sandbox.kubeconfig}"
                 "   # contexts: fleet, member-1, member-2, member-3\n"
                 f"  kubectl amc get pod -M\n"
-                f"Stop everything with: fleet sandbox down{where}"
+                f"Stop everything with: fleet sandbox{where} down"
             )
     if check:
         verdict = "passed" if code == 0 else "FAILED"

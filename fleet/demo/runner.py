@@ -268,7 +268,6 @@ def tell(demo: Demo, stories: Sequence[Story]) -> int:
         if i + 1 < len(stories):
             demo.pause(stories[i + 1].title)
     told = ", ".join(s.name for s in stories)
-    demo.out(
-        f"\ndemo: {len(stories)} stories told ({told}) in {elapsed(time.monotonic() - started)}"
-    )
+    count = f"{len(stories)} {'story' if len(stories) == 1 else 'stories'}"
+    demo.out(f"\ndemo: {count} told ({told}) in {elapsed(time.monotonic() - started)}")
     return 0
