@@ -41,6 +41,11 @@ BINDING = ("fleet.dev/v1alpha1", "GangBinding")
 DEFAULT_TIMEOUT = 120.0
 
 
+def bold(text: str) -> str:
+    """Bold on a terminal; plain in a log or a pipe."""
+    return f"\033[1m{text}\033[0m" if sys.stdout.isatty() else text
+
+
 class StepFailed(Exception):
     """A step's condition did not come true in time (or a fact it checks was false)."""
 
@@ -111,7 +116,7 @@ class Demo:
         """Start the next step: what it shows, in a line a person reads first."""
         self.steps += 1
         self.step_title = title
-        self.out(f"\n\033[1m-- {self.story} {self.steps}. {title}\033[0m")
+        self.out("\n" + bold(f"-- {self.story} {self.steps}. {title}"))
 
     def fail(self, what: str) -> StepFailed:
         return StepFailed(self.story, self.step_title, what)
@@ -247,7 +252,7 @@ def tell(demo: Demo, stories: Sequence[Story]) -> int:
     started = time.monotonic()
     for i, story in enumerate(stories):
         demo.story, demo.steps, demo.step_title = story.name, 0, "(clearing an earlier run)"
-        demo.out(f"\n\033[1m== {story.name}: {story.title}\033[0m")
+        demo.out("\n" + bold(f"== {story.name}: {story.title}"))
         try:
             story.reset(demo)
             story_started = time.monotonic()
