@@ -105,6 +105,9 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         fleet_id=args.fleet_id or "",
         sweep_interval=args.sweep_interval,
+        queue_placement_timeout=args.queue_placement_timeout,
+        queue_backoff_seconds=args.queue_backoff,
+        queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
     )
     connection = load(args.kubeconfig, args.context)
     asyncio.run(run(settings, connection, identity=args.id))
@@ -234,6 +237,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         help="seconds between sweeps for member copies whose fleet object is gone (0: off)",
+    )
+    ctl.add_argument(
+        "--queue-placement-timeout",
+        type=float,
+        default=300.0,
+        help="seconds a job released by the queue may stay unplaced before it backs off "
+        "(TimeoutBackoff; default 300)",
+    )
+    ctl.add_argument(
+        "--queue-backoff",
+        type=float,
+        default=60.0,
+        help="first backoff after a placement timeout, doubling with each attempt (default 60)",
+    )
+    ctl.add_argument(
+        "--queue-backoff-limit",
+        type=float,
+        default=900.0,
+        help="longest backoff after a placement timeout (default 900)",
     )
     ctl.add_argument("-v", "--verbose", action="store_true")
     ctl.set_defaults(func=_cmd_controller)

@@ -84,6 +84,9 @@ class QuotaTreeRef(KubeModel):
     generation: NonNegInt64 | None = None
     """metadata.generation of its spec that is in force (older than the latest when the latest
     edit is invalid)."""
+    spec: ElasticQuotaTreeSpec | None = None
+    """The spec in force, kept so a restarted controller keeps using the last valid tree while
+    the latest edit is invalid."""
 
 
 class ElasticQuotaTreeStatus(KubeModel):

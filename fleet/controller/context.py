@@ -14,6 +14,7 @@ from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import MemberRegistry
 from fleet.controller.metrics import Metrics
 from fleet.controller.policies import AnyPolicy, PolicyIndex
+from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.settings import Settings
 from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
@@ -38,6 +39,8 @@ class Shell:
     metrics: Metrics
     settings: Settings
     clock: Clock
+    #: Kube Queue: the admission and its objects (trees, Queues, QueueUnits).
+    kube_queue: KubeQueue
 
 
 @dataclasses.dataclass

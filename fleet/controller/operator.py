@@ -32,6 +32,7 @@ from fleet.controller.leader import LeaderElector
 from fleet.controller.members import Connect, MemberRegistry, connect_with_kubeconfig
 from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex
+from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
 from fleet.controller.settings import Settings
 from fleet.controller.sweep import sweep_forever
@@ -82,6 +83,15 @@ class Controller:
             status_interval=settings.status_interval,
             connect=connect,
         )
+        self.kube_queue = KubeQueue(
+            fleet,
+            self.events,
+            clock,
+            settings,
+            self.queue,
+            bindings=self.triggers.bindings,
+            workloads=self.triggers.workloads,
+        )
         self.shell = Shell(
             fleet=fleet,
             members=self.members,
@@ -93,6 +103,7 @@ class Controller:
             metrics=self.metrics,
             settings=settings,
             clock=clock,
+            kube_queue=self.kube_queue,
         )
         self.reconciler = Reconciler(self.shell)
         self.metrics.request_counts = self._request_counts
@@ -124,6 +135,7 @@ class Controller:
     async def start(self) -> None:
         self.queue.running.clear()  # nothing happens until we lead
         self.queue.start()
+        self.kube_queue.start()
         self.members.start()
         self._tasks = [asyncio.create_task(self.elector.run(), name="leader-election")]
         if self.settings.sweep_interval > 0:
@@ -140,6 +152,7 @@ class Controller:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.queue.stop()
+        await self.kube_queue.stop()
         await self.members.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -159,6 +172,7 @@ class Controller:
             log.warning("cannot list GangBindings (%s); reading them one by one", e)
         if not self.leading.is_set():
             return
+        self.kube_queue.lead()  # rebuilt from its objects before it admits anything
         self.queue.running.set()
         for key in list(self.triggers.known):
             self.queue.add(key)
@@ -169,6 +183,7 @@ class Controller:
         self.members.writes_enabled = False
         self.shell.bindings.complete = False
         self.queue.running.clear()
+        self.kube_queue.follow()
 
     # -- fleet events (kopf) --------------------------------------------------------------------
 
@@ -296,6 +311,22 @@ def build_registry(controller: Controller, connection: Connection) -> kopf.Opera
         obj = copy.deepcopy(dict(body))
         deleted = event.get("type") == "DELETED"
         controller.triggers.binding_changed(key_of_binding(obj), obj, deleted=deleted)
+
+    # Kube Queue: the tree, the Queues and the units only update the queue's indexes.
+    @kopf.on.event(c.ELASTIC_QUOTA_API_VERSION, "ElasticQuotaTree", registry=registry)
+    def tree_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.tree_event(obj, deleted=event.get("type") == "DELETED")
+
+    @kopf.on.event(c.QUEUE_API_VERSION, "Queue", registry=registry)
+    def queue_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.queue_event(obj, deleted=event.get("type") == "DELETED")
+
+    @kopf.on.event(c.QUEUE_API_VERSION, "QueueUnit", registry=registry)
+    def unit_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.unit_event(obj, deleted=event.get("type") == "DELETED")
 
     @kopf.on.event(c.FLEET_API_VERSION, "MemberCluster", registry=registry)
     async def member_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:

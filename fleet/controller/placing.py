@@ -27,21 +27,6 @@ from fleet.core.placement import Decision, place_in_groups
 
 log = logging.getLogger(__name__)
 
-#: The sentence a gang held by the queue carries in its binding.
-QUEUED_MESSAGE = "suspension.scheduling holds the job for the queue"
-
-
-async def hold_for_queue(shell: Shell, job: Job) -> None:
-    """suspension.scheduling: the gang waits for the queue to admit it."""
-    await save(
-        shell,
-        job,
-        lifecycle.queued(job.life),
-        conditions=binding_conditions(
-            shell, job, (c.CONDITION_SCHEDULED, "False", c.REASON_QUEUED, QUEUED_MESSAGE)
-        ),
-    )
-
 
 async def schedule(shell: Shell, job: Job) -> str | None:
     """Place the gang; the chosen cluster, or None when it waits (the binding says why)."""

@@ -17,6 +17,7 @@ from fleet.controller import claims, failovers, member_copy, placing, status_mir
 from fleet.controller.bindings import BindingGone, lifecycle_of
 from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
+from fleet.controller.queue import gate
 from fleet.core.kinds import find_kind
 from fleet.kube import Obj, Unreachable
 
@@ -47,6 +48,7 @@ class Reconciler:
             return
         workload = await self._workload(key)
         if workload is None:
+            await gate.release(shell, key)
             shell.triggers.forget(key)
             return
         binding = await shell.bindings.read(key)
@@ -54,8 +56,9 @@ class Reconciler:
             binding = None  # left by an earlier object of the same name; GC removes it
         now = shell.clock.now()
 
-        # 1. Deleted: delete the member copies, then let the workload go.
+        # 1. Deleted: its quota released, the member copies deleted, then the workload goes.
         if workload["metadata"].get("deletionTimestamp"):
+            await gate.release(shell, key)
             life = lifecycle_of(binding, now) if binding else None
             holding = life.clusters_holding_copies() if life else sorted(shell.members.members)
             if await claims.finalize(shell, key, workload, binding, holding):
@@ -75,6 +78,7 @@ class Reconciler:
         await claims.sync_claim(shell, job)
         await claims.mark_claimed(shell, job)
         if job.life.gave_up is not None:
+            await gate.observe(shell, job)
             return  # failed for good on the fleet (maxFailovers)
 
         # 3. Old copies a failover left behind, then the current cluster's verdict.
@@ -82,16 +86,15 @@ class Reconciler:
         if job.life.cluster is not None and not await failovers.judge(shell, job):
             return
 
-        # 4. Placed, or held by the queue, or waiting for capacity.
+        # 4. Placed, or held by the queue (suspension.scheduling), or waiting for capacity.
         cluster = job.life.cluster
         if cluster is None:
-            suspension = job.binding.spec.suspension
-            if suspension is not None and suspension.scheduling:
-                await placing.hold_for_queue(shell, job)
+            if not await gate.admit(shell, job):
                 return
             cluster = await placing.schedule(shell, job)
             if cluster is None:
                 return
+            await gate.placed(shell, job, cluster)
 
         # 5. The member copy, and its status mirrored back.
         shell.triggers.track(
@@ -103,6 +106,7 @@ class Reconciler:
         applied = await member_copy.apply(shell, job, member)
         if applied is not None:
             await status_mirror.mirror(shell, job, member, applied)
+            await gate.observe(shell, job)  # an ended job releases its quota
 
     async def _workload(self, key: WorkloadKey) -> Obj | None:
         """The workload from the watch-fed cache (a private copy), else from the API server."""

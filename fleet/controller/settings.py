@@ -34,3 +34,10 @@ class Settings:
     lease_seconds: float = 15.0
     #: Port for /metrics and /healthz; 0 disables.
     metrics_port: int = 0
+    #: Kube Queue: how long a job the queue released may stay unplaced (no member can hold the
+    #: gang) before its quota is released and it backs off (phase TimeoutBackoff).
+    queue_placement_timeout: float = 300.0
+    #: Kube Queue: the first backoff after a placement timeout; each later one doubles, up to
+    #: `queue_backoff_limit`.
+    queue_backoff_seconds: float = 60.0
+    queue_backoff_limit: float = 900.0

@@ -67,6 +67,17 @@ FLEET_KINDS = [
         namespaced=False,
     ),
     *_job_kinds(),
+    # Kube Queue's kinds, and the PriorityClasses a queued job may name.
+    Kind("scheduling.sigs.k8s.io/v1beta1", "ElasticQuotaTree", "elasticquotatrees"),
+    Kind("scheduling.x-k8s.io/v1alpha1", "Queue", "queues"),
+    Kind("scheduling.x-k8s.io/v1alpha1", "QueueUnit", "queueunits"),
+    Kind(
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        "priorityclasses",
+        namespaced=False,
+        status_subresource=False,
+    ),
 ]
 MEMBER_KINDS = [*CORE_KINDS, *_job_kinds()]
 

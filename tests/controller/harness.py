@@ -25,6 +25,7 @@ from fleet.controller.members.feed import apply_node_event
 from fleet.controller.members.health import Health
 from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex
+from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
 from fleet.controller.settings import Settings
 from fleet.controller.triggers import Triggers
@@ -175,6 +176,16 @@ class World:
         )
         self.policies = PolicyIndex()
         self.metrics = Metrics()
+        self.events_recorder = EventRecorder(self.fleet, instance="test", clock=self.clock)
+        self.kube_queue = KubeQueue(
+            self.fleet,
+            self.events_recorder,
+            self.clock,
+            self.settings,
+            self.queue,
+            bindings=self.triggers.bindings,
+            workloads=self.triggers.workloads,
+        )
         self.shell = Shell(
             fleet=self.fleet,
             members=self.registry,
@@ -182,10 +193,11 @@ class World:
             bindings=BindingStore(self.fleet, self.triggers.bindings),
             triggers=self.triggers,
             queue=self.queue,
-            events=EventRecorder(self.fleet, instance="test", clock=self.clock),
+            events=self.events_recorder,
             metrics=self.metrics,
             settings=self.settings,
             clock=self.clock,
+            kube_queue=self.kube_queue,
         )
         self.reconciler = Reconciler(self.shell)
         self.members: dict[str, FakeMember] = {}
@@ -203,6 +215,12 @@ class World:
             self.triggers.workload_changed(obj, deleted=deleted)
         elif (api_version, kind) == BINDING:
             self.triggers.binding_changed(key_of_binding(obj), obj, deleted=deleted)
+        elif kind == "ElasticQuotaTree":
+            self.kube_queue.tree_event(obj, deleted=deleted)
+        elif kind == "Queue":
+            self.kube_queue.queue_event(obj, deleted=deleted)
+        elif kind == "QueueUnit":
+            self.kube_queue.unit_event(obj, deleted=deleted)
         elif api_version == c.POLICY_API_VERSION:
             meta = obj["metadata"]
             if deleted:

@@ -494,28 +494,6 @@ async def test_preemption_always_moves_the_claim_to_a_higher_priority_gang_polic
 # -- suspension ------------------------------------------------------------------------------------
 
 
-async def test_suspension_scheduling_holds_the_gang_for_the_queue():
-    world = World()
-    member = world.add_member("member-1")
-    queued = policy()
-    queued["spec"]["suspension"] = {"scheduling": True}
-    world.apply_policy(queued)
-    key = world.submit(pytorchjob("job"))
-
-    await world.reconcile(key)
-
-    assert status_of(world, key)["phase"] == "Queued"
-    scheduled = conditions(world.binding(key))[c.CONDITION_SCHEDULED]
-    assert (scheduled["status"], scheduled["reason"]) == ("False", c.REASON_QUEUED)
-    assert placed_on(world, key) is None and member.copy("job") is None
-    assert not member.member.snapshot.reservations()
-
-    del queued["spec"]["suspension"]
-    world.apply_policy(queued)
-    await world.reconcile(key)
-    assert placed_on(world, key) == "member-1" and member.copy("job") is not None
-
-
 async def test_suspension_dispatching_places_the_gang_but_creates_no_member_copy():
     world = World()
     member = world.add_member("member-1")

@@ -1,0 +1,234 @@
+"""QueueUnits: one per queued job, in the job's namespace, owned by the job.
+
+A unit's spec is kube-queue's (`consumerRef`, `queue`, `resource`: the gang's total, `priority`);
+its status is the unit's place in the queue as `fleet.core.admission` decided it, with what a
+restarted controller needs to rebuild the queue exactly (`dequeuedAt`, `backoffUntil`,
+`attempts`, `quota`). This module converts between the object and the core's values and writes
+the object; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.api import ObjectReference, QueueUnit, ResourceList, format_time, queue_unit_name
+from fleet.api import constants as c
+from fleet.api._time import parse_time, to_epoch
+from fleet.controller.cache import Newest
+from fleet.controller.keys import WorkloadKey
+from fleet.core.admission import PHASES, UnitSpec, UnitState
+from fleet.core.errors import FieldError
+from fleet.core.quota import QUOTA_NAME_LABELS
+from fleet.core.resources import Resources
+from fleet.core.workload import Gang
+from fleet.kube import ApiError, KubeClient, Obj
+
+log = logging.getLogger(__name__)
+
+UNIT = (c.QUEUE_API_VERSION, "QueueUnit")
+
+
+def unit_key(namespace: str, name: str) -> str:
+    """The key a unit has in the admission: `<namespace>/<unit name>`."""
+    return f"{namespace}/{name}"
+
+
+def key_of_job(key: WorkloadKey) -> str:
+    """The admission key of a job's unit (its name is the binding's: `<kind>-<name>`)."""
+    return unit_key(key.namespace, queue_unit_name(key.kind, key.name))
+
+
+def key_of(unit: Mapping[str, Any]) -> str:
+    meta = unit.get("metadata") or {}
+    return unit_key(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def job_of(unit: Mapping[str, Any]) -> WorkloadKey:
+    """The job a unit queues (its consumerRef)."""
+    ref = (unit.get("spec") or {}).get("consumerRef") or {}
+    namespace = ref.get("namespace") or (unit.get("metadata") or {}).get("namespace") or ""
+    return WorkloadKey.of_reference({**ref, "namespace": namespace})
+
+
+def gang_total(gang: Gang) -> Resources:
+    """Every replica of every role: what the unit asks of its quota."""
+    total = Resources({})
+    for component in gang.components:
+        total = total + component.requests * component.replicas
+    return total
+
+
+def _epoch(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return to_epoch(parse_time(value))
+    except ValueError:
+        return None
+
+
+def spec_of(unit: Mapping[str, Any]) -> UnitSpec:
+    """The core's view of a unit: its key, namespace, the gang's total, submission and order."""
+    meta = unit.get("metadata") or {}
+    spec = unit.get("spec") or {}
+    try:
+        resources = Resources.parse(spec.get("resource") or {}, field="spec.resource")
+    except FieldError as err:
+        log.warning("QueueUnit %s: %s; counted as asking nothing", key_of(unit), err)
+        resources = Resources({})
+    labels = meta.get("labels") or {}
+    label = next((labels[k] for k in QUOTA_NAME_LABELS if labels.get(k)), None)
+    return UnitSpec(
+        key=key_of(unit),
+        namespace=str(meta.get("namespace") or ""),
+        resources=resources,
+        submitted=_epoch(meta.get("creationTimestamp")) or 0.0,
+        priority=int(spec.get("priority") or 0),
+        quota_label=label,
+    )
+
+
+def state_of(unit: Mapping[str, Any]) -> UnitState:
+    """The unit's persisted place in the queue (a new unit is Enqueued)."""
+    status = unit.get("status") or {}
+    phase = status.get("phase")
+    if phase not in PHASES:
+        return UnitState()
+    dequeued_at = _epoch(status.get("dequeuedAt"))
+    if phase == "Dequeued" and dequeued_at is None:
+        dequeued_at = _epoch(status.get("lastUpdateTime")) or 0.0
+    return UnitState(
+        phase=phase,
+        dequeued_at=dequeued_at,
+        backoff_until=_epoch(status.get("backoffUntil")),
+        attempts=int(status.get("attempts") or 0),
+    )
+
+
+def status_of(
+    state: UnitState, quota: str | None, message: str, now: float, current: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The status to write: `lastUpdateTime` moves only when the phase or the message does."""
+    moved = current.get("phase") != state.phase or current.get("message") != message
+    return {
+        "phase": state.phase,
+        "message": message,
+        "lastUpdateTime": format_time(now) if moved else current.get("lastUpdateTime"),
+        "quota": quota,
+        "dequeuedAt": format_time(state.dequeued_at) if state.dequeued_at is not None else None,
+        "backoffUntil": (
+            format_time(state.backoff_until) if state.backoff_until is not None else None
+        ),
+        "attempts": state.attempts or None,
+    }
+
+
+def new_unit(
+    job: Obj, gang: Gang, *, queue: str | None, priority: int, priority_class: str | None
+) -> QueueUnit:
+    """A new unit for `job`, owned by it, carrying the job's quota label if it has one."""
+    meta = job["metadata"]
+    ref = ObjectReference(
+        api_version=job["apiVersion"],
+        kind=job["kind"],
+        namespace=meta.get("namespace"),
+        name=meta["name"],
+        uid=meta["uid"],
+    )
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in QUOTA_NAME_LABELS}
+    resource: ResourceList = dict(gang_total(gang).quantities())
+    unit = QueueUnit.for_job(
+        ref,
+        resource=resource,
+        queue=queue,
+        priority=priority,
+        labels=labels or None,
+    )
+    unit.spec.priority_class_name = priority_class
+    return unit
+
+
+class Units:
+    """The units the controller knows (watch events and its own writes), and their writes."""
+
+    def __init__(self, fleet: KubeClient) -> None:
+        self.fleet = fleet
+        self.objects: Newest[str] = Newest()
+        self.keys: set[str] = set()
+
+    def get(self, key: str) -> Obj | None:
+        return self.objects.get(key)
+
+    def offer(self, obj: Obj) -> None:
+        key = key_of(obj)
+        self.objects.offer(key, obj)
+        self.keys.add(key)
+
+    def drop(self, key: str) -> None:
+        self.objects.drop(key)
+        self.keys.discard(key)
+
+    async def create(self, unit: QueueUnit) -> Obj:
+        """Create the unit, or read the one a previous run made (same name: the job's)."""
+        body = unit.to_dict()
+        status = body.pop("status", None)
+        try:
+            created = await self.fleet.create(body)
+        except ApiError as err:
+            if not err.conflict:
+                raise
+            meta = unit.metadata
+            found = await self.fleet.get(*UNIT, str(meta.name), meta.namespace)
+            if found is None:
+                raise
+            self.offer(found)
+            return found
+        if status:
+            created = await self._patch_status(created, status)
+        self.offer(created)
+        return created
+
+    async def write(
+        self,
+        key: str,
+        state: UnitState,
+        quota: str | None,
+        message: str,
+        now: float,
+        *,
+        queue: str | None = None,
+    ) -> Obj | None:
+        """Write the unit's status (and `spec.queue` when its quota node's Queue changed); no
+        request when nothing changed. None when the unit is not known."""
+        unit = self.objects.get(key)
+        if unit is None:
+            return None
+        if queue is not None and (unit.get("spec") or {}).get("queue") != queue:
+            meta = unit["metadata"]
+            unit = await self.fleet.patch(
+                *UNIT, meta["name"], {"spec": {"queue": queue}}, meta["namespace"]
+            )
+            self.offer(unit)
+        current = unit.get("status") or {}
+        desired = status_of(state, quota, message, now, current)
+        if all(current.get(k) == v for k, v in desired.items()):
+            return unit
+        updated = await self._patch_status(unit, desired)
+        self.offer(updated)
+        return updated
+
+    async def delete(self, key: str) -> None:
+        unit = self.objects.get(key)
+        self.drop(key)
+        if unit is None:
+            return
+        meta = unit["metadata"]
+        await self.fleet.delete(*UNIT, meta["name"], meta["namespace"], uid=meta.get("uid"))
+
+    async def _patch_status(self, unit: Obj, status: Mapping[str, Any]) -> Obj:
+        meta = unit["metadata"]
+        return await self.fleet.patch(
+            *UNIT, meta["name"], {"status": dict(status)}, meta["namespace"], subresource="status"
+        )
