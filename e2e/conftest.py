@@ -29,6 +29,9 @@ BINDING = ("fleet.dev/v1alpha1", "GangBinding")
 LEASE_SECONDS = 6
 #: The fleet id the e2e controllers run with: the managed-by label of everything they create.
 FLEET_ID = "fleet-e2e"
+#: Kube Queue's placement timeout and first backoff for the e2e controllers (seconds).
+QUEUE_PLACEMENT_TIMEOUT = 10
+QUEUE_BACKOFF = 5
 #: Where the chart is installed (and the member kubeconfig Secrets live), as `fleet join` does.
 NAMESPACE = SECRETS_NAMESPACE
 
@@ -67,6 +70,11 @@ class Fleet:
             str(port),
             "--fleet-id",
             FLEET_ID,
+            # Kube Queue: short enough for e2e/test_queue.py to see a TimeoutBackoff.
+            "--queue-placement-timeout",
+            str(QUEUE_PLACEMENT_TIMEOUT),
+            "--queue-backoff",
+            str(QUEUE_BACKOFF),
         )
         replica.metrics_port = port
         self.replicas.append(replica.start())
