@@ -31,7 +31,7 @@ LEASE_SECONDS = 6
 FLEET_ID = "fleet-e2e"
 #: Kube Queue's placement timeout and first backoff for the e2e controllers (seconds).
 QUEUE_PLACEMENT_TIMEOUT = 10
-QUEUE_BACKOFF = 5
+QUEUE_BACKOFF = 8
 #: Where the chart is installed (and the member kubeconfig Secrets live), as `fleet join` does.
 NAMESPACE = SECRETS_NAMESPACE
 

@@ -4,7 +4,7 @@ one QueueUnit per queued job, and jobs released to gang placement only within th
 Each test applies its own tree (the one honoured: `kube-system/elasticquotatree`) whose leaves
 hold the test's namespace, and confines its jobs to fake nodes it adds, so what a test reasons
 about is exactly the quota and capacity it created. The controllers run with a 10 s placement
-timeout and a 5 s backoff (e2e/conftest.py).
+timeout and an 8 s backoff (e2e/conftest.py).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from fleet.controller.status_mirror import (
     with_job_condition,
 )
 from fleet.core import lifecycle
-from fleet.core.admission import DEQUEUED, RUNNING, TIMEOUT_BACKOFF
+from fleet.core.admission import DEQUEUED, RUNNING, TERMINAL, TIMEOUT_BACKOFF, UnitState
 from fleet.kube import ApiError, Obj
 
 log = logging.getLogger(__name__)
@@ -87,8 +87,20 @@ async def placed(shell: Shell, job: Job, cluster: str) -> None:
     kq = shell.kube_queue
     key = key_of_job(job.key)
     now = shell.clock.now()
-    if kq.admission.placed(key, now):
-        await _write(kq, key, f"placed in {cluster}", now)
+    phase = kq.admission.phase(key)
+    if phase is None or phase == RUNNING:
+        return
+    if not kq.admission.placed(key, now):
+        # Its placement timed out while it was being placed: it runs, so it holds its quota
+        # again (as a restart would count it), rather than running uncharged.
+        state = kq.admission.state(key)
+        unit = kq.units.get(key)
+        if state is None or unit is None or state.phase in TERMINAL:
+            return
+        kq.unsaved.pop(key, None)
+        kq.admission.remove(key)
+        kq.admission.upsert(spec_of(unit), UnitState(RUNNING, now, None, max(state.attempts, 1)))
+    await _write(kq, key, f"placed in {cluster}", now)
 
 
 async def observe(shell: Shell, job: Job) -> None:
