@@ -94,7 +94,7 @@ class Reconciler:
             cluster = await placing.schedule(shell, job)
             if cluster is None:
                 return
-            await gate.placed(shell, job, cluster)
+            await gate.placed(shell, job.key, cluster)
 
         # 5. The member copy, and its status mirrored back.
         shell.triggers.track(

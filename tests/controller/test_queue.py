@@ -13,6 +13,7 @@ import yaml
 
 from fleet.api import constants as c
 from fleet.controller.keys import WorkloadKey
+from fleet.controller.queue import gate
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.queue.units import key_of_job
 from fleet.testing.workloads import gang_policy, pytorchjob
@@ -339,3 +340,49 @@ async def test_a_restart_rebuilds_usage_from_the_units_and_releases_nothing_twic
     assert admission.finished(key_of_job(running), True, world.clock.now())
     assert not admission.finished(key_of_job(running), True, world.clock.now())
     assert admission.usage("root/team_a").used["nvidia.com/gpu"] == 3
+
+
+async def test_a_unit_deleted_by_hand_is_made_again_with_its_place_in_the_queue():
+    world = await queue_world(seed_tree(), gpus=8)
+    first = await submit_and_admit(world, "first")
+    second = await submit_and_admit(world, "second")
+    uid = unit(world, second)["metadata"]["uid"]
+
+    world.fleet_api.remove(*UNIT, f"pytorchjob-{second.name}", NAMESPACE)
+    assert second in world.queue.added  # the deletion reconciles its job
+    await world.reconcile(second)
+
+    again = unit(world, second)
+    assert again["metadata"]["uid"] != uid and again["status"]["phase"] == "Enqueued"
+    assert phase(world, first) == "Running"
+
+
+async def test_a_policy_that_stops_queueing_releases_the_unit_and_places_the_job():
+    world = await queue_world(seed_tree(), gpus=8)
+    await submit_and_admit(world, "first")
+    second = await submit_and_admit(world, "second")
+    assert phase(world, second) == "Enqueued"
+
+    world.apply_policy(gang_policy("queued", NAMESPACE))  # no suspension any more
+    await world.reconcile(second)
+
+    assert placed_on(world, second) == "member-1"
+    assert world.fleet_api.get(*UNIT, f"pytorchjob-{second.name}", NAMESPACE) is None
+    assert key_of_job(second) not in world.kube_queue.admission
+
+
+async def test_a_job_placed_as_its_placement_timed_out_holds_its_quota_again():
+    world = await queue_world(gpu_tree(3), gpus=8)
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)  # enqueued
+    await work(world)  # dequeued
+    world.clock.advance(world.settings.queue_placement_timeout + 1)
+    world.kube_queue.request_pass()
+    await work(world)  # timed out before the reconcile that places it ran
+    assert phase(world, key) == "TimeoutBackoff"
+
+    # The reconcile had already passed the gate when the timeout hit: it places the job.
+    await gate.placed(world.shell, key, "member-1")
+
+    assert phase(world, key) == "Running"
+    assert world.kube_queue.admission.holds(key_of_job(key))

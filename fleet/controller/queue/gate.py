@@ -82,10 +82,10 @@ async def admit(shell: Shell, job: Job) -> bool:
     return False
 
 
-async def placed(shell: Shell, job: Job, cluster: str) -> None:
-    """Placement chose `cluster`: the unit is Running (still holding its quota)."""
+async def placed(shell: Shell, job: WorkloadKey, cluster: str) -> None:
+    """Placement chose `cluster` for `job`: its unit is Running (still holding its quota)."""
     kq = shell.kube_queue
-    key = key_of_job(job.key)
+    key = key_of_job(job)
     now = shell.clock.now()
     phase = kq.admission.phase(key)
     if phase is None or phase == RUNNING:
