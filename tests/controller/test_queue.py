@@ -386,3 +386,20 @@ async def test_a_job_placed_as_its_placement_timed_out_holds_its_quota_again():
 
     assert phase(world, key) == "Running"
     assert world.kube_queue.admission.holds(key_of_job(key))
+
+
+async def test_a_job_made_again_under_the_same_name_gets_a_new_unit():
+    world = await queue_world(seed_tree(), gpus=8)
+    key = await submit_and_admit(world, "job")
+    old = unit(world, key)
+    # The job and its binding vanish while the controller is away (its old unit lingers until
+    # the garbage collector gets to it), and a job of the same name is made again.
+    world.fleet_api.remove(key.api_version, key.kind, key.name, key.namespace)
+    world.fleet_api.remove(c.FLEET_API_VERSION, "GangBinding", f"pytorchjob-{key.name}", NAMESPACE)
+    world.kube_queue.admission.remove(key_of_job(key))
+    again = world.submit(pytorchjob("job"))
+    await world.reconcile(again)
+
+    new = unit(world, again)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert new["spec"]["consumerRef"]["uid"] == world.workload(again)["metadata"]["uid"]

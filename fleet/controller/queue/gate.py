@@ -66,7 +66,12 @@ async def admit(shell: Shell, job: Job) -> bool:
         return False
     if key in kq.unsaved:
         return False  # decided, not yet written: the pass requeues the job once it is
-    unit = kq.units.get(key) or await _create(shell, kq, job, key)
+    unit = kq.units.get(key)
+    if unit is not None and _consumer_uid(unit) != job.uid:
+        await release(shell, job.key)  # left by an earlier job of the same name
+        unit = None
+    if unit is None:
+        unit = await _create(shell, kq, job, key)
     known = key in kq.admission
     kq.admission.upsert(spec_of(unit), state_of(unit))
     if not known:
@@ -135,6 +140,11 @@ async def release(shell: Shell, key: WorkloadKey) -> None:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+
+def _consumer_uid(unit: Obj) -> str | None:
+    uid = ((unit.get("spec") or {}).get("consumerRef") or {}).get("uid")
+    return str(uid) if uid else None
 
 
 async def _write(kq: KubeQueue, key: str, message: str, now: float) -> None:
