@@ -263,8 +263,8 @@ def test_an_invalid_tree_edit_keeps_the_old_tree(live: Fleet, namespace, add_nod
     _wait_running(live, namespace, "first")
 
     bad = _tree(namespace, ("team", {"kube-queue/max-jobs": 5}))
-    bad["spec"]["root"]["children"][0]["min"] = {GPU: 2}  # min 2 GPUs above max 0: invalid
-    bad["spec"]["root"]["children"][0]["max"][GPU] = 0
+    bad["spec"]["root"]["children"][0]["min"] = {GPU: 2}  # min 2 GPUs above max 1: invalid
+    bad["spec"]["root"]["children"][0]["max"][GPU] = 1
     tree(bad)
 
     def invalid() -> dict[str, Any] | None:
