@@ -122,6 +122,15 @@ def _queue(live: Fleet, path: str) -> dict[str, Any] | None:
     return None
 
 
+def _table(live: Fleet, kind: tuple[str, str], namespace: str) -> list[list[tuple[str, Any]]]:
+    """`kubectl get` (the columns of priority 0), row by row as (column, cell) pairs."""
+    table = live.api.api.table(live.api.resource(*kind), namespace) or {}
+    columns = [
+        (i, d["name"]) for i, d in enumerate(table["columnDefinitions"]) if not d["priority"]
+    ]
+    return [[(name, row["cells"][i]) for i, name in columns] for row in table.get("rows") or []]
+
+
 def _finish(live: Fleet, namespace: str, name: str, member: str) -> None:
     live.mark(member, namespace, name, "Succeeded")
     _wait_phase(live, namespace, name, "Succeed", timeout=90)
@@ -157,6 +166,18 @@ def test_seeds_tree_and_policy_max_jobs_1_second_job_waits_until_first_finishes(
     assert unit["spec"]["queue"] == _queue(live, "root/child-2")["metadata"]["name"]
     assert unit["spec"]["resource"][GPU] == "3"
     assert unit["metadata"]["ownerReferences"][0]["name"] == "second"
+
+    # What `kubectl get queue -n kube-queue` and `kubectl get queueunit` print (server-side).
+    queues = _table(live, QUEUE, c.QUEUE_NAMESPACE)
+    assert [column for column, _ in queues[0]] == ["Name", "AGE"]
+    assert sorted(dict(row)["Name"].rsplit("-", 1)[0] for row in queues) == [
+        "root",
+        "root-child-2",
+    ]
+    units = {dict(row)["Name"]: dict(row) for row in _table(live, UNIT, namespace)}
+    assert units["pytorchjob-second"]["PHASE"] == "Enqueued"
+    assert units["pytorchjob-second"]["QUEUE"].startswith("root-child-2-")
+    assert "nvidia.com/gpu" in units["pytorchjob-second"]["RESOURCE"]
 
     member = _wait_running(live, namespace, "first")
     _finish(live, namespace, "first", member)
