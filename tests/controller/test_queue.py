@@ -274,6 +274,7 @@ async def test_timeout_backoff_when_no_member_can_hold_a_released_job():
     await world.reconcile(key)
     held = conditions(world.workload(key))["Scheduled"]
     assert held["reason"] == "TimeoutBackoff"
+    assert "not placed within 300 s" in unit(world, key)["status"]["message"]
     assert key not in world.triggers.pending
 
     world.clock.advance(world.settings.queue_backoff_seconds + 1)

@@ -219,7 +219,8 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
             now,
         )
     await set_scheduled_condition(shell, job.workload, "False", reason, message)
-    await _write(kq, key, text, now)
+    if phase != TIMEOUT_BACKOFF:  # the unit keeps the pass's word on why it backed off
+        await _write(kq, key, text, now)
 
 
 async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, str | None]:
