@@ -56,7 +56,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from fleet.core.quota import MAX_JOBS, QuotaTree, TreeCheck, check_tree, describe_amount
+from fleet.core.quota import MAX_JOBS, Caps, QuotaTree, TreeCheck, check_tree, describe_amount
 from fleet.core.resources import Resources
 
 __all__ = [
@@ -243,7 +243,7 @@ class QuotaUsage:
     used: Resources
     """Charged by Dequeued and Running units below it (max-jobs: how many of them)."""
     min: Resources
-    max: Resources
+    max: Caps
 
     @property
     def jobs(self) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from fleet.core.errors import FieldError
@@ -52,6 +53,10 @@ __all__ = [
 ]
 
 MAX_JOBS: Final = "kube-queue/max-jobs"
+
+#: A node's max: resource -> cap. Unlike `Resources` it keeps zeros: `max: {gpu: 0}` caps.
+Caps = Mapping[str, int]
+_NO_CAPS: Final[Caps] = MappingProxyType({})
 """The resource name ACK uses to cap how many jobs of a quota node are dequeued at once."""
 
 QUOTA_NAME_LABELS: Final = (
@@ -125,8 +130,9 @@ class QuotaNode:
     namespaces: tuple[str, ...]
     min: Resources
     """Guaranteed amounts (absent = 0); may include `kube-queue/max-jobs`."""
-    max: Resources
-    """Caps (a resource absent here is not capped at this node); may include max-jobs."""
+    max: Caps
+    """Caps (a resource absent here is not capped at this node; a listed 0 admits nothing of
+    it); may include max-jobs."""
     lineage: tuple[str, ...]
     """This node's path, then its parent's, up to the root: the nodes a job here is charged to."""
 
@@ -237,7 +243,7 @@ class _Draft:
     parent: str | None
     namespaces: tuple[str, ...]
     min: Resources
-    max: Resources
+    max: Caps
     children: list[str]
 
 
@@ -309,7 +315,7 @@ def _walk(
     if isinstance(name, str) and name:
         names.add(name)
     minimum = _resources(raw.get("min"), f"{field}.min", path, problems)
-    maximum = _resources(raw.get("max"), f"{field}.max", path, problems)
+    maximum = _caps(raw.get("max"), f"{field}.max", path, problems)
     namespaces = _namespaces(raw.get("namespaces"), f"{field}.namespaces", path, problems)
     children_raw = raw.get("children")
     if children_raw is not None and not isinstance(children_raw, list):
@@ -340,23 +346,28 @@ def _walk(
             problems.append(QuotaProblem(path, child_field, RULE_SHAPE, "a child must be a node"))
             continue
         # Under a broken node the children are still checked, against a stand-in parent.
-        holder = draft or _Draft(shown, path, field, None, (), EMPTY, EMPTY, [])
+        holder = draft or _Draft(shown, path, field, None, (), EMPTY, _NO_CAPS, [])
         _walk(child, child_field, holder, drafts if draft else {}, problems, names)
 
 
 def _resources(raw: Any, field: str, path: str, problems: list[QuotaProblem]) -> Resources:
+    return Resources(_caps(raw, field, path, problems))
+
+
+def _caps(raw: Any, field: str, path: str, problems: list[QuotaProblem]) -> Caps:
+    """Amounts as written, zeros kept: in a `max`, 0 is a cap (nothing of it), not "no cap"."""
     if raw is None:
-        return EMPTY
+        return _NO_CAPS
     if not isinstance(raw, Mapping):
         problems.append(QuotaProblem(path, field, RULE_SHAPE, "must map resource names to amounts"))
-        return EMPTY
+        return _NO_CAPS
     amounts: dict[str, int] = {}
     for name, value in raw.items():
         try:
             amounts[str(name)] = Resources.parse({name: value}, field=field).get(str(name), 0)
         except FieldError as err:
             problems.append(QuotaProblem(path, err.field, RULE_QUANTITY, err.reason))
-    return Resources(amounts)
+    return MappingProxyType(amounts)
 
 
 def _namespaces(raw: Any, field: str, path: str, problems: list[QuotaProblem]) -> tuple[str, ...]:
@@ -425,7 +436,7 @@ def _check_rules(drafts: Mapping[str, _Draft], root: str, problems: list[QuotaPr
                     )
                 )
     top = drafts[root]
-    if top.min != top.max:
+    if top.min != Resources(dict(top.max)):
         problems.append(
             QuotaProblem(
                 top.path,
@@ -438,7 +449,7 @@ def _check_rules(drafts: Mapping[str, _Draft], root: str, problems: list[QuotaPr
         )
 
 
-def _listing(amounts: Resources) -> str:
+def _listing(amounts: Mapping[str, int]) -> str:
     if not amounts:
         return "nothing"
     return ", ".join(describe_amount(k, v) for k, v in sorted(amounts.items()))

@@ -136,6 +136,21 @@ def test_uncapped_resources_never_hold_a_job():
     assert dequeued(a) == ["a1"]
 
 
+def test_a_max_of_zero_is_a_cap_not_no_cap():
+    """`max: {gpu: 0}` admits no GPU job and `max-jobs: 0` no job at all: both can never be
+    dequeued while the tree says so (a missing resource, by contrast, is uncapped)."""
+    a = admission(teams(8, a=(0, 0), b=(0, 8, 0)))
+    a.upsert(unit("a1", "a"))
+    a.upsert(unit("b1", "b"))
+    plan = a.plan(0.0)
+    assert [d.key for d in plan.dequeue] == []
+    assert sorted((n.key, n.kind) for n in plan.notices) == [
+        ("a1", "NeverFits"),
+        ("b1", "NeverFits"),
+    ]
+    assert a.usage("root/a").max == {GPU: 0}
+
+
 # --- Order and policies -----------------------------------------------------------------
 
 
