@@ -6,17 +6,35 @@ mix of gangs (1 master + N workers x 8 GPUs, small 1-2 GPU jobs, CPU-only jobs, 
 GPU type) over every cluster count x node count, and the cost of one incremental node update
 and one pod update.
 
-    .venv/bin/python bench/placement.py            # full grid (skips what would not fit in RAM)
-    .venv/bin/python bench/placement.py --quick    # under a minute
+Gangs come in a few dozen shapes, as jobs of a sweep do: while a cluster is unchanged, placement
+reuses its verdict for a gang of the same demand. The `cold` rows time the same gangs made all
+different, so nothing is reused: the cost of a new kind of job.
+
+Each decision is timed twice: wall clock, and the CPU time of this thread (which leaves out the
+time the process waited for a core: on a shared machine wall-clock tails measure the neighbours).
+Each point is built and timed `--runs` times (default 3, different seeds); the table shows the
+median over runs of each figure, and the machine's load average is printed with it.
+
+    nice .venv/bin/python bench/placement.py          # full grid (skips what would not fit in RAM)
+    nice .venv/bin/python bench/placement.py --quick  # a few minutes
+    nice .venv/bin/python bench/placement.py --clusters 1000 --nodes 5000 \
+        --max-total-nodes 5000000
+
+Every run is a fresh process, so its RSS (after the build, minus the interpreter's own at start)
+is the snapshots' and nothing left over from an earlier point.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
+import json
+import os
 import random
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -164,15 +182,18 @@ def percentile(values: list[float], q: float) -> float:
 
 def time_decisions(
     gangs: list[Gang], fleet: list[ClusterSnapshot], estimator: Estimator
-) -> tuple[list[float], int]:
-    times = []
+) -> tuple[list[float], list[float], int]:
+    """Per decision: wall ms, CPU ms of this thread; and how many gangs were placed."""
+    wall, cpu = [], []
     placed = 0
     for gang in gangs:
-        start = time.perf_counter()
+        start_cpu = time.thread_time_ns()
+        start = time.perf_counter_ns()
         decision = place(gang, fleet, estimator=estimator)
-        times.append((time.perf_counter() - start) * 1000)
+        wall.append((time.perf_counter_ns() - start) / 1e6)
+        cpu.append((time.thread_time_ns() - start_cpu) / 1e6)
         placed += decision.fits
-    return times, placed
+    return wall, cpu, placed
 
 
 def update_costs(snap: ClusterSnapshot, rng: random.Random, rounds: int) -> tuple[float, float]:
@@ -209,12 +230,86 @@ def grid(clusters: list[int], nodes: list[int], max_nodes: int) -> Iterator[tupl
                 yield c, n
 
 
+@dataclass
+class Run:
+    """One build and timing of one grid point."""
+
+    estimator: str
+    wall_p50: float
+    wall_p99: float
+    cpu_p50: float
+    cpu_p99: float
+    placed: int
+    groups: float
+    build_s: float
+    rss_mib: float
+    snap_mib: float
+    node_us: float
+    pod_us: float
+
+
+def run_point(c: int, n: int, decisions: int, seed: int, with_sum: bool) -> list[Run]:
+    gc.collect()
+    before = rss_mib()
+    rng = random.Random(seed)
+    start = time.perf_counter()
+    fleet = [make_cluster(f"member-{i:04d}", n, rng) for i in range(c)]
+    build = time.perf_counter() - start
+    total = rss_mib()
+    rss = total - before
+    # What a long-running controller does once its snapshots are built: the cyclic GC then
+    # never walks the millions of long-lived objects during a decision.
+    gc.freeze()
+    groups = statistics.mean(sum(1 for _ in s.groups()) for s in fleet)
+    gangs = make_gangs(random.Random(seed + 1), decisions)
+    node_us, pod_us = update_costs(fleet[0], random.Random(seed + 2), 2000)
+    # The same gangs, each made unlike any other (a component name of its own), so no decision
+    # can reuse an earlier one's per-cluster verdicts: the cold cost of a new kind of job.
+    unique = [
+        Gang.of(
+            *(dataclasses.replace(comp, name=f"{comp.name}{i}") for comp in gang.components),
+            name=gang.ref.name,
+        )
+        for i, gang in enumerate(gangs)
+    ]
+    runs = []
+    for estimator, label, batch in [(NODES, "nodes", gangs), (NODES, "cold", unique)] + (
+        [(SUM, "sum", gangs), (SUM, "scold", unique)] if with_sum else []
+    ):
+        place(gangs[0], fleet, estimator=estimator)  # warm caches
+        wall, cpu, placed = time_decisions(batch, fleet, estimator)
+        runs.append(
+            Run(
+                label,
+                statistics.median(wall),
+                percentile(wall, 0.99),
+                statistics.median(cpu),
+                percentile(cpu, 0.99),
+                placed,
+                groups,
+                build,
+                total,
+                rss,
+                node_us,
+                pod_us,
+            )
+        )
+    return runs
+
+
+def run_in_child(c: int, n: int, decisions: int, seed: int, with_sum: bool) -> list[Run]:
+    cmd = [sys.executable, __file__, "--one", f"{c},{n},{decisions},{seed},{int(with_sum)}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return [Run(**fields) for fields in json.loads(out.splitlines()[-1])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small grid, under a minute")
+    parser.add_argument("--quick", action="store_true", help="small grid, about a minute")
     parser.add_argument("--clusters", default="10,100,1000")
     parser.add_argument("--nodes", default="100,1000,5000")
     parser.add_argument("--decisions", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=3, help="builds per point (median shown)")
     parser.add_argument(
         "--max-total-nodes",
         type=int,
@@ -223,7 +318,13 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--sum", action="store_true", help="also time the sum estimator")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # c,n,decisions,seed,sum: one run
     args = parser.parse_args()
+    if args.one:
+        c, n, decisions, seed, with_sum = (int(x) for x in args.one.split(","))
+        runs = run_point(c, n, decisions, seed, bool(with_sum))
+        print(json.dumps([dataclasses.asdict(r) for r in runs]))
+        return
     clusters = [int(x) for x in args.clusters.split(",")]
     nodes = [int(x) for x in args.nodes.split(",")]
     decisions = args.decisions
@@ -231,32 +332,37 @@ def main() -> None:
         clusters, nodes, decisions = [10, 100], [100, 1000], 100
 
     print(
-        f"{'clusters':>8} {'nodes':>6} {'est':>5} {'p50 ms':>8} {'p99 ms':>8} {'placed':>7} "
-        f"{'groups/cl':>9} {'build s':>8} {'RSS MiB':>8} {'node µs':>8} {'pod µs':>7}"
+        f"machine: {os.cpu_count()} CPUs, load average at start "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; median of {args.runs} runs"
+    )
+    print(
+        f"{'clusters':>8} {'nodes':>6} {'est':>5} {'wall p50':>8} {'wall p99':>8} "
+        f"{'cpu p50':>8} {'cpu p99':>8} {'placed':>7} {'groups/cl':>9} {'build s':>8} "
+        f"{'RSS MiB':>8} {'snap MiB':>8} {'node µs':>8} {'pod µs':>7}  (times in ms)"
     )
     for c, n in grid(clusters, nodes, args.max_total_nodes):
-        gc.collect()
-        before = rss_mib()
-        rng = random.Random(args.seed)
-        start = time.perf_counter()
-        fleet = [make_cluster(f"member-{i:04d}", n, rng) for i in range(c)]
-        build = time.perf_counter() - start
-        rss = rss_mib() - before
-        groups = statistics.mean(sum(1 for _ in s.groups()) for s in fleet)
-        gangs = make_gangs(random.Random(args.seed + 1), decisions)
-        node_us, pod_us = update_costs(fleet[0], random.Random(args.seed + 2), 2000)
-        for estimator in (NODES, SUM) if args.sum else (NODES,):
-            place(gangs[0], fleet, estimator=estimator)  # warm caches
-            times, placed = time_decisions(gangs, fleet, estimator)
+        per_run = [
+            run_in_child(c, n, decisions, args.seed + 1000 * k, args.sum) for k in range(args.runs)
+        ]
+        for i, first in enumerate(per_run[0]):
+            runs = [r[i] for r in per_run]
+
+            def med(attr: str, runs: list[Run] = runs) -> float:
+                return statistics.median(getattr(r, attr) for r in runs)
+
             print(
-                f"{c:>8} {n:>6} {estimator.name:>5} {statistics.median(times):>8.2f} "
-                f"{percentile(times, 0.99):>8.2f} {placed:>4}/{len(gangs):<3}{groups:>9.0f} "
-                f"{build:>8.1f} {rss:>8.0f} {node_us:>8.1f} {pod_us:>7.1f}",
+                f"{c:>8} {n:>6} {first.estimator:>5} {med('wall_p50'):>8.2f} "
+                f"{med('wall_p99'):>8.2f} {med('cpu_p50'):>8.2f} {med('cpu_p99'):>8.2f} "
+                f"{med('placed'):>4.0f}/{decisions:<3}{med('groups'):>9.0f} {med('build_s'):>8.1f} "
+                f"{med('rss_mib'):>8.0f} {med('snap_mib'):>8.0f} {med('node_us'):>8.1f} "
+                f"{med('pod_us'):>7.1f}",
                 flush=True,
             )
-        del fleet
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS of the whole run: {peak:.0f} MiB")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"peak RSS of one run: {peak:.0f} MiB; load average at end "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from fleet.core.assignment import Assignment
-from fleet.core.estimate import NODES, Estimator
+from fleet.core.estimate import NODES, SUM, Estimator
 from fleet.core.explain import Fact, Reason, Sentence, clip, facts_of
 from fleet.core.scoring import Score, Scorer, best_fit
 from fleet.core.selectors import LabelSelector, Requirement
@@ -38,6 +39,7 @@ INSUFFICIENT = "Insufficient"
 OUTRANKED = "Outranked"
 #: Every rejection code, in the order the filters apply.
 CODES = (NOT_READY, FAILED_OVER, TAINTED, AFFINITY, INSUFFICIENT, OUTRANKED)
+_PURE = (NODES, SUM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +162,9 @@ def place(
     rejections: list[Rejection] = []
     ranked: list[tuple[tuple[float, float], str, Score, ClusterSnapshot]] = []
     seen: set[str] = set()
+    # Only the built-in estimators and best fit are known to be pure functions of aggregates
+    # (a simulator's random scorer is not).
+    memo_key = (estimator, gang.demand_key) if scorer is best_fit and estimator in _PURE else None
     for cluster in clusters:
         name = cluster.name
         if name in seen:
@@ -176,21 +181,36 @@ def place(
             text = f"the job failed over from it ({why})" if why else "the job failed over from it"
             rejections.append(Rejection(name, clip(text), FAILED_OVER))
             continue
-        blocking = untolerated(tolerations, taints.get(name, ()))
-        if blocking is not None:
-            text = f"has the taint {blocking}, which the policy does not tolerate"
-            rejections.append(Rejection(name, clip(text), TAINTED))
-            continue
+        cluster_taints = taints.get(name)
+        if cluster_taints:
+            blocking = untolerated(tolerations, cluster_taints)
+            if blocking is not None:
+                text = f"has the taint {blocking}, which the policy does not tolerate"
+                rejections.append(Rejection(name, clip(text), TAINTED))
+                continue
         if affinity is not None:
             excluded = affinity.rejection(cluster)
             if excluded is not None:
                 rejections.append(Rejection(name, excluded, AFFINITY))
                 continue
-        short = estimator.screen(gang, cluster)
+        if memo_key is not None:
+            # The screen and best fit read only the cluster's aggregates and the gang's
+            # demand: while the cluster is unchanged, a gang of the same demand (the next job
+            # of a sweep) gets the same answer without recomputing it.
+            table = cluster.memo()
+            found = cast(tuple[Reason | None, Score | None] | None, table.get(memo_key))
+            if found is None:
+                short = estimator.screen(gang, cluster)
+                found = table[memo_key] = (short, None if short else scorer(gang, cluster))
+            short, score_or_none = found
+        else:
+            short = estimator.screen(gang, cluster)
+            score_or_none = None if short else scorer(gang, cluster)
         if short is not None:
             rejections.append(Rejection(name, short, INSUFFICIENT))
             continue
-        score = scorer(gang, cluster)
+        assert score_or_none is not None
+        score = score_or_none
         ranked.append(((-score.hole_fit, -score.share), name, score, cluster))
 
     ranked.sort(key=lambda entry: (entry[0], entry[1]))

@@ -13,6 +13,15 @@ Every update (`upsert_node`, `remove_node`, `upsert_pod`, `remove_pod`) touches 
 in the size of the cluster. Pods may arrive before their node; their usage waits under the
 node's name.
 
+Memory. A fleet of a thousand clusters of five thousand nodes is five million nodes, so nothing
+is stored per node that look-alike nodes can share. A node is its name in two maps (name ->
+its shape group, and the group's name -> allocatable); its labels and taints live in its
+signature, its allocatable and its pods' requests are shared between equal vectors (`_share`),
+and identity labels are kept apart only when they are not simply the node's name (a hostname
+label equal to the name, the usual case, costs nothing). A pod is kept only while it holds
+resources, as its node, its requests and its owner key. `node()` and `nodes()` rebuild the
+`NodeInfo` from these parts.
+
 In-flight placements. The fleet places a gang and only later sees its pods in the member. Until
 then `reserve()` subtracts the assignment from the nodes it uses (or from the totals, for an
 assignment without nodes), so two gangs placed a moment apart never count the same free GPUs
@@ -26,6 +35,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from fleet.core.assignment import Assignment
 from fleet.core.constraints import PodConstraints
@@ -38,6 +48,9 @@ from fleet.core.taints import Taint
 DEFAULT_IDENTITY_LABEL_KEYS = frozenset({"kubernetes.io/hostname"})
 
 _VERDICT_CACHE_LIMIT = 512
+#: Distinct resource vectors a snapshot remembers for sharing; cleared (not evicted) when full.
+_SHARE_LIMIT = 4096
+_MEMO_LIMIT = 256
 
 
 #: How long a placement holds its capacity in a snapshot before the member shows the gang's pods
@@ -45,12 +58,19 @@ _VERDICT_CACHE_LIMIT = 512
 DEFAULT_RESERVATION_SECONDS = 120.0
 
 
+def _signature_key(
+    labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool
+) -> tuple[object, ...]:
+    return (frozenset(labels.items()), taints, unschedulable)
+
+
 class Signature:
     """The non-resource facts a pod's constraints are judged against, shared by many nodes."""
 
-    __slots__ = ("_verdicts", "buckets", "labels", "nodes", "taints", "unschedulable")
+    __slots__ = ("_verdicts", "buckets", "key", "labels", "nodes", "taints", "unschedulable")
 
     def __init__(self, labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool):
+        self.key = _signature_key(labels, taints, unschedulable)
         self.labels = labels
         self.taints = taints
         self.unschedulable = unschedulable
@@ -84,7 +104,8 @@ class ShapeGroup:
     def __init__(self, signature: Signature, free: Resources) -> None:
         self.signature = signature
         self.free = free
-        self.nodes: dict[str, None] = {}  # an insertion-ordered set
+        #: node name -> its allocatable (shared between equal vectors); insertion-ordered.
+        self.nodes: dict[str, Resources] = {}
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -93,14 +114,12 @@ class ShapeGroup:
         return f"ShapeGroup({self.free!r} x{len(self.nodes)})"
 
 
-class _NodeEntry:
-    __slots__ = ("free", "group", "info", "signature")
+class _Pod(NamedTuple):
+    """A pod that holds resources, as placement needs it."""
 
-    def __init__(self, info: NodeInfo, signature: Signature) -> None:
-        self.info = info
-        self.signature = signature
-        self.free = EMPTY
-        self.group: ShapeGroup | None = None
+    node: str
+    requests: Resources
+    owner: str | None
 
 
 @dataclass(slots=True)
@@ -132,20 +151,26 @@ class ClusterSnapshot:
         #: The resource groups are indexed by (the scarce one; best fit is judged on it).
         self.accelerator = accelerator
         self.identity_label_keys = identity_label_keys
+        self._identity_keys = tuple(sorted(identity_label_keys))
         #: Bumped on every change that can alter a decision.
         self.version = 0
-        self._nodes: dict[str, _NodeEntry] = {}
-        self._pods: dict[str, PodInfo] = {}
-        self._used: dict[str, dict[str, int]] = {}
-        self._reserved: dict[str, dict[str, int]] = {}
+        self._nodes: dict[str, ShapeGroup] = {}
+        #: Identity labels of the nodes whose identity labels are not all equal to their name.
+        self._identity: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._pods: dict[str, _Pod] = {}
+        self._used: dict[str, Resources] = {}
+        self._reserved: dict[str, Resources] = {}
         self._unplaced: dict[str, int] = {}
         self._signatures: dict[tuple[object, ...], Signature] = {}
+        self._shared: dict[Resources, Resources] = {}
         self._free_all: dict[str, int] = {}
         self._free_schedulable: dict[str, int] = {}
         self._hist: dict[str, Histogram] = {}
         self._reservations: dict[str, Reservation] = {}
         self._expiry: list[tuple[float, int, str]] = []
         self._seq = itertools.count(1)
+        self._memo: dict[object, object] = {}
+        self._memo_version = 0
 
     @classmethod
     def build(
@@ -166,19 +191,24 @@ class ClusterSnapshot:
 
     # Reading ----------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
-        entry = self._nodes.get(name)
-        return entry.info if entry else None
+        group = self._nodes.get(name)
+        return self._info(name, group) if group is not None else None
 
     def nodes(self) -> Iterator[NodeInfo]:
-        return (entry.info for entry in self._nodes.values())
+        return (self._info(name, group) for name, group in self._nodes.items())
 
     def pods(self) -> Iterator[PodInfo]:
-        return iter(self._pods.values())
+        """The pods that hold resources (bound, not finished), as placement keeps them: uid,
+        node, requests and owner key (namespace and name are not kept)."""
+        return (
+            PodInfo(uid, "", "", pod.node, pod.requests, owner_key=pod.owner)
+            for uid, pod in self._pods.items()
+        )
 
     def free(self, node: str) -> Resources | None:
         """What `node` has free now (allocatable - bound pods - reservations, floored at 0)."""
-        entry = self._nodes.get(node)
-        return entry.free if entry else None
+        group = self._nodes.get(node)
+        return group.free if group is not None else None
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -222,55 +252,87 @@ class ClusterSnapshot:
     def reservations(self) -> Mapping[str, Reservation]:
         return self._reservations
 
+    def memo(self) -> dict[object, object]:
+        """A table for answers that depend only on this snapshot's current contents (a
+        screen's verdict for a gang's demand): emptied whenever the snapshot changes, so an
+        answer is reused only while it is still true."""
+        if self._memo_version != self.version or len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+            self._memo_version = self.version
+        return self._memo
+
     # Nodes ------------------------------------------------------------------------------------
     def upsert_node(self, info: NodeInfo) -> None:
-        old = self._nodes.get(info.name)
-        if old is not None and old.info == info:
+        name = info.name
+        identity_keys = self.identity_label_keys
+        labels = {k: v for k, v in info.labels.items() if k not in identity_keys}
+        identity = self._identity_of(info)
+        key = _signature_key(labels, info.taints, info.unschedulable)
+        old = self._nodes.get(name)
+        if (
+            old is not None
+            and old.signature.key == key
+            and old.nodes[name] == info.allocatable
+            and self._identity.get(name) == identity
+        ):
             return
-        entry = _NodeEntry(info, self._intern(info))
-        entry.signature.nodes += 1  # before releasing the old one, so a shared signature survives
+        sig = self._signatures.get(key)
+        if sig is None:
+            sig = self._signatures[key] = Signature(labels, info.taints, info.unschedulable)
+        sig.nodes += 1  # before releasing the old one, so a shared signature survives
         if old is not None:
-            self._detach(old)
+            self._detach(name, old)
             self._release_signature(old.signature)
-        self._nodes[info.name] = entry
-        entry.free = self._compute_free(entry)
-        self._attach(entry)
+        if identity is None:
+            self._identity.pop(name, None)
+        else:
+            self._identity[name] = identity
+        allocatable = self._share(info.allocatable)
+        self._attach(name, sig, allocatable, self._compute_free(name, allocatable))
         self.version += 1
 
     def remove_node(self, name: str) -> None:
-        entry = self._nodes.pop(name, None)
-        if entry is None:
+        group = self._nodes.pop(name, None)
+        if group is None:
             return
-        self._detach(entry)
-        self._release_signature(entry.signature)
+        self._detach(name, group)
+        self._release_signature(group.signature)
+        self._identity.pop(name, None)
         self.version += 1
 
     # Pods -------------------------------------------------------------------------------------
     def upsert_pod(self, pod: PodInfo) -> None:
         old = self._pods.get(pod.uid)
-        if old == pod:
+        if not pod.holds_resources:
+            # Pending or finished: it holds nothing, so nothing is kept (a later binding counts
+            # as newly bound either way).
+            if old is not None:
+                del self._pods[pod.uid]
+                self._apply_pod_change(old, None)
             return
-        self._pods[pod.uid] = pod
-        self._apply_pod_change(old, pod)
+        assert pod.node_name is not None
+        new = _Pod(pod.node_name, self._share(pod.requests), pod.owner_key)
+        if old == new:
+            return
+        self._pods[pod.uid] = new
+        self._apply_pod_change(old, new)
 
     def remove_pod(self, uid: str) -> None:
         old = self._pods.pop(uid, None)
         if old is not None:
             self._apply_pod_change(old, None)
 
-    def _apply_pod_change(self, old: PodInfo | None, new: PodInfo | None) -> None:
+    def _apply_pod_change(self, old: _Pod | None, new: _Pod | None) -> None:
         touched = set()
-        if old is not None and old.holds_resources:
-            assert old.node_name is not None
-            self._add_usage(self._used, old.node_name, old.requests, -1)
-            touched.add(old.node_name)
-        if new is not None and new.holds_resources:
-            assert new.node_name is not None
-            self._add_usage(self._used, new.node_name, new.requests, +1)
-            touched.add(new.node_name)
-            newly_bound = old is None or not old.holds_resources or old.node_name != new.node_name
-            if new.owner_key is not None and newly_bound:
-                touched |= self._consume(new.owner_key, new.node_name)
+        if old is not None:
+            self._add_usage(self._used, old.node, old.requests, -1)
+            touched.add(old.node)
+        if new is not None:
+            self._add_usage(self._used, new.node, new.requests, +1)
+            touched.add(new.node)
+            newly_bound = old is None or old.node != new.node
+            if new.owner is not None and newly_bound:
+                touched |= self._consume(new.owner, new.node)
         for name in touched:
             self._refresh(name)
         self.version += 1
@@ -345,45 +407,61 @@ class ClusterSnapshot:
             self._add_usage(self._reserved, node, requests, sign)
 
     # Internals --------------------------------------------------------------------------------
-    @staticmethod
+    def _share(self, amounts: Resources) -> Resources:
+        """One object for every equal vector (the same allocatable on a thousand nodes, the
+        same requests on a thousand pods). Correctness never depends on it: when the table is
+        full it starts over, and vectors already stored stay shared."""
+        shared = self._shared.get(amounts)
+        if shared is not None:
+            return shared
+        if len(self._shared) >= _SHARE_LIMIT:
+            self._shared.clear()
+        self._shared[amounts] = amounts
+        return amounts
+
     def _add_usage(
-        table: dict[str, dict[str, int]], node: str, requests: Resources, sign: int
+        self, table: dict[str, Resources], node: str, requests: Resources, sign: int
     ) -> None:
-        usage = table.get(node)
-        if usage is None:
-            usage = table[node] = {}
-        for name, amount in requests.items():
-            value = usage.get(name, 0) + sign * amount
-            if value:
-                usage[name] = value
-            else:
-                usage.pop(name, None)
-        if not usage:
+        current = table.get(node)
+        if current is None and sign > 0:
+            table[node] = requests
+            return
+        base = current if current is not None else EMPTY
+        usage = base + requests if sign > 0 else base - requests
+        if usage:
+            table[node] = self._share(usage)
+        else:
             del table[node]
 
-    def _intern(self, info: NodeInfo) -> Signature:
-        identity = self.identity_label_keys
-        labels = {k: v for k, v in info.labels.items() if k not in identity}
-        key = (frozenset(labels.items()), info.taints, info.unschedulable)
-        sig = self._signatures.get(key)
-        if sig is None:
-            sig = self._signatures[key] = Signature(labels, info.taints, info.unschedulable)
-        return sig
+    def _identity_of(self, info: NodeInfo) -> tuple[tuple[str, str], ...] | None:
+        """The node's identity labels, or None when each is present and equal to its name."""
+        labels, name = info.labels, info.name
+        if all(labels.get(key) == name for key in self._identity_keys):
+            return None
+        return tuple((key, labels[key]) for key in self._identity_keys if key in labels)
+
+    def _info(self, name: str, group: ShapeGroup) -> NodeInfo:
+        sig = group.signature
+        labels = dict(sig.labels)
+        identity = self._identity.get(name)
+        if identity is None:
+            labels.update((key, name) for key in self._identity_keys)
+        else:
+            labels.update(identity)
+        return NodeInfo(name, group.nodes[name], labels, sig.taints, sig.unschedulable)
 
     def _release_signature(self, sig: Signature) -> None:
         sig.nodes -= 1
         if sig.nodes == 0:
-            key = (frozenset(sig.labels.items()), sig.taints, sig.unschedulable)
-            self._signatures.pop(key, None)
+            self._signatures.pop(sig.key, None)
 
-    def _compute_free(self, entry: _NodeEntry) -> Resources:
-        name = entry.info.name
+    def _compute_free(self, name: str, allocatable: Resources) -> Resources:
         used = self._used.get(name)
         reserved = self._reserved.get(name)
         if not used and not reserved:
-            return entry.info.allocatable.clamped()
+            return allocatable.clamped()
         free = {}
-        for res, amount in entry.info.allocatable.items():
+        for res, amount in allocatable.items():
             if used:
                 amount -= used.get(res, 0)
             if reserved:
@@ -393,18 +471,17 @@ class ClusterSnapshot:
         return Resources._trusted(free)
 
     def _refresh(self, name: str) -> None:
-        entry = self._nodes.get(name)
-        if entry is None:
+        group = self._nodes.get(name)
+        if group is None:
             return
-        free = self._compute_free(entry)
-        if free == entry.free:
+        allocatable = group.nodes[name]
+        free = self._compute_free(name, allocatable)
+        if free == group.free:
             return
-        self._detach(entry)
-        entry.free = free
-        self._attach(entry)
+        self._detach(name, group)
+        self._attach(name, group.signature, allocatable, free)
 
-    def _attach(self, entry: _NodeEntry) -> None:
-        sig, free = entry.signature, entry.free
+    def _attach(self, name: str, sig: Signature, allocatable: Resources, free: Resources) -> None:
         bucket_key = free.get(self.accelerator, 0)
         bucket = sig.buckets.get(bucket_key)
         if bucket is None:
@@ -412,24 +489,21 @@ class ClusterSnapshot:
         group = bucket.get(free)
         if group is None:
             group = bucket[free] = ShapeGroup(sig, free)
-        group.nodes[entry.info.name] = None
-        entry.group = group
-        self._account(free, not sig.unschedulable, +1)
+        group.nodes[name] = allocatable
+        self._nodes[name] = group
+        self._account(group.free, not sig.unschedulable, +1)
 
-    def _detach(self, entry: _NodeEntry) -> None:
-        group = entry.group
-        if group is None:
-            return
-        del group.nodes[entry.info.name]
+    def _detach(self, name: str, group: ShapeGroup) -> None:
+        """Take `name` out of `group` (the caller rebinds or drops `_nodes[name]`)."""
+        del group.nodes[name]
+        sig = group.signature
         if not group.nodes:
-            sig = group.signature
             bucket_key = group.free.get(self.accelerator, 0)
             bucket = sig.buckets[bucket_key]
             del bucket[group.free]
             if not bucket:
                 del sig.buckets[bucket_key]
-        entry.group = None
-        self._account(entry.free, not entry.signature.unschedulable, -1)
+        self._account(group.free, not sig.unschedulable, -1)
 
     def _account(self, free: Resources, schedulable: bool, sign: int) -> None:
         totals, sched, hists = self._free_all, self._free_schedulable, self._hist

@@ -121,6 +121,12 @@ class Gang:
         return out
 
     @cached_property
+    def demand_key(self) -> tuple[tuple[str, Resources, int], ...]:
+        """(component name, per-pod requests, pods) of the minimum set: everything a screen on
+        aggregates and its sentence depend on. Gangs with equal keys get equal verdicts."""
+        return tuple((c.name, c.requests, n) for c, n in self.minimum)
+
+    @cached_property
     def minimum_parts(self) -> tuple[tuple[str, int], ...]:
         """(component name, pods) of the minimum set."""
         return tuple((c.name, n) for c, n in self.minimum)

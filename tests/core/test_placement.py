@@ -1,4 +1,8 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from fleet.core.assignment import Assignment
+from fleet.core.constraints import PodConstraints
 from fleet.core.estimate import NODES, SUM
 from fleet.core.placement import (
     AFFINITY,
@@ -12,9 +16,11 @@ from fleet.core.placement import (
 from fleet.core.resources import Resources
 from fleet.core.selectors import LabelSelector, Requirement
 from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.taints import Taint, Toleration
 from fleet.core.workload import Component, Gang, gang_from_workload
 
-from .builders import cluster, node, pod
+from .builders import GiB, cluster, node, pod
+from .exhaustive import assert_valid, exists_assignment
 from .seeds import pytorchjob, tfjob
 
 GPU = "nvidia.com/gpu"
@@ -190,3 +196,88 @@ def test_placement_is_pure() -> None:
 def test_no_clusters() -> None:
     gang = Gang.of(Component("worker", 1, Resources(pods=1)))
     assert place(gang, []).summary() == "0/0 clusters can take the gang"
+
+
+# Grouped vs ungrouped ---------------------------------------------------------------------------
+# A snapshot folds look-alike nodes into shape groups and keeps almost nothing per node. The
+# same nodes, each given a label of its own that no rule reads, share no group at all. For gangs
+# whose minimum set is one item (equal requests and constraints), whether a cluster fits cannot
+# depend on the order nodes are tried, so every decision must come out the same; and every
+# assignment must be a real one in its own snapshot.
+_shape_st = st.tuples(
+    st.sampled_from([4, 16, 64]),  # cpu
+    st.sampled_from([0, 1, 4, 8]),  # gpus
+    st.sampled_from([{}, {"pool": "a"}, {"pool": "b"}]),
+    st.booleans(),  # gpu taint
+    st.booleans(),  # cordoned
+    st.sampled_from([0, 1, 2]),  # gpus in use by a pod
+)
+_cluster_st = st.lists(_shape_st, min_size=1, max_size=12)
+
+
+def _twin_clusters(
+    index: int, shapes: list[tuple[int, int, dict[str, str], bool, bool, int]]
+) -> tuple[ClusterSnapshot, ClusterSnapshot]:
+    name = f"member-{index}"
+    grouped, ungrouped = ClusterSnapshot(name), ClusterSnapshot(name)
+    for i, (cpu, gpu, labels, tainted, cordoned, used) in enumerate(shapes):
+        taints = (Taint("nvidia.com/gpu", "NoSchedule"),) if tainted else ()
+        node_name = f"{name}-n{i}"
+        own = {**labels, "kubernetes.io/hostname": node_name}
+        grouped.upsert_node(
+            node(node_name, cpu=cpu, gpu=gpu, labels=own, taints=taints, unschedulable=cordoned)
+        )
+        ungrouped.upsert_node(
+            node(
+                node_name,
+                cpu=cpu,
+                gpu=gpu,
+                labels={**own, "node-id": node_name},
+                taints=taints,
+                unschedulable=cordoned,
+            )
+        )
+        if used and used <= gpu:
+            for snap in (grouped, ungrouped):
+                snap.upsert_pod(pod(f"{node_name}-p", node_name, cpu_m=1000, gpu=used))
+    return grouped, ungrouped
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(_cluster_st, min_size=1, max_size=4),
+    st.sampled_from([1, 2, 4, 8]),  # gpus per pod
+    st.integers(1, 6),  # pods
+    st.sampled_from([{}, {"pool": "a"}]),
+    st.booleans(),  # tolerates the gpu taint
+)
+def test_grouped_and_ungrouped_nodes_give_the_same_decisions(
+    fleet: list[list[tuple[int, int, dict[str, str], bool, bool, int]]],
+    gpus: int,
+    pods: int,
+    selector: dict[str, str],
+    tolerant: bool,
+) -> None:
+    twins = [_twin_clusters(i, shapes) for i, shapes in enumerate(fleet)]
+    grouped = [g for g, _ in twins]
+    ungrouped = [u for _, u in twins]
+    assert sum(1 for s in ungrouped for _ in s.groups()) == sum(len(s) for s in ungrouped)
+    constraints = PodConstraints.of(
+        selector, tolerations=(Toleration("nvidia.com/gpu", "Exists"),) if tolerant else ()
+    )
+    requests = Resources({"cpu": 1000, "memory": GiB, "nvidia.com/gpu": gpus, "pods": 1})
+    gang = Gang.of(
+        Component("master", 1, requests, constraints),
+        Component("worker", pods, requests, constraints),
+    )
+    a = place(gang, grouped, explain_all=True)
+    b = place(gang, ungrouped, explain_all=True)
+    assert (a.placement and a.placement.cluster) == (b.placement and b.placement.cluster)
+    assert [(r.cluster, r.category, r.reason) for r in a.rejections] == [
+        (r.cluster, r.category, r.reason) for r in b.rejections
+    ]
+    for decision, snaps in ((a, grouped), (b, ungrouped)):
+        if decision.placement is not None:
+            chosen = next(s for s in snaps if s.name == decision.placement.cluster)
+            assert_valid(chosen, gang, decision.placement.assignment)
+            assert exists_assignment(chosen, gang)
