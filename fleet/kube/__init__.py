@@ -22,7 +22,7 @@ from fleet.kube._errors import (
     NotFound,
     Unreachable,
 )
-from fleet.kube._informer import Informer, object_key
+from fleet.kube._informer import Informer, identity, object_key
 from fleet.kube._kubeconfig import (
     Credential,
     KubeconfigContext,
@@ -63,6 +63,7 @@ __all__ = [
     "Unreachable",
     "established",
     "from_kubeconfig",
+    "identity",
     "in_cluster",
     "load",
     "load_kubeconfig",

@@ -143,8 +143,11 @@ class KubeClient:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> Obj:
-        """The whole list object (items plus metadata.resourceVersion, for a following watch)."""
+        """The list object (items plus metadata.resourceVersion, for a following watch). With
+        `limit`, one page: `metadata.continue` then names the next one (`continue_token`)."""
         return await self._run(
             self._requests.list(
                 api_version,
@@ -152,6 +155,8 @@ class KubeClient:
                 namespace,
                 label_selector=label_selector,
                 field_selector=field_selector,
+                limit=limit,
+                continue_token=continue_token,
             )
         )
 

@@ -3,6 +3,11 @@
 The watch resumes from the list's resourceVersion (and from bookmarks); a 410 Gone relists and
 tells the consumer which objects vanished meanwhile; an unreachable server is retried with
 capped exponential backoff while the consumer is told the source is unhealthy.
+
+Memory. The list is read in pages (`page_size`), so a member with 20,000 pods is never one
+response of 20,000 parsed objects. A consumer that folds events into its own state (a member's
+nodes and pods into its snapshot) passes `keep=identity`: the store then holds only each object's
+name, namespace, uid and resourceVersion, which is all a relist and a DELETED event need.
 """
 
 from __future__ import annotations
@@ -20,6 +25,16 @@ log = logging.getLogger(__name__)
 
 EventHandler = Callable[[str, Obj], None]
 HealthHandler = Callable[[bool, str], None]
+
+
+#: What `identity` keeps of an object's metadata.
+IDENTITY_FIELDS = ("name", "namespace", "uid", "resourceVersion")
+
+
+def identity(obj: Obj) -> Obj:
+    """Only what identifies an object and its version (for `Informer(keep=identity)`)."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in IDENTITY_FIELDS if k in meta}}
 
 
 def object_key(obj: Obj) -> str:
@@ -44,11 +59,14 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         max_backoff: float = 30.0,
+        page_size: int = 500,
+        keep: Callable[[Obj], Obj] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
         """`sleep` waits between retries and `jitter` spreads them (a float in [0, 1)); tests
-        replace both so that nothing waits for real time."""
+        replace both so that nothing waits for real time. `keep` is what the store holds of
+        each object (all of it by default); the events always carry the whole object."""
         self.client = client
         self.api_version = api_version
         self.kind = kind
@@ -59,6 +77,8 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.max_backoff = max_backoff
+        self.page_size = page_size
+        self._keep = keep or (lambda obj: obj)
         self._sleep = sleep
         self._jitter = jitter
         self.store: dict[str, Obj] = {}
@@ -72,27 +92,41 @@ class Informer:
             log.exception("handler failed for %s %s on %s", kind, object_key(obj), self.client.name)
 
     async def _relist(self) -> str:
-        listing = await self.client.list(
-            self.api_version,
-            self.kind,
-            self.namespace,
-            label_selector=self.label_selector,
-            field_selector=self.field_selector,
-        )
-        fresh = {
-            object_key(o): _with_kind(o, self.api_version, self.kind) for o in listing["items"]
-        }
+        """List (page by page), deliver what is new or changed, then what vanished."""
+        listed: set[str] = set()
+        token: str | None = None
+        while True:
+            listing = await self.client.list(
+                self.api_version,
+                self.kind,
+                self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                limit=self.page_size,
+                continue_token=token,
+            )
+            for item in listing["items"]:
+                obj = _with_kind(item, self.api_version, self.kind)
+                key = object_key(obj)
+                listed.add(key)
+                known = self.store.get(key)
+                if known is not None and _uid(known) != _uid(obj):
+                    # Deleted and made again under the same name while we were not watching.
+                    del self.store[key]
+                    self._deliver("DELETED", known)
+                    known = None
+                if known is None or _version(known) != _version(obj):
+                    self.store[key] = self._keep(obj)
+                    self._deliver("ADDED" if known is None else "MODIFIED", obj)
+            # Every page is read from the first page's snapshot; an expired token is a 410
+            # Gone, which lists again from the start.
+            token = (listing.get("metadata") or {}).get("continue") or None
+            if token is None:
+                break
         for key, old in list(self.store.items()):
-            if key not in fresh:
+            if key not in listed:
                 del self.store[key]
                 self._deliver("DELETED", old)
-        for key, obj in fresh.items():
-            known = self.store.get(key)
-            if known is None or known["metadata"].get("resourceVersion") != obj["metadata"].get(
-                "resourceVersion"
-            ):
-                self.store[key] = obj
-                self._deliver("ADDED" if known is None else "MODIFIED", obj)
         self.relists += 1
         rv: str = listing["metadata"]["resourceVersion"]
         return rv
@@ -125,7 +159,7 @@ class Informer:
                         if event["type"] == "DELETED":
                             self.store.pop(key, None)
                         else:
-                            self.store[key] = obj
+                            self.store[key] = self._keep(obj)
                         self._deliver(event["type"], obj)
             except asyncio.CancelledError:
                 raise
@@ -145,6 +179,14 @@ class Informer:
                 log.exception("%s: unexpected error watching %s", self.client.name, self.kind)
             await self._sleep(backoff * (0.8 + 0.4 * self._jitter()))
             backoff = min(backoff * 2, self.max_backoff)
+
+
+def _uid(obj: Obj) -> object:
+    return (obj.get("metadata") or {}).get("uid")
+
+
+def _version(obj: Obj) -> object:
+    return (obj.get("metadata") or {}).get("resourceVersion")
 
 
 def _with_kind(obj: Obj, api_version: str, kind: str) -> Obj:

@@ -265,14 +265,21 @@ class Requests:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
     ) -> Op[Obj]:
-        """The whole list object (items plus metadata.resourceVersion, for a following watch)."""
+        """The list object (items plus metadata.resourceVersion, for a following watch). With
+        `limit`, one page: `metadata.continue` then names the next one (`continue_token`)."""
         res = yield from self.resource(api_version, kind)
         params = {}
         if label_selector:
             params["labelSelector"] = label_selector
         if field_selector:
             params["fieldSelector"] = field_selector
+        if limit:
+            params["limit"] = str(limit)
+        if continue_token:
+            params["continue"] = continue_token
         result: Obj = yield Call(
             "GET", res.path(namespace), verb="LIST", target=res.describe(namespace), params=params
         )

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fleet.kube import Informer, KubeClient
+from fleet.kube import Informer, KubeClient, identity
 from tests.kube.fakes import AsyncSleeps, FakeApi, async_client, status, stream
 
 PODS = "/api/v1/pods"
@@ -138,15 +138,65 @@ async def test_gone_relists_and_reports_what_changed_meanwhile(gone: httpx.Respo
             ("ADDED", "a", "1"),
             ("ADDED", "b", "1"),
             ("ADDED", "same", "3"),
-            ("DELETED", "b", "1"),  # vanished while we were away
             ("MODIFIED", "a", "20"),  # changed while we were away
             ("ADDED", "c", "25"),
+            ("DELETED", "b", "1"),  # vanished while we were away (known once the list is read)
         ]
         assert script.watched_from == ["10", "30"]
         assert sorted(informer.store) == ["ns/a", "ns/c", "ns/same"]
         assert informer.relists == 2
         assert False not in seen.health  # a 410 is routine, not ill health
         assert sleeps.waits == []  # and is not waited on
+
+
+def page(rv: str, token: str, *items: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "PodList",
+        "metadata": {"resourceVersion": rv, "continue": token},
+        "items": list(items),
+    }
+
+
+class Paged(Script):
+    """Also records the limit and continue token of every list request."""
+
+    def __init__(self, lists: list[Any], watches: list[Any]) -> None:
+        super().__init__(lists, watches)
+        self.pages: list[tuple[str | None, str | None]] = []
+
+    async def __call__(self, request: httpx.Request) -> Any:
+        if request.url.params.get("watch") != "true":
+            self.pages.append((request.url.params.get("limit"), request.url.params.get("continue")))
+        return await super().__call__(request)
+
+
+async def test_the_list_is_read_in_pages_and_the_store_keeps_what_it_is_told() -> None:
+    script = Paged(
+        lists=[
+            page("10", "next-1", pod("a", "1"), pod("b", "1")),
+            page("10", "next-2", pod("c", "2")),
+            listing("10", pod("d", "3")),
+        ],
+        watches=[],
+    )
+    full = {**pod("e", "4"), "spec": {"nodeName": "n1"}}
+    script.lists[0]["items"].append(full)
+    async with running(script, page_size=2, keep=identity) as (informer, seen, _sleeps):
+        assert script.pages == [("2", None), ("2", "next-1"), ("2", "next-2")]
+        assert [name for _, name, _ in seen.events] == ["a", "b", "e", "c", "d"]
+        assert script.watched_from == ["10"]
+        assert informer.store["ns/e"] == {
+            "metadata": {"name": "e", "namespace": "ns", "resourceVersion": "4"}
+        }
+
+
+async def test_an_object_made_again_under_the_same_name_is_a_deletion_then_an_addition() -> None:
+    first = {"metadata": {**pod("a", "1")["metadata"], "uid": "u1"}}
+    again = {"metadata": {**pod("a", "9")["metadata"], "uid": "u2"}}
+    script = Script(lists=[listing("10", first), listing("30", again)], watches=[gone_status])
+    async with running(script) as (informer, seen, _sleeps):
+        assert seen.events == [("ADDED", "a", "1"), ("DELETED", "a", "1"), ("ADDED", "a", "9")]
+        assert informer.store["ns/a"]["metadata"]["uid"] == "u2"
 
 
 async def test_an_unreachable_server_backs_off_and_reports_health() -> None:

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from fleet.api import constants as c
 from fleet.core.kinds import KINDS
-from fleet.kube import ApiError, Informer, KubeClient, Obj, Unreachable
+from fleet.kube import ApiError, Informer, KubeClient, Obj, Unreachable, identity
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ class MemberConnection:
             "Node",
             self._guard(self._events.node_event),
             on_health=self._source("Node"),
+            keep=identity,  # the snapshot holds what placement needs; not whole Nodes
         )
         pods = Informer(
             self.client,
@@ -112,6 +113,7 @@ class MemberConnection:
             self._guard(self._events.pod_event),
             on_health=self._source("Pod"),
             field_selector=NON_TERMINAL_PODS,
+            keep=identity,  # the snapshot holds what placement needs; not whole Pods
         )
         name = self.member
         self.tasks = [
