@@ -77,6 +77,10 @@ class SandboxConfig(BaseModel):
     members: list[MemberSpec] = Field(default_factory=list)
     #: The training operator's --gang-scheduler-name; also the coscheduling profile's name.
     gang_scheduler_name: str = "scheduler-plugins-scheduler"
+    #: Run the Kubeflow training operator in each member. Off, a member copy stays as fleet
+    #: wrote it (no pods, no status): benches use it to measure fleet without the operator's
+    #: CPU on a small machine.
+    training_operator: bool = True
 
     @model_validator(mode="after")
     def _unique(self) -> SandboxConfig:

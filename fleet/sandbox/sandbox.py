@@ -279,8 +279,9 @@ class Sandbox:
                 comp.kube_scheduler(tc, layout),
                 comp.podgroup_controller(tc, layout),
                 comp.kwok(tc, layout, stages),
-                comp.training_operator(tc, layout, config.gang_scheduler_name),
             ]
+            if config.training_operator:
+                control.append(comp.training_operator(tc, layout, config.gang_scheduler_name))
         launch("controllers, schedulers, kwok and training operators", control)
         self._write_state(config, phase="up")
 

@@ -1,0 +1,216 @@
+"""Controller memory at scale, on the sandbox: 3 members x 1,000 fake nodes and 20,000 pods.
+
+    /work/sandbox-run nice .venv/bin/python bench/scale.py [--nodes 1000] [--pods 20000] [--runs 3]
+
+Brings up its own sandbox (members without the training operator: nothing here runs a job),
+creates the kwok nodes and then the pods, already bound to nodes (`spec.nodeName`, so no
+scheduler is involved) and spread evenly over every member's nodes. Then, `--runs` times, starts
+a fresh controller and measures:
+- the time from the controller's start to every MemberCluster being Ready (which needs the node
+  and pod watches listed and in sync);
+- the controller's RSS once Ready and `--settle` seconds later, and its peak (VmHWM).
+Prints the median of the runs and every run; nothing is asserted. The sandbox is torn down at
+the end (`--keep` leaves it up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fleet.install import install_crds, join, single_context
+from fleet.kube import KubeClient, SyncKubeClient, load, read_kubeconfig_file
+from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
+from fleet.testing.controller import ControllerProcess
+
+NS = "scale"
+
+
+def _config(members: int, nodes: int) -> SandboxConfig:
+    return SandboxConfig(
+        members=[
+            MemberSpec(name=f"member-{i}", nodes=[NodePool(count=nodes, cpu="96", gpu=8)])
+            for i in range(1, members + 1)
+        ],
+        training_operator=False,
+    )
+
+
+def _pod(name: str, node: str, index: int) -> dict[str, object]:
+    """A bound pod like a training job's worker: requests, labels, an env, a probe."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": {"app": "scale", "training.kubeflow.org/replica-index": str(index % 8)},
+        },
+        "spec": {
+            "nodeName": node,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "worker",
+                    "image": "registry.example.com/train:1.0",
+                    "command": ["python", "-m", "train", "--epochs", "90"],
+                    "env": [{"name": f"VAR_{k}", "value": f"value-{k}"} for k in range(8)],
+                    "resources": {
+                        "requests": {"cpu": "2", "memory": "8Gi", "nvidia.com/gpu": "1"},
+                        "limits": {"nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def _create_pods(kubeconfig: Path, member: str, nodes: list[str], pods: int) -> None:
+    client = KubeClient(load(str(kubeconfig), member), name=member)
+    try:
+        await client.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+            field_manager="bench",
+        )
+        semaphore = asyncio.Semaphore(16)
+
+        async def one(i: int) -> None:
+            async with semaphore:
+                await client.create(_pod(f"p-{i:05d}", nodes[i % len(nodes)], i))
+
+        await asyncio.gather(*(one(i) for i in range(pods)))
+    finally:
+        await client.aclose()
+
+
+def _status_kib(pid: int) -> dict[str, int]:
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(rest.split()[0])
+    return out
+
+
+def _all_ready(fleet: SyncKubeClient, members: int) -> bool:
+    items = fleet.list("fleet.dev/v1alpha1", "MemberCluster")["items"]
+    ready = 0
+    for item in items:
+        for cond in (item.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Ready" and cond.get("status") == "True":
+                ready += 1
+    return ready == members
+
+
+def _run(sandbox: Sandbox, state: Path, members: int, settle: float, k: int) -> dict[str, float]:
+    controller = ControllerProcess(sandbox.kubeconfig, f"scale-{k}", state)
+    with SyncKubeClient(load(str(sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
+        started = time.monotonic()
+        controller.start()
+        assert controller.popen is not None
+        pid = controller.popen.pid
+        try:
+            while not _all_ready(fleet, members):
+                if not controller.running:
+                    raise RuntimeError(f"controller exited:\n{controller.tail()}")
+                time.sleep(0.2)
+            ready = time.monotonic() - started
+            at_ready = _status_kib(pid)
+            time.sleep(settle)
+            later = _status_kib(pid)
+        finally:
+            controller.stop()
+    return {
+        "ready_s": ready,
+        "rss_ready_mib": at_ready["VmRSS"] / 1024,
+        "rss_settled_mib": later["VmRSS"] / 1024,
+        "peak_mib": later["VmHWM"] / 1024,
+    }
+
+
+def _mark_not_ready(fleet: SyncKubeClient) -> None:
+    """Clear the MemberClusters' status, so the next controller's Ready is its own."""
+    for item in fleet.list("fleet.dev/v1alpha1", "MemberCluster")["items"]:
+        item["status"] = {}
+        fleet.replace(item, subresource="status")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=1000, help="per member (at most 1000)")
+    parser.add_argument("--pods", type=int, default=20000, help="in all, spread over members")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=15.0)
+    parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true", help="leave the sandbox up")
+    args = parser.parse_args()
+    state = args.state_dir or Path(tempfile.mkdtemp(prefix="fleet-scale-"))
+    config = _config(args.members, args.nodes)
+    sandbox = Sandbox(state)
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+    t0 = time.monotonic()
+    sandbox.up(config, die_with_parent=not args.keep, progress=lambda _m: None)
+    print(f"sandbox up with {args.members} x {args.nodes} nodes in {time.monotonic() - t0:.0f}s")
+    try:
+        t0 = time.monotonic()
+        per_member = args.pods // args.members
+
+        async def create_all() -> None:
+            await asyncio.gather(
+                *(
+                    _create_pods(
+                        sandbox.kubeconfig,
+                        m.name,
+                        [f"{m.name}-node-{i}" for i in range(args.nodes)],
+                        per_member,
+                    )
+                    for m in config.members
+                )
+            )
+
+        asyncio.run(create_all())
+        print(f"{per_member * args.members} pods created in {time.monotonic() - t0:.0f}s")
+        with SyncKubeClient(load(str(sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
+            install_crds(fleet)
+            kubeconfig = read_kubeconfig_file(sandbox.kubeconfig)
+            for m in config.members:
+                join(fleet, m.name, single_context(kubeconfig, m.name))
+        runs = []
+        for k in range(args.runs):
+            if k:
+                with SyncKubeClient(load(str(sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
+                    _mark_not_ready(fleet)
+            runs.append(_run(sandbox, state, args.members, args.settle, k))
+            print(
+                f"  run {k + 1}: Ready after {runs[-1]['ready_s']:.1f}s, RSS at Ready "
+                f"{runs[-1]['rss_ready_mib']:.0f} MiB, {args.settle:.0f}s later "
+                f"{runs[-1]['rss_settled_mib']:.0f} MiB, peak {runs[-1]['peak_mib']:.0f} MiB",
+                flush=True,
+            )
+
+        def med(key: str) -> float:
+            return statistics.median(r[key] for r in runs)
+
+        print(
+            f"{args.members} members x {args.nodes} nodes, {per_member * args.members} pods, "
+            f"median of {len(runs)} runs: start -> members Ready {med('ready_s'):.1f}s; "
+            f"controller RSS at Ready {med('rss_ready_mib'):.0f} MiB, settled "
+            f"{med('rss_settled_mib'):.0f} MiB, peak {med('peak_mib'):.0f} MiB "
+            f"(load average {os.getloadavg()[0]:.1f})"
+        )
+    finally:
+        if not args.keep:
+            sandbox.down(progress=lambda _m: None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
