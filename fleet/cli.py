@@ -100,6 +100,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
     settings = Settings(
         estimator=args.estimator,
         workers=args.workers,
+        member_qps=args.member_qps,
+        member_burst=args.member_burst,
         metrics_port=args.metrics_port,
         lease_seconds=args.lease_seconds,
         lease_namespace=args.lease_namespace,
@@ -217,6 +219,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="placement estimator when a policy sets none (default nodes)",
     )
     ctl.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    ctl.add_argument(
+        "--member-qps",
+        type=float,
+        default=0.0,
+        help="each member client's requests per second after its burst (default 0: no limit)",
+    )
+    ctl.add_argument(
+        "--member-burst",
+        type=int,
+        default=0,
+        help="requests a member client may send at once before --member-qps applies",
+    )
     ctl.add_argument("--metrics-port", type=int, default=0, help="serve /metrics and /healthz")
     ctl.add_argument(
         "--lease-seconds",

@@ -7,6 +7,7 @@ controller reports, so no client library is needed.
 from __future__ import annotations
 
 import bisect
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 
@@ -83,6 +84,22 @@ def _render_requests(counts: Mapping[str, Mapping[tuple[str, str], int]]) -> lis
     return lines
 
 
+def _render_seconds(seconds: Mapping[str, float]) -> list[str]:
+    name = "fleet_api_request_seconds_total"
+    lines = [
+        f"# HELP {name} Seconds spent waiting for API servers' answers, summed over requests.",
+        f"# TYPE {name} counter",
+    ]
+    lines += [f'{name}{{server="{server}"}} {s:.6f}' for server, s in sorted(seconds.items())]
+    cpu = "process_cpu_seconds_total"
+    lines += [
+        f"# HELP {cpu} CPU time of the controller process (user and system).",
+        f"# TYPE {cpu} counter",
+        f"{cpu} {time.process_time():.6f}",
+    ]
+    return lines
+
+
 class Metrics:
     def __init__(self) -> None:
         self.dispatches = Counter(
@@ -114,8 +131,9 @@ class Metrics:
             (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
         )
 
-    #: Set by the controller: the request counts of its clients.
+    #: Set by the controller: the request counts of its clients, and their waiting time.
     request_counts: RequestCounts | None = None
+    request_seconds: Callable[[], Mapping[str, float]] | None = None
 
     def render(self) -> str:
         parts: list[Counter | Gauge | Histogram] = [
@@ -131,4 +149,6 @@ class Metrics:
         lines = [line for p in parts for line in p.render()]
         if self.request_counts is not None:
             lines += _render_requests(self.request_counts())
+        if self.request_seconds is not None:
+            lines += _render_seconds(self.request_seconds())
         return "\n".join(lines) + "\n"

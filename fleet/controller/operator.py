@@ -82,6 +82,8 @@ class Controller:
             probe_interval=settings.probe_interval,
             status_interval=settings.status_interval,
             connect=connect,
+            member_qps=settings.member_qps,
+            member_burst=settings.member_burst,
         )
         self.kube_queue = KubeQueue(
             fleet,
@@ -107,6 +109,7 @@ class Controller:
         )
         self.reconciler = Reconciler(self.shell)
         self.metrics.request_counts = self._request_counts
+        self.metrics.request_seconds = self._request_seconds
         self.leading = asyncio.Event()
         self.elector = LeaderElector(
             fleet,
@@ -129,6 +132,13 @@ class Controller:
             if member.client is not None:
                 counts[name] = member.client.requests
         return counts
+
+    def _request_seconds(self) -> dict[str, float]:
+        seconds = {"fleet": self.fleet.busy_seconds}
+        for name, member in self.members.members.items():
+            if member.client is not None:
+                seconds[name] = member.client.busy_seconds
+        return seconds
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ class Settings:
     reservation_seconds: float = DEFAULT_RESERVATION_SECONDS
     #: Concurrent reconciles.
     workers: int = 4
+    #: Each member client's rate limit, as client-go's QPS and burst: up to `member_burst`
+    #: requests at once, then `member_qps` per second. 0 QPS: no limit.
+    member_qps: float = 0.0
+    member_burst: int = 0
     #: How often each member is probed.
     probe_interval: float = 3.0
     #: How often MemberCluster status is refreshed (also on every health change).

@@ -32,6 +32,7 @@ from fleet.kube._kubeconfig import (
     read_kubeconfig_file,
     resolve_context,
 )
+from fleet.kube._ratelimit import RateLimit
 from fleet.kube._requests import Obj
 from fleet.kube._sync import SyncKubeClient
 
@@ -56,6 +57,7 @@ __all__ = [
     "NotEstablished",
     "NotFound",
     "Obj",
+    "RateLimit",
     "Resource",
     "SyncKubeClient",
     "TlsMaterial",

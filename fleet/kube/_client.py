@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from tenacity import AsyncRetrying
 from fleet.kube._connection import Connection
 from fleet.kube._discovery import Discovery, Resource
 from fleet.kube._errors import KubeError
+from fleet.kube._ratelimit import RateLimit
 from fleet.kube._requests import (
     Call,
     Done,
@@ -72,6 +74,10 @@ class KubeClient:
         self._requests = Requests(self.name, Discovery())
         #: Requests sent, by (verb, resource): what a dispatch costs (see /metrics).
         self.requests: Counter[tuple[str, str]] = Counter()
+        #: Seconds spent waiting for answers, summed over requests (concurrent ones overlap).
+        self.busy_seconds = 0.0
+        #: Client-side QPS/burst limit (None: none), taken before every request but watches.
+        self.rate_limit: RateLimit | None = None
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -86,10 +92,15 @@ class KubeClient:
 
     async def _send(self, call: Call) -> Any:
         self.requests[(call.verb, resource_of(call.path))] += 1
+        if self.rate_limit is not None:
+            await self.rate_limit.acquire()
+        started = time.monotonic()
         try:
             response = await self._http.send(call.build(self._http))
         except httpx.TransportError as e:
             raise unreachable(call, e, self.name) from e
+        finally:
+            self.busy_seconds += time.monotonic() - started
         return decode(call, response, self.name)
 
     async def _execute(self, call: Call) -> Any:

@@ -31,7 +31,7 @@ from fleet.controller.members.status import MemberStatusWriter
 from fleet.core.errors import FieldError
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, parse_taints
-from fleet.kube import ApiError, KubeClient, Obj, Unreachable, from_kubeconfig
+from fleet.kube import ApiError, KubeClient, Obj, RateLimit, Unreachable, from_kubeconfig
 from fleet.kubeconfig import KubeconfigError, kubeconfig_from_secret
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,8 @@ class MemberRegistry:
         source_grace: float = 15.0,
         resync_after_error: float = 5.0,
         connect: Connect = connect_with_kubeconfig,
+        member_qps: float = 0.0,
+        member_burst: int = 0,
     ) -> None:
         self.fleet = fleet
         self.listener = listener
@@ -79,6 +81,9 @@ class MemberRegistry:
         self.source_grace = source_grace
         self.resync_after_error = resync_after_error
         self.connect = connect
+        #: Each member client's rate limit (client-go's QPS and burst); qps 0: none.
+        self.member_qps = member_qps
+        self.member_burst = member_burst
         self.members: dict[str, Member] = {}
         #: The last MemberCluster seen per member, to resync when its Secret changes.
         self._objects: dict[str, Obj] = {}
@@ -212,6 +217,8 @@ class MemberRegistry:
         except (KubeconfigError, ValueError) as e:
             self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
             return
+        if self.member_qps > 0:
+            client.rate_limit = RateLimit(self.member_qps, self.member_burst or 1)
         self._connect(member, client)
 
     def _connect(self, member: Member, client: KubeClient) -> None:
