@@ -16,7 +16,9 @@ Brings up its own sandbox (fleet + 3 members), starts one controller process, th
    status write, the member copy's create), `--workers` jobs at once (the controller's
    concurrency), with no decisions; fleet's burst rate is reported as a ratio to it.
 `--no-operator` runs the members without the training operator, so fleet is measured without
-the operator's CPU. Prints the figures; nothing is asserted. The sandbox is torn down at the end.
+the operator's CPU. `--profile` samples the controller with py-spy during the burst
+(`.venv/bin/pip install py-spy`) and prints where its CPU went. Prints the figures; nothing is
+asserted. The sandbox is torn down at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ import asyncio
 import copy
 import os
 import re
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -126,7 +131,41 @@ def _latency_line(what: str, latencies: list[float]) -> str:
     )
 
 
-async def _bench(kubeconfig: Path, jobs: int, rate: float, port: int) -> dict[str, float]:
+def _short(frame: str) -> str:
+    """`func (path/to/module.py:12)` -> `func (module.py)`: one entry per function."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit('/', 1)[-1].split(':')[0]})" if where else name
+
+
+def _profile_summary(path: Path, top: int = 14) -> None:
+    """py-spy's collapsed stacks: the functions the controller's CPU went to (inclusive and
+    self share of the samples)."""
+    inclusive: dict[str, int] = defaultdict(int)
+    own: dict[str, int] = defaultdict(int)
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        frames = [
+            f.split(" (")[0] + " (" + f.split(" (")[-1].split("/")[-1] for f in stack.split(";")
+        ]
+        for frame in set(frames):
+            inclusive[frame] += n
+        own[frames[-1]] += n
+    if not total:
+        print("  profile: no samples")
+        return
+    print(f"  profile ({total} samples): inclusive share, then self share")
+    for frame, n in sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"    {n / total:5.1%}  {frame}")
+    for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"    self {n / total:5.1%}  {frame}")
+
+
+async def _bench(
+    kubeconfig: Path, jobs: int, rate: float, port: int, profile: tuple[int, Path] | None
+) -> dict[str, float]:
     fleet = KubeClient(load(str(kubeconfig), "fleet"), name="fleet")
     seen: dict[str, float] = {}
     stop = asyncio.Event()
@@ -168,6 +207,27 @@ async def _bench(kubeconfig: Path, jobs: int, rate: float, port: int) -> dict[st
     # 3. Burst.
     await asyncio.sleep(3)  # let the steady phase's status echoes settle
     before = Metrics(port)
+    spy = None
+    if profile is not None:
+        pid, out_path = profile
+        tool = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        spy = subprocess.Popen(
+            [
+                tool,
+                "record",
+                "--pid",
+                str(pid),
+                "--format",
+                "raw",
+                "--output",
+                str(out_path),
+                "--rate",
+                "200",
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     names = [f"burst-{i:04d}" for i in range(jobs)]
     started = time.monotonic()
     semaphore = asyncio.Semaphore(20)
@@ -182,6 +242,9 @@ async def _bench(kubeconfig: Path, jobs: int, rate: float, port: int) -> dict[st
     total = max(seen[n] for n in names) - started
     await asyncio.sleep(3)  # the status mirrors that follow each dispatch
     after = Metrics(port)
+    if spy is not None and profile is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=60)
     burst = sorted(seen[n] - started for n in names)
     out["burst_rate"] = jobs / total
     print(f"burst of {jobs} jobs created at once (submitted in {submitted:.1f}s)")
@@ -211,6 +274,8 @@ async def _bench(kubeconfig: Path, jobs: int, rate: float, port: int) -> dict[st
     out["requests_per_job"] = sum(per.values()) / jobs
     reconciles = after.delta(before, "fleet_reconciles_total")
     print(f"  reconciles per job: {sum(reconciles.values()) / jobs:.2f}")
+    if profile is not None and profile[1].exists():
+        _profile_summary(profile[1])
     stop.set()
     await watcher
     await fleet.aclose()
@@ -303,6 +368,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--rate", type=float, default=20.0, help="jobs/s of the steady phase")
     parser.add_argument("--no-operator", action="store_true", help="members without it")
+    parser.add_argument("--profile", action="store_true", help="py-spy the burst")
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="leave the sandbox and logs up")
     parser.add_argument(
@@ -326,7 +392,9 @@ def main() -> int:
         _setup(sandbox.kubeconfig)
         controller.start()
         time.sleep(5)
-        out = asyncio.run(_bench(sandbox.kubeconfig, args.jobs, args.rate, port))
+        assert controller.popen is not None
+        profile = (controller.popen.pid, state / "burst.pyspy") if args.profile else None
+        out = asyncio.run(_bench(sandbox.kubeconfig, args.jobs, args.rate, port, profile))
         controller.stop()
         concurrency = _workers(args.controller_args)
         limit = asyncio.run(_limit(sandbox.kubeconfig, args.jobs, concurrency))
