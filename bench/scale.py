@@ -24,6 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+# This script's directory holds bench/queue.py, which would shadow the standard library's
+# `queue` (anyio imports it): search the repository, not this directory.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 from fleet.install import install_crds, join, single_context
 from fleet.kube import KubeClient, SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
