@@ -59,7 +59,12 @@ _SAMPLE = re.compile(r"^(\w+)(?:\{(.*)\})? (\S+)$")
 
 def _config(operator: bool) -> SandboxConfig:
     return SandboxConfig(
-        members=[MemberSpec(name=m, nodes=[NodePool(count=2, cpu="256", gpu=8)]) for m in MEMBERS],
+        # Pod slots for every job of every phase: without the operator no pod ever shows up to
+        # release a job's in-flight reservation, which holds its slots for 120 s.
+        members=[
+            MemberSpec(name=m, nodes=[NodePool(count=2, cpu="256", gpu=8, pods=5000)])
+            for m in MEMBERS
+        ],
         training_operator=operator,
     )
 
