@@ -10,7 +10,8 @@ a fresh controller and measures:
   and pod watches listed and in sync);
 - the controller's RSS once Ready and `--settle` seconds later, and its peak (VmHWM).
 Prints the median of the runs and every run; nothing is asserted. The sandbox is torn down at
-the end (`--keep` leaves it up).
+the end (`--keep` leaves it up). `--compare DIR` also runs, alternately, a controller from
+another checkout (e.g. `git archive main | tar -x -C DIR`) against the same sandbox.
 """
 
 from __future__ import annotations
@@ -113,11 +114,19 @@ def _all_ready(fleet: SyncKubeClient, members: int) -> bool:
     return ready == members
 
 
-def _run(sandbox: Sandbox, state: Path, members: int, settle: float, k: int) -> dict[str, float]:
+def _run(
+    sandbox: Sandbox, state: Path, members: int, settle: float, k: int, code: Path | None
+) -> dict[str, float]:
     controller = ControllerProcess(sandbox.kubeconfig, f"scale-{k}", state)
     with SyncKubeClient(load(str(sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
         started = time.monotonic()
-        controller.start()
+        here = Path.cwd()
+        if code is not None:
+            os.chdir(code)  # `python -m fleet` imports the checkout it starts in
+        try:
+            controller.start()
+        finally:
+            os.chdir(here)
         assert controller.popen is not None
         pid = controller.popen.pid
         try:
@@ -155,6 +164,7 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=15.0)
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="leave the sandbox up")
+    parser.add_argument("--compare", type=Path, help="also run the controller of this checkout")
     args = parser.parse_args()
     state = args.state_dir or Path(tempfile.mkdtemp(prefix="fleet-scale-"))
     config = _config(args.members, args.nodes)
@@ -187,29 +197,34 @@ def main() -> int:
             kubeconfig = read_kubeconfig_file(sandbox.kubeconfig)
             for m in config.members:
                 join(fleet, m.name, single_context(kubeconfig, m.name))
-        runs = []
+        variants: list[tuple[str, Path | None]] = [("this checkout", None)]
+        if args.compare:
+            variants.append((str(args.compare), args.compare.resolve()))
+        results: dict[str, list[dict[str, float]]] = {label: [] for label, _ in variants}
         for k in range(args.runs):
-            if k:
+            for label, code in variants:
                 with SyncKubeClient(load(str(sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
                     _mark_not_ready(fleet)
-            runs.append(_run(sandbox, state, args.members, args.settle, k))
+                run = _run(sandbox, state, args.members, args.settle, k, code)
+                results[label].append(run)
+                print(
+                    f"  {label} run {k + 1}: Ready after {run['ready_s']:.1f}s, RSS at Ready "
+                    f"{run['rss_ready_mib']:.0f} MiB, {args.settle:.0f}s later "
+                    f"{run['rss_settled_mib']:.0f} MiB, peak {run['peak_mib']:.0f} MiB",
+                    flush=True,
+                )
+        for label, runs in results.items():
+
+            def med(key: str, runs: list[dict[str, float]] = runs) -> float:
+                return statistics.median(r[key] for r in runs)
+
             print(
-                f"  run {k + 1}: Ready after {runs[-1]['ready_s']:.1f}s, RSS at Ready "
-                f"{runs[-1]['rss_ready_mib']:.0f} MiB, {args.settle:.0f}s later "
-                f"{runs[-1]['rss_settled_mib']:.0f} MiB, peak {runs[-1]['peak_mib']:.0f} MiB",
-                flush=True,
+                f"{label}: {args.members} members x {args.nodes} nodes, "
+                f"{per_member * args.members} pods, median of {len(runs)} runs: start -> members "
+                f"Ready {med('ready_s'):.1f}s; controller RSS at Ready "
+                f"{med('rss_ready_mib'):.0f} MiB, settled {med('rss_settled_mib'):.0f} MiB, peak "
+                f"{med('peak_mib'):.0f} MiB (load average {os.getloadavg()[0]:.1f})"
             )
-
-        def med(key: str) -> float:
-            return statistics.median(r[key] for r in runs)
-
-        print(
-            f"{args.members} members x {args.nodes} nodes, {per_member * args.members} pods, "
-            f"median of {len(runs)} runs: start -> members Ready {med('ready_s'):.1f}s; "
-            f"controller RSS at Ready {med('rss_ready_mib'):.0f} MiB, settled "
-            f"{med('rss_settled_mib'):.0f} MiB, peak {med('peak_mib'):.0f} MiB "
-            f"(load average {os.getloadavg()[0]:.1f})"
-        )
     finally:
         if not args.keep:
             sandbox.down(progress=lambda _m: None)
