@@ -227,18 +227,34 @@ class BindingStore:
                 self.cache.offer(key, raw)
         return GangBinding.from_dict(raw) if raw else None
 
-    async def create(self, key: WorkloadKey, binding: GangBinding, owner_uid: str) -> GangBinding:
-        """Create the binding, or adopt the one a previous run of this controller made."""
+    @staticmethod
+    def written(binding: GangBinding) -> bool:
+        """Whether the binding exists on the API server (a new one is created by its first
+        `save`, so the first decision costs no separate write)."""
+        return binding.metadata.resource_version is not None
+
+    async def _create_with(
+        self, key: WorkloadKey, binding: GangBinding, spec: Mapping[str, Any]
+    ) -> GangBinding:
+        body = binding.to_dict()
+        merged = dict(body.get("spec") or {})
+        for name, value in spec.items():
+            if value is None:
+                merged.pop(name, None)
+            else:
+                merged[name] = value
+        body["spec"] = merged
         try:
-            created = await self.fleet.create(binding.to_dict())
+            created = await self.fleet.create(body)
         except ApiError as e:
             if not e.conflict:
                 raise
+            # A binding of that name exists after all (an earlier run's, or an earlier object's
+            # not yet collected): its decision, not this one, stands. Start over from it.
             existing = await self.fleet.get(*BINDING, str(binding.metadata.name), key.namespace)
-            owner = (((existing or {}).get("spec") or {}).get("resource") or {}).get("uid")
-            if existing is None or owner != owner_uid:
-                raise  # a binding of an earlier object of that name, not yet collected: retry
-            created = existing
+            if existing is not None:
+                self.cache.offer(key, existing)
+            raise BindingGone(f"{key}: its GangBinding already exists; starting over") from e
         self.cache.offer(key, created)
         return GangBinding.from_dict(created)
 
@@ -271,6 +287,10 @@ class BindingStore:
         written = binding
         meta = binding.metadata
         name = str(meta.name)
+        if not self.written(binding):
+            # First write of a new binding: one create carries the spec with the decision.
+            spec_patch = {}
+            written = await self._create_with(key, binding, desired_spec)
         try:
             if spec_patch:
                 updated = await self.fleet.patch(

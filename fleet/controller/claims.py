@@ -88,9 +88,10 @@ async def bind(shell: Shell, key: WorkloadKey, workload: Obj, gang: Gang) -> Gan
     )
     generation = (workload.get("metadata") or {}).get("generation")
     binding.metadata.annotations = {TERMS_GENERATION_ANNOTATION: str(generation)}
-    created = await shell.bindings.create(key, binding, workload["metadata"]["uid"])
+    # Not written yet: the first save creates it with the first decision in one request
+    # (BindingStore.save), before anything is done in a member.
     log.info("%s: bound by %s (%s)", key, match.ref.name, match.reason)
-    return created
+    return binding
 
 
 async def sync_claim(shell: Shell, job: Job) -> None:
@@ -139,6 +140,12 @@ async def _transfer(shell: Shell, job: Job, policy: AnyPolicy, why: str) -> None
 
 async def _write_terms(shell: Shell, job: Job, terms: dict[str, Any], generation: str) -> None:
     meta = job.binding.metadata
+    if not shell.bindings.written(job.binding):
+        raw = job.binding.to_dict()
+        raw["metadata"].setdefault("annotations", {})[TERMS_GENERATION_ANNOTATION] = generation
+        raw["spec"] = {**raw["spec"], **terms}
+        job.binding = GangBinding.from_dict(raw)  # written with the first save
+        return
     updated = await shell.fleet.patch(
         *(c.FLEET_API_VERSION, "GangBinding"),
         str(meta.name),

@@ -5,12 +5,14 @@ posts, the counters it moves and what it puts back on the work queue.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from fleet.api import constants as c
 from fleet.api import format_time
+from fleet.controller.bindings import BindingGone
 from fleet.controller.claims import CLEANUP_RETRY_SECONDS
 from fleet.core import lifecycle
 from fleet.core.placement import AFFINITY, INSUFFICIENT, TAINTED
@@ -130,6 +132,45 @@ async def test_place_writes_the_decision_first_then_creates_the_member_copy():
     assert conditions(world.workload(key))["Scheduled"]["status"] == "True"
     assert status_of(world, key)["phase"] == "Dispatched"
     assert conditions(binding)[c.CONDITION_FULLY_APPLIED]["status"] == "True"
+
+
+async def test_a_new_binding_is_created_once_with_its_first_decision():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    (create,) = world.fleet_api.asked("POST", "/gangbindings")
+    sent = json.loads(create.content)
+    assert sent["spec"]["clusters"][0]["name"] == "member-1"  # the decision, in the create
+    assert not [
+        r for r in world.fleet_api.asked("PATCH", "/gangbindings/") if "/status" not in r.url.path
+    ]
+    assert placed_on(world, key) == "member-1"
+
+
+async def test_a_binding_that_exists_after_all_is_not_overwritten_and_the_gang_starts_over():
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    earlier = world.binding(key)
+    assert earlier is not None
+    # The binding is there, but this reconcile's cache does not show it yet (a watch lagging).
+    world.shell.bindings.cache.drop(key)
+    world.shell.bindings.complete = True
+
+    with pytest.raises(BindingGone):
+        await world.reconcile(key)
+
+    assert world.binding(key)["spec"]["clusters"] == earlier["spec"]["clusters"]
+    assert world.shell.bindings.cache.get(key) is not None  # the next reconcile starts from it
+    await world.reconcile(key)
+    assert placed_on(world, key) == earlier["spec"]["clusters"][0]["name"]
 
 
 async def test_a_second_reconcile_of_a_placed_job_writes_nothing():
