@@ -164,7 +164,11 @@ def place(
     seen: set[str] = set()
     # Only the built-in estimators and best fit are known to be pure functions of aggregates
     # (a simulator's random scorer is not).
-    memo_key = (estimator, gang.demand_key) if scorer is best_fit and estimator in _PURE else None
+    memo_key = (
+        _MemoKey(estimator.name, gang.demand_key)
+        if scorer is best_fit and estimator in _PURE
+        else None
+    )
     for cluster in clusters:
         name = cluster.name
         if name in seen:
@@ -247,6 +251,23 @@ def place(
             )
     rejections.sort(key=lambda r: r.cluster)
     return Decision(chosen, tuple(rejections))
+
+
+class _MemoKey:
+    """An estimator and a gang's demand, hashed once per decision (a tuple would hash its
+    parts again for every cluster looked up)."""
+
+    __slots__ = ("_hash", "parts")
+
+    def __init__(self, estimator: str, demand: tuple[object, ...]) -> None:
+        self.parts = (estimator, demand)
+        self._hash = hash(self.parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _MemoKey) and (other is self or other.parts == self.parts)
 
 
 def _outranked(lead: str, chosen: Placement, score: Score) -> str:

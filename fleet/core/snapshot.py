@@ -50,7 +50,9 @@ DEFAULT_IDENTITY_LABEL_KEYS = frozenset({"kubernetes.io/hostname"})
 _VERDICT_CACHE_LIMIT = 512
 #: Distinct resource vectors a snapshot remembers for sharing; cleared (not evicted) when full.
 _SHARE_LIMIT = 4096
-_MEMO_LIMIT = 256
+#: Few demands are in flight at once (a sweep is one); a small table keeps the garbage
+#: collector's work small at a thousand clusters.
+_MEMO_LIMIT = 32
 
 
 #: How long a placement holds its capacity in a snapshot before the member shows the gang's pods
