@@ -30,7 +30,14 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from fleet.install import install_crds, join, single_context
-from fleet.kube import KubeClient, SyncKubeClient, load, read_kubeconfig_file
+from fleet.kube import (
+    Conflict,
+    KubeClient,
+    SyncKubeClient,
+    Unreachable,
+    load,
+    read_kubeconfig_file,
+)
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.testing.controller import ControllerProcess
 
@@ -83,11 +90,19 @@ async def _create_pods(kubeconfig: Path, member: str, nodes: list[str], pods: in
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
             field_manager="bench",
         )
-        semaphore = asyncio.Semaphore(16)
+        semaphore = asyncio.Semaphore(8)
 
         async def one(i: int) -> None:
             async with semaphore:
-                await client.create(_pod(f"p-{i:05d}", nodes[i % len(nodes)], i))
+                for attempt in range(8):  # a loaded machine times connections out now and then
+                    try:
+                        await client.create(_pod(f"p-{i:05d}", nodes[i % len(nodes)], i))
+                        return
+                    except Conflict:
+                        return  # an earlier attempt got there
+                    except Unreachable:
+                        await asyncio.sleep(0.5 * (attempt + 1))
+                raise RuntimeError(f"pod p-{i:05d} could not be created in {member}")
 
         await asyncio.gather(*(one(i) for i in range(pods)))
     finally:
