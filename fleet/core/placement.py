@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 from fleet.core.assignment import Assignment
 from fleet.core.estimate import NODES, SUM, Estimator
@@ -91,9 +91,9 @@ class Placement:
         return f"{{{self.cluster}:0,[{inner}]}}"
 
 
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """Why one cluster was not chosen: a code for machines and a sentence for people."""
+class Rejection(NamedTuple):
+    """Why one cluster was not chosen: a code for machines and a sentence for people. (A named
+    tuple: a decision over a thousand clusters makes a thousand of them.)"""
 
     cluster: str
     why: Reason
