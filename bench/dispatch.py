@@ -166,7 +166,10 @@ def _profile_summary(path: Path, top: int = 14) -> None:
         print("  profile: no samples")
         return
     print(f"  profile ({total} samples): inclusive share, then self share")
-    for frame, n in sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]:
+    # The event loop and runpy frames hold everything; start below them.
+    generic = ("runners.py", "runpy", "base_events.py", "events.py", "cli.py", "__main__.py")
+    shown = [(f, n) for f, n in inclusive.items() if not any(g in f for g in generic)]
+    for frame, n in sorted(shown, key=lambda kv: -kv[1])[:top]:
         print(f"    {n / total:5.1%}  {frame}")
     for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
         print(f"    self {n / total:5.1%}  {frame}")
@@ -307,7 +310,9 @@ async def _limit(kubeconfig: Path, jobs: int, concurrency: int) -> float:
             )
         # Templates: what the controller wrote for one of the burst's jobs.
         binding = (await fleet.list(c.FLEET_API_VERSION, "GangBinding", NS))["items"][0]
-        done = await fleet.get("kubeflow.org/v1", "PyTorchJob", binding["metadata"]["name"], NS)
+        done = await fleet.get(
+            "kubeflow.org/v1", "PyTorchJob", binding["spec"]["resource"]["name"], NS
+        )
         assert done is not None
         copies = (await members[0].list("kubeflow.org/v1", "PyTorchJob", NS))["items"]
         copies += (await members[1].list("kubeflow.org/v1", "PyTorchJob", NS))["items"]
