@@ -231,6 +231,20 @@ class Demo:
         self.expect(gone, f"{', '.join(names)} gone from the fleet and every member", 180)
 
 
+def amc_rows(table: str, job: str) -> list[dict[str, str]]:
+    """The rows of a `kubectl amc get` table whose NAME starts with the job's name, as
+    column -> cell."""
+    lines = [line for line in table.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = lines[0].split()
+    return [
+        dict(zip(header, line.split(), strict=False))
+        for line in lines[1:]
+        if line.startswith(f"{job}-")
+    ]
+
+
 # -- the loop ---------------------------------------------------------------------------------
 
 

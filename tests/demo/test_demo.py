@@ -2,7 +2,9 @@
 
 The premises are checked with the core the controller calls: on the demo's layout no member can
 hold the seeds' TFJob (each for capacity), the node the held-gang story adds makes member-2 hold
-it, ACK's sum rule would accept member-1, and the other stories' gangs fit where they say.
+it, ACK's sum rule would accept member-1, and the other stories' gangs fit where they say. The
+queue story's tree puts `default` in one leaf of one job at a time, and its policy queues only
+the jobs it labels.
 """
 
 from __future__ import annotations
@@ -13,16 +15,19 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.api import PropagationPolicy, WorkloadRef
+from fleet.api.matching import match_policy
 from fleet.cli import main as fleet_main
 from fleet.core.estimate import NODES, SUM
 from fleet.core.inventory import node_from_k8s
 from fleet.core.placement import INSUFFICIENT, place
+from fleet.core.quota import check_tree
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.workload import gang_from_workload
 from fleet.demo import STORIES, seeds
 from fleet.demo.layout import DEMO_CONFIG
 from fleet.demo.runner import Demo, Story, select, tell
-from fleet.demo.stories import held_gang
+from fleet.demo.stories import held_gang, queue
 from fleet.sandbox import Sandbox
 from fleet.sandbox.config import NodePool, node_manifest
 from fleet.testing.workloads import pytorchjob
@@ -120,6 +125,8 @@ def test_cli_lists_stories_and_refuses_an_unknown_one(capsys: pytest.CaptureFixt
     [
         ("policies/pytorchjob-gang.yaml", seeds.PYTORCHJOB_POLICY),
         ("policies/tfjob-gang.yaml", seeds.TFJOB_POLICY),
+        ("policies/pytorchjob-gang-queued.yaml", seeds.QUEUED_POLICY),
+        ("policies/elasticquotatree-seed.yaml", seeds.QUOTA_TREE),
     ],
 )
 def test_the_demo_submits_the_policies_users_find_in_policies(
@@ -189,3 +196,34 @@ def test_the_seeds_pytorchjob_has_somewhere_to_fail_over_to() -> None:
     assert first.placement is not None
     second = place(gang, _fleet(), estimator=NODES, failed_over={first.placement.cluster: "Failed"})
     assert second.placement is not None
+
+
+def test_the_queue_storys_jobs_each_fit_a_member_so_only_the_quota_holds_the_second() -> None:
+    gang = gang_from_workload(queue.queued_job(queue.FIRST))
+    assert gang.min_member == queue.PODS
+    decision = place(gang, _fleet(), estimator=NODES)
+    assert decision.placement is not None
+
+
+def test_the_seeds_tree_puts_default_in_child_2_with_one_job_at_a_time() -> None:
+    checked = check_tree(seeds.QUOTA_TREE["spec"])
+    assert checked.tree is not None
+    assert [p.rule for p in checked.problems] == ["RootMinEqualsMax"]  # a warning, as documented
+    assert checked.tree.quota_for(seeds.NAMESPACE) == "root/child-2"
+    assert {node.path for node in checked.tree} == set(queue.QUEUES)
+
+
+def test_the_queued_policy_takes_the_queue_storys_jobs_and_no_other_storys() -> None:
+    policies = [
+        PropagationPolicy.model_validate(p) for p in (seeds.PYTORCHJOB_POLICY, seeds.QUEUED_POLICY)
+    ]
+
+    def governing(job: dict[str, Any]) -> str:
+        match = match_policy(WorkloadRef.from_object(job), policies, [])
+        assert match.policy is not None and match.gang
+        return match.policy.metadata.name
+
+    for name in (queue.FIRST, queue.SECOND):
+        assert governing(queue.queued_job(name)) == "example-policy-queued"
+    for other in ("pytorch-test", "big-gang"):
+        assert governing(pytorchjob(other, namespace=seeds.NAMESPACE)) == "example-policy"

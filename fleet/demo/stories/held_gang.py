@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.demo import seeds
-from fleet.demo.runner import Demo, Story
+from fleet.demo.runner import Demo, Story, amc_rows
 from fleet.sandbox import NodePool
 
 TFJOB = ("kubeflow.org/v1", "TFJob")
@@ -89,25 +89,12 @@ def run(demo: Demo) -> None:
     demo.verify(bool(events), "a ScheduleBindingSucceed event on the TFJob")
     demo.say(f"  ScheduleBindingSucceed: {events[-1]}")
     table = demo.amc("kubectl amc get pod -M")
-    rows = _rows(table, NAME)
+    rows = amc_rows(table, NAME)
     clusters = {row["CLUSTER"] for row in rows}
     demo.verify(
         len(rows) == PODS and clusters == {GROWS} and all(r["STATUS"] == "Running" for r in rows),
         f"`kubectl amc get pod -M` lists {PODS} {NAME} pods Running, all in {GROWS}",
     )
-
-
-def _rows(table: str, job: str) -> list[dict[str, str]]:
-    """The rows of an amc table whose NAME starts with the job's name, as column -> cell."""
-    lines = [line for line in table.splitlines() if line.strip()]
-    if not lines:
-        return []
-    header = lines[0].split()
-    return [
-        dict(zip(header, line.split(), strict=False))
-        for line in lines[1:]
-        if line.startswith(f"{job}-")
-    ]
 
 
 def reset(demo: Demo) -> None:
