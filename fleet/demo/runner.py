@@ -217,18 +217,26 @@ class Demo:
     def delete_jobs(
         self, api: tuple[str, str], names: Sequence[str], namespace: str = "default"
     ) -> None:
-        """Delete jobs from the fleet and wait until no member holds a copy or a pod of them."""
+        """Delete jobs from the fleet and wait until neither they nor their GangBindings are
+        there and no member holds a copy or a pod of them (a job created again under the same
+        name then starts afresh, not behind its predecessor's binding)."""
         for name in names:
             self.fleet.delete(*api, name, namespace)
 
+        def on_fleet(name: str) -> bool:
+            job = self.fleet.get(*api, name, namespace)
+            return job is not None or bool(self.binding(api[1], name, namespace))
+
         def gone() -> bool:
-            return all(self.fleet.get(*api, n, namespace) is None for n in names) and all(
+            return not any(on_fleet(n) for n in names) and all(
                 self.cluster(m).get(*api, n, namespace) is None and not self.pods(m, n, namespace)
                 for m in self.members
                 for n in names
             )
 
-        self.expect(gone, f"{', '.join(names)} gone from the fleet and every member", 180)
+        self.expect(
+            gone, f"{', '.join(names)} and their bindings gone from the fleet and every member", 180
+        )
 
 
 def amc_rows(table: str, job: str) -> list[dict[str, str]]:
