@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fleet import amc
+from fleet.api import binding_name
 from fleet.kube import KubeError
 from fleet.sandbox import Sandbox, SandboxError
 from fleet.sandbox.progress import Heartbeat, elapsed
@@ -198,7 +199,7 @@ class Demo:
     # -- questions stories ask ----------------------------------------------------------------
 
     def binding(self, kind: str, name: str, namespace: str = "default") -> dict[str, Any]:
-        return self.fleet.get(*BINDING, f"{kind.lower()}-{name}", namespace) or {}
+        return self.fleet.get(*BINDING, binding_name(kind, name), namespace) or {}
 
     def target(self, kind: str, name: str, namespace: str = "default") -> str | None:
         clusters = (self.binding(kind, name, namespace).get("spec") or {}).get("clusters") or []
@@ -217,25 +218,26 @@ class Demo:
     def delete_jobs(
         self, api: tuple[str, str], names: Sequence[str], namespace: str = "default"
     ) -> None:
-        """Delete jobs from the fleet and wait until neither they nor their GangBindings are
-        there and no member holds a copy or a pod of them (a job created again under the same
-        name then starts afresh, not behind its predecessor's binding)."""
+        """Delete jobs from the fleet and wait until no member holds a copy or a pod of them;
+        then delete their GangBindings (the garbage collector would, in its own time) and wait
+        until they are gone, so a job created again under the same name starts afresh."""
         for name in names:
             self.fleet.delete(*api, name, namespace)
 
-        def on_fleet(name: str) -> bool:
-            job = self.fleet.get(*api, name, namespace)
-            return job is not None or bool(self.binding(api[1], name, namespace))
-
         def gone() -> bool:
-            return not any(on_fleet(n) for n in names) and all(
+            return all(self.fleet.get(*api, n, namespace) is None for n in names) and all(
                 self.cluster(m).get(*api, n, namespace) is None and not self.pods(m, n, namespace)
                 for m in self.members
                 for n in names
             )
 
+        self.expect(gone, f"{', '.join(names)} gone from the fleet and every member", 180)
+        bindings = [binding_name(api[1], name) for name in names]
+        for binding in bindings:
+            self.fleet.delete(*BINDING, binding, namespace)
         self.expect(
-            gone, f"{', '.join(names)} and their bindings gone from the fleet and every member", 180
+            lambda: all(self.fleet.get(*BINDING, b, namespace) is None for b in bindings),
+            f"GangBinding {', '.join(bindings)} gone",
         )
 
 

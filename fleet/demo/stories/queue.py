@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.api import queue_unit_name
 from fleet.api._time import parse_time
 from fleet.demo import seeds
 from fleet.demo.runner import Demo, Story, amc_rows
@@ -67,7 +68,7 @@ def _all_queues(demo: Demo) -> dict[str, str] | None:
 
 
 def _unit(demo: Demo, name: str) -> dict[str, Any]:
-    return demo.fleet.get(*UNIT, f"pytorchjob-{name}", NAMESPACE) or {}
+    return demo.fleet.get(*UNIT, queue_unit_name(PYTORCHJOB[1], name), NAMESPACE) or {}
 
 
 def _phase(demo: Demo, name: str) -> str | None:
