@@ -249,10 +249,22 @@ class BindingStore:
         except ApiError as e:
             if not e.conflict:
                 raise
-            # A binding of that name exists after all (an earlier run's, or an earlier object's
-            # not yet collected): its decision, not this one, stands. Start over from it.
-            existing = await self.fleet.get(*BINDING, str(binding.metadata.name), key.namespace)
+            # A binding of that name exists after all. An earlier run's for this very object:
+            # its decision, not this one, stands; start over from it. An earlier object's of the
+            # same name (deleted, its binding not yet collected): it decides nothing for this
+            # one, so it goes now rather than when the garbage collector gets to it.
+            name = str(binding.metadata.name)
+            existing = await self.fleet.get(*BINDING, name, key.namespace)
             if existing is not None:
+                stale = ((existing.get("spec") or {}).get("resource") or {}).get("uid")
+                if stale is not None and stale != binding.spec.resource.uid:
+                    await self.fleet.delete(
+                        *BINDING, name, key.namespace, uid=existing["metadata"].get("uid")
+                    )
+                    self.cache.drop(key)
+                    raise BindingGone(
+                        f"{key}: removed the GangBinding an earlier object of this name left"
+                    ) from e
                 self.cache.offer(key, existing)
             raise BindingGone(f"{key}: its GangBinding already exists; starting over") from e
         self.cache.offer(key, created)

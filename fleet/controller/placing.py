@@ -17,9 +17,8 @@ from fleet.api import constants as c
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.status_mirror import (
     binding_conditions,
-    conditions_of,
+    mark_created,
     set_scheduled_condition,
-    with_job_condition,
 )
 from fleet.core import lifecycle
 from fleet.core.estimate import estimator_named
@@ -135,13 +134,5 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         warning=True,
         component=job.scheduler_name(shell),
     )
-    if not conditions_of(job.workload):
-        created = with_job_condition(
-            [],
-            "Created",
-            "FleetPending",
-            f"{job.key.kind} {job.key.name} is created on the fleet and waits for a cluster.",
-            now,
-        )
-        job.workload.setdefault("status", {})["conditions"] = created
+    mark_created(job.workload, "FleetPending", "for a cluster", now)
     await set_scheduled_condition(shell, job.workload, "False", c.REASON_NO_CLUSTER_FIT, summary)

@@ -31,6 +31,23 @@ def conditions_of(obj: Obj) -> list[dict[str, Any]]:
     return list((obj.get("status") or {}).get("conditions") or [])
 
 
+def mark_created(workload: Obj, reason: str, waits_for: str, now: float) -> None:
+    """A fleet job with no conditions yet gets the training operator's `Created` one, as the
+    operator would write it, saying what it waits for on the fleet (`status` may be null)."""
+    if conditions_of(workload):
+        return
+    meta = workload["metadata"]
+    status = workload.get("status") or {}
+    status["conditions"] = with_job_condition(
+        [],
+        "Created",
+        reason,
+        f"{workload['kind']} {meta['name']} is created on the fleet and waits {waits_for}.",
+        now,
+    )
+    workload["status"] = status
+
+
 def with_fleet_condition(
     conditions: list[dict[str, Any]],
     status: ConditionStatus,

@@ -173,6 +173,33 @@ async def test_a_binding_that_exists_after_all_is_not_overwritten_and_the_gang_s
     assert placed_on(world, key) == earlier["spec"]["clusters"][0]["name"]
 
 
+async def test_a_job_recreated_under_its_name_removes_the_binding_its_predecessor_left():
+    """The garbage collector takes its time with the old job's binding; the new job neither
+    adopts it nor waits for it."""
+    world = World()
+    world.add_member("member-1", gpus=2 * GPUS_NEEDED)  # the old copy keeps its share
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    old_uid = world.workload(key)["metadata"]["uid"]
+    stale = world.binding(key)
+    # The old job is gone (deleted outright), its binding not yet collected; a new one arrives.
+    world.fleet_api.remove(key.api_version, key.kind, key.name, key.namespace)
+    key = world.submit(pytorchjob("job"))
+    assert world.workload(key)["metadata"]["uid"] != old_uid
+    world.shell.bindings.cache.drop(key)  # as if the watch had not shown the old one yet
+
+    with pytest.raises(BindingGone):
+        await world.reconcile(key)
+    assert world.binding(key) is None  # removed, by its UID
+    await world.reconcile(key)
+
+    fresh = world.binding(key)
+    assert fresh["metadata"]["uid"] != stale["metadata"]["uid"]
+    assert fresh["spec"]["resource"]["uid"] == world.workload(key)["metadata"]["uid"]
+    assert placed_on(world, key) == "member-1"
+
+
 async def test_a_second_reconcile_of_a_placed_job_writes_nothing():
     world = World()
     world.add_member("member-1")

@@ -30,9 +30,8 @@ from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.queue.units import key_of_job, new_unit, spec_of, state_of
 from fleet.controller.status_mirror import (
     binding_conditions,
-    conditions_of,
+    mark_created,
     set_scheduled_condition,
-    with_job_condition,
 )
 from fleet.core import lifecycle
 from fleet.core.admission import DEQUEUED, RUNNING, TERMINAL, TIMEOUT_BACKOFF, UnitState
@@ -210,14 +209,7 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
     )
     if reason in _LOUD:
         await shell.events.record(job.workload, reason, text, warning=True)
-    if not conditions_of(job.workload):
-        job.workload.setdefault("status", {})["conditions"] = with_job_condition(
-            [],
-            "Created",
-            "FleetQueued",
-            f"{job.key.kind} {job.key.name} is created on the fleet and waits in its queue.",
-            now,
-        )
+    mark_created(job.workload, "FleetQueued", "in its queue", now)
     await set_scheduled_condition(shell, job.workload, "False", reason, message)
     if phase != TIMEOUT_BACKOFF:  # the unit keeps the pass's word on why it backed off
         await _write(kq, key, text, now)
