@@ -188,6 +188,46 @@ async def test_a_second_reconcile_of_a_placed_job_writes_nothing():
     assert len(world.members["member-1"].api.requests) == member_writes
 
 
+async def test_the_placement_records_the_generation_it_was_decided_for_in_the_same_write():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    binding = world.binding(key)
+    generation = binding["metadata"]["generation"]
+    assert binding["status"]["observedGeneration"] == generation
+    # Carried by the write that says Scheduled, not by one more.
+    (scheduled_write,) = [w for w in world.binding_writes(key) if "observedGeneration" in w]
+    assert conditions({"status": scheduled_write})[c.CONDITION_SCHEDULED]["status"] == "True"
+
+
+async def test_a_policy_change_to_a_waiting_gang_is_observed_even_when_it_still_waits():
+    """observedGeneration is how a reader knows fleet acted on a change that changed nothing."""
+    world = World()
+    world.add_member("member-1", gpus=2)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    before = world.binding(key)
+    assert before["status"]["observedGeneration"] == before["metadata"]["generation"]
+
+    edited = policy()
+    edited["spec"]["placement"]["clusterTolerations"] = [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    world.apply_policy(edited)
+    await world.reconcile(key)
+
+    after = world.binding(key)
+    assert after["spec"]["placement"]["clusterTolerations"][0]["key"] == "maintenance"
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    assert after["status"]["observedGeneration"] == after["metadata"]["generation"]
+    assert after["status"]["phase"] == "Pending"
+
+
 # -- wait --------------------------------------------------------------------------------------
 
 
