@@ -28,6 +28,8 @@ from fleet.testing.workloads import JOB_NAME_LABEL, gang_policy, pytorchjob
 MEMBERS = ("member-1", "member-2", "member-3")
 PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
 BINDING = ("fleet.dev/v1alpha1", "GangBinding")
+MEMBER_CLUSTER = ("fleet.dev/v1alpha1", "MemberCluster")
+POLICY = ("policy.one.alibabacloud.com/v1alpha1", "PropagationPolicy")
 LEASE_SECONDS = 6
 #: How often the e2e controllers sweep members for copies whose fleet object is gone.
 SWEEP_SECONDS = 3
@@ -170,12 +172,29 @@ class Fleet:
 
         return wait_until(acted, what=f"fleet to act on the binding of {name}")
 
+    def member_condition(self, member: str) -> dict[str, Any] | None:
+        """The MemberCluster's Ready condition."""
+        mc = self.api.get(*MEMBER_CLUSTER, member)
+        conditions = ((mc or {}).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Ready"), None)
+
+    def member_taken_in(self, member: str) -> None:
+        """Wait until the controller has taken in the MemberCluster's spec as it stands (its
+        Ready condition's observedGeneration is the object's generation)."""
+
+        def taken_in() -> bool:
+            mc = self.api.get(*MEMBER_CLUSTER, member) or {}
+            generation = (mc.get("metadata") or {}).get("generation")
+            ready = self.member_condition(member) or {}
+            return generation is not None and ready.get("observedGeneration") == generation
+
+        wait_until(taken_in, what=f"the controller to take in MemberCluster {member}")
+
     def settle(self, namespace: str, name: str = "sentinel") -> None:
         """A signal that the controller has caught up with what was created before this call:
         a job created now, governed by a Gang policy that selects only jobs labelled
         `sentinel`, placed. (Nothing else marks "fleet looked at this and did nothing".)"""
-        policies = ("policy.one.alibabacloud.com/v1alpha1", "PropagationPolicy")
-        if self.api.get(*policies, "sentinel", namespace) is None:
+        if self.api.get(*POLICY, "sentinel", namespace) is None:
             policy = gang_policy("sentinel", namespace, toleration_seconds=None)
             policy["spec"]["resourceSelectors"][0]["labelSelector"] = {
                 "matchLabels": {"sentinel": "true"}
