@@ -63,7 +63,7 @@ def taint(live: Fleet) -> Iterator[Callable[..., None]]:
         live.member_taken_in(member)
 
 
-# -- clusterAffinities ----------------------------------------------------------------------------
+# -- clusterAffinities ---------------------------------------------------------------------------
 
 
 def test_cluster_affinities_are_ordered_groups_and_a_failover_searches_from_the_one_used(
@@ -106,7 +106,7 @@ def test_cluster_affinities_are_ordered_groups_and_a_failover_searches_from_the_
     live.wait_running(namespace, "fallback", moved)
 
 
-# -- clusterTolerations against MemberCluster taints ------------------------------------------------
+# -- clusterTolerations against MemberCluster taints -----------------------------------------------
 
 
 def test_a_no_schedule_taint_keeps_new_gangs_off_until_the_policy_tolerates_it(
@@ -176,7 +176,7 @@ def test_a_no_execute_taint_moves_a_running_gang_after_its_toleration_seconds(
     assert any(r == "FailoverTriggered" for r, _, _ in live.events(namespace, "job"))
 
 
-# -- preemption -----------------------------------------------------------------------------------
+# -- preemption ----------------------------------------------------------------------------------
 
 
 def _claimer(live: Fleet, namespace: str, name: str) -> str | None:
@@ -231,7 +231,7 @@ def test_preemption_always_takes_a_placed_gang_from_a_lower_priority_policy(
     )
 
 
-# -- fields fleet does not act on -------------------------------------------------------------------
+# -- fields fleet does not act on ------------------------------------------------------------------
 
 
 def test_a_policy_setting_fields_fleet_does_not_act_on_gets_an_event_naming_them(
