@@ -572,6 +572,48 @@ async def test_preemption_always_moves_the_claim_to_a_higher_priority_gang_polic
     assert placed_on(world, key) == "member-1"
 
 
+async def test_a_policy_edit_that_drops_a_placement_field_drops_it_from_the_bindings_copy():
+    """The binding's copy follows the policy field by field: a restriction the policy no
+    longer has does not stay behind in the binding (a merge patch alone would keep it)."""
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2", gpus=2)
+    narrow = policy(cluster_names=["member-2"])
+    narrow["spec"]["placement"]["clusterTolerations"] = [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    world.apply_policy(narrow)
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert placed_on(world, key) is None  # member-2 is too small
+
+    world.apply_policy(policy())
+    await world.reconcile(key)
+
+    placement = world.binding(key)["spec"]["placement"]
+    assert placement == policy()["spec"]["placement"]
+    assert placed_on(world, key) == "member-1"
+
+
+async def test_preemption_drops_the_terms_the_new_policy_does_not_set():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy("low", max_failovers=2))
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert world.binding(key)["spec"]["failover"]["maxFailovers"] == 2
+
+    high = policy("high", toleration_seconds=90)
+    high["spec"]["priority"] = 10
+    high["spec"]["preemption"] = "Always"
+    world.apply_policy(high)
+    await world.reconcile(key)
+
+    spec = world.binding(key)["spec"]
+    assert spec["policy"]["name"] == "high"
+    assert spec["failover"] == {"tolerationSeconds": 90, "purgeMode": "Directly"}
+
+
 # -- suspension ------------------------------------------------------------------------------------
 
 
