@@ -50,7 +50,7 @@ def test_the_sweep_deletes_a_member_copy_whose_fleet_object_is_gone(live: Fleet,
     )
     assert live.leader() == leader, "the leader changed: the counters are another replica's"
     deleted = live.metrics(leader).value("fleet_orphaned_copies_deleted_total", cluster="member-1")
-    assert deleted == swept + 1
+    assert deleted >= swept + 1
     # The sweep that deleted it had passed over these two.
     assert member.get(*PYTORCHJOB, "b-foreign", namespace) is not None
     assert live.copies(namespace, "a-kept") == ["member-1"]
