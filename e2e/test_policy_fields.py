@@ -219,7 +219,10 @@ def test_preemption_always_takes_a_placed_gang_from_a_lower_priority_policy(
     assert binding["spec"]["failover"]["tolerationSeconds"] == 50
     assert "clusterTolerations" not in binding["spec"]["placement"]
     assert live.target(namespace, "job") == "member-1"
-    assert any(r == "PolicyClaimChanged" for r, _, _ in live.events(namespace, "job"))
+    wait_until(
+        lambda: any(r == "PolicyClaimChanged" for r, _, _ in live.events(namespace, "job")),
+        what="the PolicyClaimChanged event (posted after the binding's write)",
+    )
     wait_until(
         lambda: (
             (live.job(namespace, "job")["metadata"].get("annotations") or {}).get(
