@@ -6,7 +6,9 @@ tests can SIGKILL it as a failing node would.
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +23,16 @@ from fleet.sandbox.process import free_ports
 from fleet.testing.chart import RBAC_KINDS, render_chart, service_account_kubeconfig
 from fleet.testing.controller import ControllerProcess
 from fleet.testing.kube import ClusterClient, job_condition, wait_until
-from fleet.testing.workloads import JOB_NAME_LABEL
+from fleet.testing.workloads import JOB_NAME_LABEL, gang_policy, pytorchjob
 
 MEMBERS = ("member-1", "member-2", "member-3")
 PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
 BINDING = ("fleet.dev/v1alpha1", "GangBinding")
+MEMBER_CLUSTER = ("fleet.dev/v1alpha1", "MemberCluster")
+POLICY = ("policy.one.alibabacloud.com/v1alpha1", "PropagationPolicy")
 LEASE_SECONDS = 6
+#: How often the e2e controllers sweep members for copies whose fleet object is gone.
+SWEEP_SECONDS = 3
 #: The fleet id the e2e controllers run with: the managed-by label of everything they create.
 FLEET_ID = "fleet-e2e"
 #: Kube Queue's placement timeout and first backoff for the e2e controllers (seconds).
@@ -75,6 +81,8 @@ class Fleet:
             str(QUEUE_PLACEMENT_TIMEOUT),
             "--queue-backoff",
             str(QUEUE_BACKOFF),
+            "--sweep-interval",
+            str(SWEEP_SECONDS),
         )
         replica.metrics_port = port
         self.replicas.append(replica.start())
@@ -94,6 +102,13 @@ class Fleet:
             if not replica.running:
                 replica.start()
         wait_until(self.leader, timeout=3 * LEASE_SECONDS + 10, what="a leading controller")
+
+    def metrics(self, identity: str | None = None) -> Metrics:
+        """The counters and gauges a replica (default: the leader) reports on /metrics."""
+        replica = self.replica(identity or self.leader() or "")
+        url = f"http://127.0.0.1:{replica.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return Metrics.parse(response.read().decode())
 
     def logs(self) -> str:
         return "\n".join(f"--- {r.identity}\n{r.tail(60)}" for r in self.replicas)
@@ -143,6 +158,84 @@ class Fleet:
 
     def mark(self, member: str, namespace: str, job: str, outcome: str) -> None:
         self.clusters[member].mark_job(PYTORCHJOB, job, namespace, outcome)
+
+    def observed(self, namespace: str, name: str, *, after: int = 0) -> dict[str, Any]:
+        """Wait until fleet has acted on the binding's spec as it stands (its
+        `status.observedGeneration` is its generation, and that generation is past `after`);
+        the binding then."""
+
+        def acted() -> dict[str, Any] | None:
+            binding = self.binding(namespace, name) or {}
+            generation = (binding.get("metadata") or {}).get("generation") or 0
+            seen = (binding.get("status") or {}).get("observedGeneration")
+            return binding if generation > after and seen == generation else None
+
+        return wait_until(acted, what=f"fleet to act on the binding of {name}")
+
+    def member_condition(self, member: str) -> dict[str, Any] | None:
+        """The MemberCluster's Ready condition."""
+        mc = self.api.get(*MEMBER_CLUSTER, member)
+        conditions = ((mc or {}).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Ready"), None)
+
+    def member_taken_in(self, member: str) -> None:
+        """Wait until the controller has taken in the MemberCluster's spec as it stands (its
+        Ready condition's observedGeneration is the object's generation)."""
+
+        def taken_in() -> bool:
+            mc = self.api.get(*MEMBER_CLUSTER, member) or {}
+            generation = (mc.get("metadata") or {}).get("generation")
+            ready = self.member_condition(member) or {}
+            return generation is not None and ready.get("observedGeneration") == generation
+
+        wait_until(taken_in, what=f"the controller to take in MemberCluster {member}")
+
+    def settle(self, namespace: str, name: str = "sentinel") -> None:
+        """A signal that the controller has caught up with what was created before this call:
+        a job created now, governed by a Gang policy that selects only jobs labelled
+        `sentinel`, placed. (Nothing else marks "fleet looked at this and did nothing".)"""
+        if self.api.get(*POLICY, "sentinel", namespace) is None:
+            policy = gang_policy("sentinel", namespace, toleration_seconds=None)
+            policy["spec"]["resourceSelectors"][0]["labelSelector"] = {
+                "matchLabels": {"sentinel": "true"}
+            }
+            self.api.create(policy)
+        job = pytorchjob(name, namespace=namespace, workers=1, gpus=0, cpu="100m")
+        job["metadata"]["labels"] = {"sentinel": "true"}
+        self.api.create(job)
+        wait_until(lambda: self.target(namespace, name), what=f"the sentinel job {name} placed")
+
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class Metrics:
+    """One scrape of /metrics: `value(name, label=value, ...)` sums the matching samples."""
+
+    def __init__(self, samples: list[tuple[str, dict[str, str], float]]) -> None:
+        self.samples = samples
+
+    @classmethod
+    def parse(cls, text: str) -> Metrics:
+        samples = []
+        for line in text.splitlines():
+            match = _SAMPLE.match(line)
+            if line.startswith("#") or match is None:
+                continue
+            labels = dict(_LABEL.findall(match["labels"] or ""))
+            samples.append((match["name"], labels, float(match["value"])))
+        return cls(samples)
+
+    def value(self, name: str, **labels: str) -> float:
+        return sum(
+            v
+            for n, have, v in self.samples
+            if n == name and all(have.get(k) == want for k, want in labels.items())
+        )
+
+    def families(self) -> set[str]:
+        return {n for n, _, _ in self.samples}
 
 
 def _bootstrap(kubeconfig: Path) -> None:

@@ -261,9 +261,9 @@ def test_an_edit_that_shrinks_a_max_releases_nothing_and_holds_new_jobs(
     tree(_tree(namespace, ("team", {GPU: 4})))  # 6 GPUs held, max now 4
     wait_until(
         lambda: (
-            live.api.get(*TREE, TREE_NAME, c.QUOTA_TREE_NAMESPACE)["status"]["inForce"][
-                "generation"
-            ]
+            ((live.api.get(*TREE, TREE_NAME, c.QUOTA_TREE_NAMESPACE) or {}).get("status") or {})
+            .get("inForce", {})
+            .get("generation")
             == 2
         ),
         what="the edit in force",

@@ -88,7 +88,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:
-    from fleet.controller import Settings, run
+    from fleet.controller import Settings, StartupError, run
     from fleet.kube import load
 
     logging.basicConfig(
@@ -112,7 +112,11 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
     )
     connection = load(args.kubeconfig, args.context)
-    asyncio.run(run(settings, connection, identity=args.id))
+    try:
+        asyncio.run(run(settings, connection, identity=args.id))
+    except StartupError as e:
+        print(f"fleet: error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -373,7 +373,8 @@ class GangBindingStatus(KubeModel):
     pending_reasons: list[PendingReason] | None = None
     """Per-cluster explanations when no cluster fits."""
     observed_generation: NonNegInt64 | None = None
-    """metadata.generation this status was computed from."""
+    """The metadata.generation fleet has finished acting on: equal to it once a spec change
+    (such as a policy edit synced into spec.placement) has been placed, judged and applied."""
 
 
 class GangBinding(KubeResource):

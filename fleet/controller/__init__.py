@@ -1,6 +1,6 @@
 """The fleet controller: the thin shell around fleet.core's decisions."""
 
-from fleet.controller.operator import Controller, run
+from fleet.controller.operator import Controller, StartupError, run
 from fleet.controller.settings import Settings
 
-__all__ = ["Controller", "Settings", "run"]
+__all__ = ["Controller", "Settings", "StartupError", "run"]

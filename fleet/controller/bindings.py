@@ -281,9 +281,14 @@ class BindingStore:
         conditions: list[dict[str, Any]] | None = None,
         spec: Mapping[str, Any] | None = None,
         status: Mapping[str, Any] | None = None,
+        observed: bool = False,
     ) -> GangBinding:
         """Write the lifecycle (if given), conditions and any other spec or status fields;
-        only fields that differ from `binding` are sent. Returns the binding as written."""
+        only fields that differ from `binding` are sent. Returns the binding as written.
+
+        `observed`: this write completes what the controller decided for the binding's spec as
+        it now stands, so `status.observedGeneration` becomes that spec's generation (the one
+        after the spec patch, if any): how a reader knows fleet has acted on a change."""
         current_spec = binding.to_dict().get("spec") or {}
         current_status = (binding.to_dict().get("status") or {}) if binding.status else {}
         desired_spec: dict[str, Any] = dict(spec or {})
@@ -295,7 +300,6 @@ class BindingStore:
         if conditions is not None:
             desired_status["conditions"] = conditions
         spec_patch = _changed(current_spec, desired_spec)
-        status_patch = _changed(current_status, desired_status)
         written = binding
         meta = binding.metadata
         name = str(meta.name)
@@ -310,6 +314,9 @@ class BindingStore:
                 )
                 self.cache.offer(key, updated)
                 written = GangBinding.from_dict(updated)
+            if observed and written.metadata.generation is not None:
+                desired_status["observedGeneration"] = written.metadata.generation
+            status_patch = _changed(current_status, desired_status)
             if status_patch:
                 updated = await self.fleet.patch(
                     *BINDING, name, {"status": status_patch}, meta.namespace, subresource="status"

@@ -30,7 +30,7 @@ from fleet.controller.member_copy import delete_copy
 from fleet.controller.policies import AnyPolicy
 from fleet.controller.status_mirror import set_scheduled_condition
 from fleet.core.workload import Gang, WorkloadError, gang_from_workload
-from fleet.kube import ApiError, Obj
+from fleet.kube import ApiError, Obj, merge_patch
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,9 @@ async def _transfer(shell: Shell, job: Job, policy: AnyPolicy, why: str) -> None
 
 
 async def _write_terms(shell: Shell, job: Job, terms: dict[str, Any], generation: str) -> None:
+    """Make the binding's copy of the terms equal the policy's: a field the policy no longer
+    sets is removed from the copy too (a toleration dropped, dispatching no longer
+    suspended), not left behind by the merge."""
     meta = job.binding.metadata
     if not shell.bindings.written(job.binding):
         raw = job.binding.to_dict()
@@ -146,10 +149,12 @@ async def _write_terms(shell: Shell, job: Job, terms: dict[str, Any], generation
         raw["spec"] = {**raw["spec"], **terms}
         job.binding = GangBinding.from_dict(raw)  # written with the first save
         return
+    current = job.binding.to_dict()["spec"]
+    spec = merge_patch({key: current.get(key) for key in terms}, terms)
     updated = await shell.fleet.patch(
         *(c.FLEET_API_VERSION, "GangBinding"),
         str(meta.name),
-        {"metadata": {"annotations": {TERMS_GENERATION_ANNOTATION: generation}}, "spec": terms},
+        {"metadata": {"annotations": {TERMS_GENERATION_ANNOTATION: generation}}, "spec": spec},
         meta.namespace,
     )
     shell.triggers.bindings.offer(job.key, updated)

@@ -85,8 +85,11 @@ async def save(
     conditions: list[dict[str, Any]] | None = None,
     status: Mapping[str, Any] | None = None,
     spec: Mapping[str, Any] | None = None,
+    observed: bool = False,
 ) -> None:
-    """Write the job's binding (its lifecycle, if given, and other fields); `job` follows."""
+    """Write the job's binding (its lifecycle, if given, and other fields); `job` follows.
+    `observed`: the write completes a decision on the binding's current spec
+    (`status.observedGeneration`, see `BindingStore.save`)."""
     job.binding = await shell.bindings.save(
         job.key,
         job.binding,
@@ -96,6 +99,7 @@ async def save(
         conditions=conditions,
         status=status,
         spec=spec,
+        observed=observed,
     )
     if life is not None:
         job.life = life

@@ -107,7 +107,7 @@ class Metrics:
         )
         self.failovers = Counter(
             "fleet_failovers_total",
-            "Failovers, by reason (ApplicationFailure, ClusterLost).",
+            "Failovers, by reason (ApplicationFailure, ClusterLost, TaintUntolerated).",
             "reason",
         )
         self.purges = Counter(

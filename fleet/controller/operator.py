@@ -349,18 +349,22 @@ def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
 
 
+class StartupError(Exception):
+    """The controller cannot start; the message says what to do (the CLI prints it alone)."""
+
+
 async def resolve_fleet_id(fleet: KubeClient) -> str:
     """`fleet-` and the start of the fleet API server's kube-system namespace UID: stable for a
     fleet, different between fleets."""
     try:
         namespace = await fleet.get("v1", "Namespace", "kube-system")
     except (ApiError, Unreachable) as e:
-        raise RuntimeError(
+        raise StartupError(
             f"cannot read Namespace kube-system to derive the fleet id ({e}); set --fleet-id"
         ) from e
     uid = str(((namespace or {}).get("metadata") or {}).get("uid") or "")
     if not uid:
-        raise RuntimeError(
+        raise StartupError(
             "Namespace kube-system has no UID to derive the fleet id; set --fleet-id"
         )
     return c.DEFAULT_FLEET_ID_PREFIX + uid.replace("-", "")[:12]

@@ -73,6 +73,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
             conditions=binding_conditions(
                 shell, job, (c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained)
             ),
+            observed=True,
         )
     except Exception:
         target.snapshot.release(job.uid)
@@ -119,6 +120,7 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         conditions=binding_conditions(
             shell, job, (c.CONDITION_SCHEDULED, "False", c.REASON_NO_CLUSTER_FIT, summary)
         ),
+        observed=True,
     )
     shell.triggers.track(
         job.key, cluster=None, evicting=_evicting(life), waiting_since=shell.clock.monotonic()

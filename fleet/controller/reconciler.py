@@ -15,7 +15,7 @@ import logging
 
 from fleet.controller import claims, failovers, member_copy, placing, status_mirror
 from fleet.controller.bindings import BindingGone, lifecycle_of
-from fleet.controller.context import Job, Shell
+from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue import gate
 from fleet.core.kinds import find_kind
@@ -75,6 +75,13 @@ class Reconciler:
             if binding is None:
                 return
         job = Job(key, kind, workload, binding, lifecycle_of(binding, now), gang)
+        await self._bound(job)
+        # Every step has acted on the binding's spec as it now stands.
+        await save(shell, job, observed=True)
+
+    async def _bound(self, job: Job) -> None:
+        shell = self.shell
+        key = job.key
         await claims.sync_claim(shell, job)
         await claims.mark_claimed(shell, job)
         if job.life.gave_up is not None:

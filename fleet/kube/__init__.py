@@ -32,6 +32,7 @@ from fleet.kube._kubeconfig import (
     read_kubeconfig_file,
     resolve_context,
 )
+from fleet.kube._patch import merge_patch
 from fleet.kube._ratelimit import RateLimit
 from fleet.kube._requests import Obj
 from fleet.kube._sync import SyncKubeClient
@@ -69,6 +70,7 @@ __all__ = [
     "in_cluster",
     "load",
     "load_kubeconfig",
+    "merge_patch",
     "object_key",
     "read_kubeconfig_file",
     "refresh_deadline",

@@ -287,3 +287,49 @@ async def test_member_status_of_a_member_cluster_gone_is_not_written():
     writer = MemberStatusWriter(api.client("fleet"), clock)
     await writer.write(Member("gone", {}, {}))
     assert not api.asked("PATCH")
+
+
+async def test_ready_says_which_generation_of_the_member_cluster_it_was_computed_from():
+    """observedGeneration is the spec the controller took in (taints, labels, Secret), not the
+    one the API server holds when the status is written."""
+    api, clock = MemoryApi(), FakeClock()
+    api.put(
+        {
+            "apiVersion": "fleet.dev/v1alpha1",
+            "kind": "MemberCluster",
+            "metadata": {"name": "m1", "generation": 4},
+            "spec": {},
+        }
+    )
+    writer = MemberStatusWriter(api.client("fleet"), clock)
+    member = Member("m1", {}, {})
+    member.health = Health(True, c.REASON_CLUSTER_READY, "connected", 0.0)
+    member.generation = 3  # the taint added in generation 4 is not taken in yet
+
+    await writer.write(member)
+    (ready,) = api.get("fleet.dev/v1alpha1", "MemberCluster", "m1")["status"]["conditions"]
+    assert ready["observedGeneration"] == 3
+
+    member.generation = 4
+    await writer.write(member)
+    (ready,) = api.get("fleet.dev/v1alpha1", "MemberCluster", "m1")["status"]["conditions"]
+    assert ready["observedGeneration"] == 4
+    assert ready["lastTransitionTime"] == format_time(clock.now())
+
+
+async def test_a_synced_member_cluster_records_its_generation_taints_included():
+    members = Members()
+    try:
+        member = await connected(members)
+        obj = members.fleet_api.get("fleet.dev/v1alpha1", "MemberCluster", "m1")
+        assert member.generation == obj["metadata"]["generation"]
+
+        obj["spec"]["taints"] = [{"key": "maintenance", "effect": "NoSchedule"}]
+        tainted = members.fleet_api.put(obj)
+        assert tainted["metadata"]["generation"] == obj["metadata"]["generation"] + 1
+        await members.registry.sync(tainted)
+
+        assert member.generation == tainted["metadata"]["generation"]
+        assert [t.key for t in member.taints] == ["maintenance"]
+    finally:
+        await members.stop()

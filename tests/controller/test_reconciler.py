@@ -215,6 +215,46 @@ async def test_a_second_reconcile_of_a_placed_job_writes_nothing():
     assert len(world.members["member-1"].api.requests) == member_writes
 
 
+async def test_the_placement_records_the_generation_it_was_decided_for_in_the_same_write():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    binding = world.binding(key)
+    generation = binding["metadata"]["generation"]
+    assert binding["status"]["observedGeneration"] == generation
+    # Carried by the write that says Scheduled, not by one more.
+    (scheduled_write,) = [w for w in world.binding_writes(key) if "observedGeneration" in w]
+    assert conditions({"status": scheduled_write})[c.CONDITION_SCHEDULED]["status"] == "True"
+
+
+async def test_a_policy_change_to_a_waiting_gang_is_observed_even_when_it_still_waits():
+    """observedGeneration is how a reader knows fleet acted on a change that changed nothing."""
+    world = World()
+    world.add_member("member-1", gpus=2)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    before = world.binding(key)
+    assert before["status"]["observedGeneration"] == before["metadata"]["generation"]
+
+    edited = policy()
+    edited["spec"]["placement"]["clusterTolerations"] = [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    world.apply_policy(edited)
+    await world.reconcile(key)
+
+    after = world.binding(key)
+    assert after["spec"]["placement"]["clusterTolerations"][0]["key"] == "maintenance"
+    assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+    assert after["status"]["observedGeneration"] == after["metadata"]["generation"]
+    assert after["status"]["phase"] == "Pending"
+
+
 # -- wait --------------------------------------------------------------------------------------
 
 
@@ -557,6 +597,48 @@ async def test_preemption_always_moves_the_claim_to_a_higher_priority_gang_polic
     (event,) = world.events("PolicyClaimChanged", key)
     assert "high" in event["message"]
     assert placed_on(world, key) == "member-1"
+
+
+async def test_a_policy_edit_that_drops_a_placement_field_drops_it_from_the_bindings_copy():
+    """The binding's copy follows the policy field by field: a restriction the policy no
+    longer has does not stay behind in the binding (a merge patch alone would keep it)."""
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2", gpus=2)
+    narrow = policy(cluster_names=["member-2"])
+    narrow["spec"]["placement"]["clusterTolerations"] = [
+        {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    world.apply_policy(narrow)
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert placed_on(world, key) is None  # member-2 is too small
+
+    world.apply_policy(policy())
+    await world.reconcile(key)
+
+    placement = world.binding(key)["spec"]["placement"]
+    assert placement == policy()["spec"]["placement"]
+    assert placed_on(world, key) == "member-1"
+
+
+async def test_preemption_drops_the_terms_the_new_policy_does_not_set():
+    world = World()
+    world.add_member("member-1")
+    world.apply_policy(policy("low", max_failovers=2))
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert world.binding(key)["spec"]["failover"]["maxFailovers"] == 2
+
+    high = policy("high", toleration_seconds=90)
+    high["spec"]["priority"] = 10
+    high["spec"]["preemption"] = "Always"
+    world.apply_policy(high)
+    await world.reconcile(key)
+
+    spec = world.binding(key)["spec"]
+    assert spec["policy"]["name"] == "high"
+    assert spec["failover"] == {"tolerationSeconds": 90, "purgeMode": "Directly"}
 
 
 # -- suspension ------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from fleet import cli
-from fleet.kube import Connection, SyncKubeClient
-from tests.kube.fakes import FakeApi, Sleeps
+from fleet.kube import Connection, KubeClient, SyncKubeClient
+from tests.kube.fakes import AsyncSleeps, FakeApi, Sleeps, status
 from tests.kube.pki import inline_kubeconfig, make_pem
 
 
@@ -68,4 +68,144 @@ def test_fleet_install_against_an_unreachable_fleet(
     assert err.splitlines() == [
         "fleet: error: DISCOVER CustomResourceDefinition (apiextensions.k8s.io/v1) on fleet: "
         "unreachable: ConnectError: connection refused"
+    ]
+
+
+APIEXTENSIONS = {
+    "kind": "APIResourceList",
+    "groupVersion": "apiextensions.k8s.io/v1",
+    "resources": [
+        {
+            "name": "customresourcedefinitions",
+            "singularName": "customresourcedefinition",
+            "namespaced": False,
+            "kind": "CustomResourceDefinition",
+            "shortNames": ["crd"],
+        }
+    ],
+}
+
+
+def _fleet_behind(monkeypatch: pytest.MonkeyPatch, api: FakeApi) -> None:
+    import fleet.kube
+
+    def client(connection: Connection, **kw: Any) -> SyncKubeClient:
+        return SyncKubeClient(connection, transport=api.sync_transport(), sleep=Sleeps(), **kw)
+
+    monkeypatch.setattr(fleet.kube, "SyncKubeClient", client)
+
+
+def test_fleet_install_refused_says_forbidden_naming_the_crd(
+    monkeypatch: pytest.MonkeyPatch, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleet.install import crd_objects
+
+    first = crd_objects()[0]["metadata"]["name"]
+    api = FakeApi()
+    api.discovery["/apis"] = {
+        "kind": "APIGroupList",
+        "groups": [
+            {
+                "name": "apiextensions.k8s.io",
+                "versions": [{"groupVersion": "apiextensions.k8s.io/v1", "version": "v1"}],
+                "preferredVersion": {"groupVersion": "apiextensions.k8s.io/v1", "version": "v1"},
+            }
+        ],
+    }
+    api.discovery["/apis/apiextensions.k8s.io/v1"] = APIEXTENSIONS
+    message = (
+        f'customresourcedefinitions.apiextensions.k8s.io "{first}" is forbidden: '
+        'User "dev" cannot patch resource "customresourcedefinitions"'
+    )
+    api.on(
+        "PATCH",
+        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{first}",
+        status(403, "Forbidden", message),
+    )
+    _fleet_behind(monkeypatch, api)
+
+    assert cli.main(["install", "--kubeconfig", str(kubeconfig)]) == 1
+
+    _out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"fleet: error: APPLY CustomResourceDefinition {first} on fleet: 403 Forbidden: {message}"
+    ]
+
+
+def test_fleet_join_refused_says_forbidden_naming_the_secret_not_missing(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    kubeconfig: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    member_file = tmp_path / "member"
+    member_file.write_text(yaml.safe_dump(inline_kubeconfig(make_pem())))
+    message = (
+        'secrets "m1-kubeconfig" is forbidden: User "dev" cannot patch resource "secrets" '
+        'in the namespace "fleet-system"'
+    )
+    api = FakeApi()
+    api.on(
+        "PATCH",
+        "/api/v1/namespaces/fleet-system",
+        httpx.Response(200, json={"kind": "Namespace", "metadata": {"name": "fleet-system"}}),
+    )
+    api.on(
+        "PATCH",
+        "/api/v1/namespaces/fleet-system/secrets/m1-kubeconfig",
+        status(403, "Forbidden", message),
+    )
+    _fleet_behind(monkeypatch, api)
+    argv = ["join", "m1", "--member-kubeconfig", str(member_file), "--kubeconfig", str(kubeconfig)]
+
+    assert cli.main(argv) == 1
+
+    _out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"fleet: error: APPLY Secret fleet-system/m1-kubeconfig on fleet: 403 Forbidden: {message}"
+    ]
+    # Nothing was joined half-way: the MemberCluster was never written.
+    assert not [r for r in api.requests if "memberclusters" in r.url.path]
+
+
+def test_fleet_join_with_a_label_that_is_not_key_value_exits_2_with_one_line(
+    tmp_path: Path, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    member_file = tmp_path / "member"
+    member_file.write_text(yaml.safe_dump(inline_kubeconfig(make_pem())))
+    argv = [
+        "join",
+        "m1",
+        "--member-kubeconfig",
+        str(member_file),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--label",
+        "region",
+    ]
+
+    assert cli.main(argv) == 2
+
+    _out, err = capsys.readouterr()
+    assert err.splitlines() == ["fleet: error: --label 'region' is not key=value"]
+
+
+def test_fleet_controller_that_cannot_derive_its_fleet_id_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import fleet.controller.operator as operator
+
+    api = FakeApi().on("GET", "/api/v1", httpx.ConnectError("connection refused"))
+
+    def client(connection: Connection, **kw: Any) -> KubeClient:
+        return KubeClient(connection, transport=api.async_transport(), sleep=AsyncSleeps(), **kw)
+
+    monkeypatch.setattr(operator, "KubeClient", client)
+
+    assert cli.main(["controller", "--kubeconfig", str(kubeconfig)]) == 1
+
+    _out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "fleet: error: cannot read Namespace kube-system to derive the fleet id (DISCOVER "
+        "Namespace (v1) on fleet: unreachable: ConnectError: connection refused); set --fleet-id"
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fleet.demo import seeds
@@ -69,13 +68,25 @@ def test_seed_tfjob_is_held_whole_until_capacity_appears(clusters, namespace, ad
         lambda: len(member.pods(namespace, f"{JOB_NAME_LABEL}=tf-smoke-gpu")) == 5,
         what="5 pods created",
     )
-    # The PS and two workers would fit; the gang must keep every pod unbound. Watch a while
-    # (the coscheduling permit wait is 10s) and require that no pod is ever bound.
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        bound = [p["metadata"]["name"] for p in member.pods(namespace) if p["spec"].get("nodeName")]
-        assert bound == [], f"partial start: {bound}"
-        time.sleep(0.5)
+
+    # The PS and two workers would fit; the gang must keep every pod unbound. The scheduler
+    # says it has tried each pod and bound none: PodScheduled=False (Unschedulable) on all 5,
+    # those that fit included, once the coscheduling permit wait (10s) rejects them.
+    def all_unschedulable() -> list[dict] | None:
+        pods = member.pods(namespace, f"{JOB_NAME_LABEL}=tf-smoke-gpu")
+        refused = [
+            p
+            for p in pods
+            if any(
+                (c["type"], c["status"], c.get("reason"))
+                == ("PodScheduled", "False", "Unschedulable")
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        ]
+        return pods if len(refused) == len(pods) == 5 else None
+
+    pods = wait_until(all_unschedulable, timeout=90, what="all 5 pods refused by the scheduler")
+    assert [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")] == []
 
     add_nodes("member-2", count=1, gpu=4, labels=selector)
     wait_until(

@@ -29,6 +29,10 @@ class Member:
         self.connection: MemberConnection | None = None
         self.health = Health()
         self.version: str | None = None
+        #: The MemberCluster's metadata.generation this member was last synced from: its
+        #: Ready condition's observedGeneration, so a reader knows a spec change (taints,
+        #: labels, the Secret it names) has been taken in.
+        self.generation: int | None = None
         #: The kubeconfig Secret's digest the connection was made from.
         self.fingerprint = ""
         #: Namespaces known to exist in the member (skips a GET per dispatch).

@@ -141,6 +141,11 @@ class MemberRegistry:
         self._objects[name] = obj
         async with self._locks[name]:
             await self._sync(name, obj)
+            member = self.members.get(name)
+            generation = (obj.get("metadata") or {}).get("generation")
+            if member is not None and member.generation != generation:
+                member.generation = generation
+                self._write_status_soon(member)
 
     async def remove(self, name: str) -> None:
         self._objects.pop(name, None)

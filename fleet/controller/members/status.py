@@ -35,7 +35,7 @@ class MemberStatusWriter:
                 member.health.reason,
                 member.health.message,
                 now,
-                observed_generation=(current.get("metadata") or {}).get("generation"),
+                observed_generation=member.generation,
             )
         }
         if member.gang_scheduler:
