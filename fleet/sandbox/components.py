@@ -249,7 +249,7 @@ _KOORDINATOR_PLUGINS: dict[str, list[str]] = {
     "postFilter": ["Reservation", "Coscheduling"],
     "preScore": ["Reservation", "Coscheduling"],
     "score": ["Reservation"],
-    "reserve": ["Coscheduling"],
+    "reserve": ["Reservation", "Coscheduling"],
     "permit": ["Coscheduling"],
     "preBind": ["Reservation", "Coscheduling", "DefaultPreBind"],
     "bind": ["Reservation", "DefaultBinder"],
