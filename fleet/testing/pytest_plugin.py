@@ -101,4 +101,12 @@ def add_nodes(sandbox: Sandbox, namespace: str) -> Iterator[Callable[..., list[s
         sandbox.remove_nodes(member, names)
 
 
-__all__ = ["FLEET", "KOORDINATOR_MEMBER", "TEST_CONFIG", "add_nodes", "clusters", "namespace", "sandbox"]
+__all__ = [
+    "FLEET",
+    "KOORDINATOR_MEMBER",
+    "TEST_CONFIG",
+    "add_nodes",
+    "clusters",
+    "namespace",
+    "sandbox",
+]
