@@ -21,7 +21,7 @@ def _cmd_sandbox_up(args: argparse.Namespace) -> int:
     config = (
         SandboxConfig.load(Path(args.config))
         if args.config
-        else SandboxConfig.default(args.members)
+        else SandboxConfig.default(args.members, args.koordinator)
     )
     sandbox = _sandbox(args)
     if args.provider == "kind":
@@ -175,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
     ssub = sandbox.add_subparsers(dest="action", required=True)
     up = ssub.add_parser("up", help="build what is missing and start the fleet and its members")
     up.add_argument("--members", type=int, default=3, help="number of member clusters (default 3)")
+    up.add_argument(
+        "--koordinator",
+        type=int,
+        default=0,
+        help="how many of the members run koord-scheduler instead of coscheduling (default 0; "
+        "the first builds koord-scheduler, about 25 minutes on 2 cores)",
+    )
     up.add_argument("--config", help="a sandbox YAML file describing members and their nodes")
     up.add_argument("--timeout", type=float, default=180, help="seconds to wait for each phase")
     up.add_argument(

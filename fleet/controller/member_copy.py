@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from fleet.api import constants as c
-from fleet.controller import copies
+from fleet.controller import copies, reserving
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
@@ -141,6 +141,7 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     """Delete the member's copy if it is ours (by the fleet-UID label); True if one was."""
     client = member.client
     assert client is not None
+    await reserving.release(member, uid)  # what was reserved for it goes with it
     found = await client.get(key.api_version, key.kind, key.name, key.namespace)
     if found is None or not copies.is_ours(found, uid):
         return False

@@ -131,6 +131,23 @@ class Metrics:
             (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
         )
 
+        self.reservation_attempts = Counter(
+            "fleet_reservation_attempts_total",
+            "Gangs whose capacity fleet started reserving in a member (Koordinator Reservations).",
+            "cluster",
+        )
+        self.reservation_failures = Counter(
+            "fleet_reservation_failures_total",
+            "Reservations given up, by kind: Failed (one failed or expired) or Timeout (the "
+            "bounded wait ran out).",
+            "kind",
+        )
+        self.reservation_seconds = Histogram(
+            "fleet_reservation_available_seconds",
+            "From reserving a gang to every Reservation Available.",
+            (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+        )
+
     #: Set by the controller: the request counts of its clients, and their waiting time.
     request_counts: RequestCounts | None = None
     request_seconds: Callable[[], Mapping[str, float]] | None = None
@@ -145,6 +162,9 @@ class Metrics:
             self.reconciles,
             self.leader,
             self.decision_seconds,
+            self.reservation_attempts,
+            self.reservation_failures,
+            self.reservation_seconds,
         ]
         lines = [line for p in parts for line in p.render()]
         if self.request_counts is not None:

@@ -14,6 +14,7 @@ import time
 
 from fleet.api import PendingReason, rules_of_placement
 from fleet.api import constants as c
+from fleet.controller import reserving
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.status_mirror import (
     binding_conditions,
@@ -59,7 +60,9 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     target.snapshot.reserve(
         job.uid, chosen.assignment, shell.clock.monotonic() + shell.settings.reservation_seconds
     )
-    life = lifecycle.scheduled(job.life, chosen.cluster, now, group=result.group)
+    # Where the member reserves capacity for gangs, the binding is Reserving until it has.
+    place = lifecycle.reserving if reserving.wanted(target) else lifecycle.scheduled
+    life = place(job.life, chosen.cluster, now, group=result.group)
     result_message = lifecycle.result_message(str(chosen))
     # The binding also says why the other clusters were not chosen.
     others = "; ".join(decision.sentences())

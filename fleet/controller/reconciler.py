@@ -13,7 +13,14 @@ from __future__ import annotations
 import copy
 import logging
 
-from fleet.controller import claims, failovers, member_copy, placing, status_mirror
+from fleet.controller import (
+    claims,
+    failovers,
+    member_copy,
+    placing,
+    reserving,
+    status_mirror,
+)
 from fleet.controller.bindings import BindingGone, lifecycle_of
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
@@ -110,10 +117,13 @@ class Reconciler:
         member = shell.members.get(cluster)
         if member is None or not member.ready or member.client is None:
             return  # its health change requeues the gang; failover judges a lasting loss
+        if job.life.phase == "Reserving" and not await reserving.reserve(shell, job, member):
+            return  # reserving: dispatched once every Reservation is Available
         applied = await member_copy.apply(shell, job, member)
         if applied is not None:
             await status_mirror.mirror(shell, job, member, applied)
             await gate.observe(shell, job)  # an ended job releases its quota
+            await reserving.release_after_use(shell, job, member)
 
     async def _workload(self, key: WorkloadKey) -> Obj | None:
         """The workload from the watch-fed cache (a private copy), else from the API server."""

@@ -236,6 +236,75 @@ def kube_scheduler(tc: Toolchain, c: ClusterLayout) -> Component:
     )
 
 
+#: The profile of koord-scheduler on a Koordinator member: it is the member's default scheduler,
+#: as the ACK scheduler is, so pods and Reservations need no schedulerName.
+KOORDINATOR_PROFILE = "default-scheduler"
+#: The smallest plugin set that gives gangs (Coscheduling: the seeds' pod-group labels and the
+#: gang.scheduling.koordinator.sh annotations, GangGroups included) and Reservations; the other
+#: Koordinator plugins (load awareness, NUMA, devices, quotas) are left out.
+_KOORDINATOR_PLUGINS: dict[str, list[str]] = {
+    "preEnqueue": ["Coscheduling"],
+    "preFilter": ["Reservation", "Coscheduling"],
+    "filter": ["Reservation"],
+    "postFilter": ["Reservation", "Coscheduling"],
+    "preScore": ["Reservation", "Coscheduling"],
+    "score": ["Reservation"],
+    "reserve": ["Reservation", "Coscheduling"],
+    "permit": ["Coscheduling"],
+    "preBind": ["Reservation", "Coscheduling", "DefaultPreBind"],
+    "bind": ["Reservation", "DefaultBinder"],
+    "postBind": ["Coscheduling"],
+}
+#: Extension points whose upstream defaults Koordinator replaces rather than extends.
+_KOORDINATOR_REPLACES = ("postFilter", "bind")
+
+
+def koord_scheduler_config(c: ClusterLayout) -> dict[str, object]:
+    """One profile, the member's default scheduler, with Coscheduling and Reservation."""
+    plugins: dict[str, object] = {}
+    for point, names in _KOORDINATOR_PLUGINS.items():
+        entry: dict[str, object] = {
+            "enabled": [
+                {"name": n, "weight": 5000} if point == "score" else {"name": n} for n in names
+            ]
+        }
+        if point in _KOORDINATOR_REPLACES:
+            entry["disabled"] = [{"name": "*"}]
+        plugins[point] = entry
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(c.kubeconfig), "qps": 100, "burst": 200},
+        "profiles": [{"schedulerName": KOORDINATOR_PROFILE, "plugins": plugins}],
+    }
+
+
+def koord_scheduler(ktc: Toolchain, c: ClusterLayout) -> Component:
+    """koord-scheduler (Koordinator's build of kube-scheduler) on a Koordinator member.
+
+    It runs under the same component name as the coscheduling scheduler ("kube-scheduler"), so
+    stopping and starting a member's scheduler works alike for both kinds.
+    """
+    return Component(
+        name=f"{c.name}/kube-scheduler",
+        argv=[
+            str(ktc.binary("koord-scheduler")),
+            f"--config={c.config('koord-scheduler.yaml')}",
+            f"--authentication-kubeconfig={c.kubeconfig}",
+            f"--authorization-kubeconfig={c.kubeconfig}",
+            "--authentication-skip-lookup=true",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={c.ports['scheduler']}",
+            "--pod-max-in-unschedulable-pods-duration=10s",
+            "--v=2",
+        ],
+        log=c.log("kube-scheduler"),
+        ports=[c.ports["scheduler"]],
+        ready=_http_ok(f"https://127.0.0.1:{c.ports['scheduler']}/healthz"),
+    )
+
+
 def podgroup_controller(tc: Toolchain, c: ClusterLayout) -> Component:
     return Component(
         name=f"{c.name}/podgroup-controller",
@@ -291,6 +360,10 @@ def kwok(tc: Toolchain, c: ClusterLayout, stages: Path) -> Component:
 def training_operator(tc: Toolchain, c: ClusterLayout, gang_scheduler_name: str) -> Component:
     """The Kubeflow training operator, making scheduler-plugins PodGroups for every job.
 
+    An empty `gang_scheduler_name` (Koordinator members) turns its gang scheduling off: it makes
+    no PodGroup and leaves schedulerName alone; koord-scheduler reads the gang from the pods'
+    own labels and annotations.
+
     Its webhook certificate rotator only needs the Secret to exist and a cert file in the
     serving-cert folder; the webhook itself is never registered, so nothing calls it. TMPDIR gives
     each member's operator its own serving-cert folder.
@@ -300,7 +373,7 @@ def training_operator(tc: Toolchain, c: ClusterLayout, gang_scheduler_name: str)
         argv=[
             str(tc.binary("training-operator")),
             f"--kubeconfig={c.kubeconfig}",
-            f"--gang-scheduler-name={gang_scheduler_name}",
+            *([f"--gang-scheduler-name={gang_scheduler_name}"] if gang_scheduler_name else []),
             "--enable-scheme=pytorchjob",
             "--enable-scheme=tfjob",
             "--enable-scheme=mpijob",

@@ -9,6 +9,12 @@ Loaded from a YAML file (`fleet sandbox up --config sandbox.yaml`) or built in c
       - {name: gpu, count: 2, cpu: "32", memory: 256Gi, gpu: 8}
       - {name: cpu, count: 1, cpu: "64", memory: 128Gi, gpu: 0,
          labels: {pool: cpu}, taints: [{key: dedicated, value: cpu, effect: NoSchedule}]}
+    - name: member-k
+      scheduler: koordinator   # koord-scheduler instead of scheduler-plugins coscheduling
+
+`scheduler` picks a member's gang scheduler: `coscheduling` (scheduler-plugins, the default: the
+training operator makes a PodGroup for every job) or `koordinator` (koord-scheduler, built on
+first use: the seeds' pod-group labels and Koordinator's gang annotations, and Reservations).
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from fleet.sandbox.errors import SandboxError
 
 GPU = "nvidia.com/gpu"
+#: The gang schedulers a sandbox member can run.
+MemberScheduler = Literal["coscheduling", "koordinator"]
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -62,6 +70,7 @@ class MemberSpec(BaseModel):
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
     nodes: list[NodePool] = Field(default_factory=lambda: [NodePool(count=2)])
+    scheduler: MemberScheduler = "coscheduling"
 
     @field_validator("name")
     @classmethod
@@ -91,14 +100,24 @@ class SandboxConfig(BaseModel):
         return self
 
     @classmethod
-    def default(cls, members: int = 3) -> SandboxConfig:
-        """N members, each with two 8-GPU nodes and a `region` label to select them by."""
+    def default(cls, members: int = 3, koordinator: int = 0) -> SandboxConfig:
+        """N members, each with two 8-GPU nodes and a `region` label to select them by; the
+        last `koordinator` of them run koord-scheduler instead of coscheduling."""
+        first_koordinator = members - koordinator + 1
         return cls(
             members=[
-                MemberSpec(name=f"member-{i}", labels={"region": f"region-{i}"})
+                MemberSpec(
+                    name=f"member-{i}",
+                    labels={"region": f"region-{i}"},
+                    scheduler="koordinator" if i >= first_koordinator else "coscheduling",
+                )
                 for i in range(1, members + 1)
             ]
         )
+
+    @property
+    def needs_koordinator(self) -> bool:
+        return any(m.scheduler == "koordinator" for m in self.members)
 
     @classmethod
     def load(cls, path: Path) -> SandboxConfig:

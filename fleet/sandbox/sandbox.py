@@ -1,8 +1,9 @@
 """A local multi-cluster sandbox: one fleet control plane and N member clusters, as processes.
 
 The fleet runs etcd, an API server and a controller-manager only: no scheduler, no nodes, no
-training operator, so nothing can ever run a job there. Each member adds the coscheduling
-scheduler, its PodGroup controller, kwok with fake nodes and the Kubeflow training operator.
+training operator, so nothing can ever run a job there. Each member adds kwok with fake nodes, the
+Kubeflow training operator and its gang scheduler: the coscheduling scheduler with its PodGroup
+controller, or (`scheduler: koordinator`) koord-scheduler.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from fleet.sandbox.process import (
     wait_ready,
 )
 from fleet.sandbox.progress import Heartbeat, Progress
-from fleet.sandbox.toolchain import Toolchain, ensure_toolchain
+from fleet.sandbox.toolchain import Toolchain, ensure_koordinator, ensure_toolchain
 
 FLEET = "fleet"
 _ASSETS = Path(__file__).parent / "assets"
@@ -52,6 +53,9 @@ _COMPONENT_ORDER = (
     "training-operator",
 )
 _MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs", "podgroups", "elasticquotas")
+#: A Koordinator member: the Kubeflow CRDs from the toolchain, and every CRD of the Koordinator
+#: toolchain (its own PodGroup, scheduling.sigs.k8s.io, stands in for scheduler-plugins').
+_KOORDINATOR_MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs")
 _FLEET_CRDS = ("pytorchjobs", "tfjobs", "mpijobs")
 
 
@@ -165,10 +169,11 @@ class Sandbox:
         if self.exists() or self.processes.records():
             self.down(progress=lambda _m: None)
         tc = toolchain or ensure_toolchain()
+        ktc = ensure_koordinator() if config.needs_koordinator else None
         started_at = time.monotonic()
         where = _Where()
         try:
-            self._up(config, tc, progress, die_with_parent, timeout, where)
+            self._up(config, tc, ktc, progress, die_with_parent, timeout, where)
         except BaseException as e:
             stopped = self.processes.stop_all(grace=3)
             self._write_state(config, phase="failed")
@@ -213,6 +218,7 @@ class Sandbox:
         self,
         config: SandboxConfig,
         tc: Toolchain,
+        ktc: Toolchain | None,
         progress: Progress,
         die_with_parent: bool,
         timeout: float,
@@ -237,7 +243,11 @@ class Sandbox:
             config,
             phase="starting",
             ports={n: lay.ports for n, lay in layouts.items()},
-            extra={"toolchain": str(tc.root), "die_with_parent": die_with_parent},
+            extra={
+                "toolchain": str(tc.root),
+                "koordinator_toolchain": str(ktc.root) if ktc else None,
+                "die_with_parent": die_with_parent,
+            },
         )
         for layout in layouts.values():
             where.at("preparing certificates and configuration", layout.name)
@@ -266,7 +276,7 @@ class Sandbox:
         with Heartbeat(progress, installing, detail=lambda: f"now in {where.cluster}"):
             for name in names:
                 where.at("installing CRDs and nodes", name)
-                self._bootstrap(layouts[name], tc, config)
+                self._bootstrap(layouts[name], tc, ktc, config)
         progress(
             f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
             f"created in {time.monotonic() - t0:.1f}s"
@@ -275,6 +285,13 @@ class Sandbox:
         stages = _ASSETS / "kwok-stages.yaml"
         for member in config.members:
             layout = layouts[member.name]
+            if member.scheduler == "koordinator" and ktc is not None:
+                control += [
+                    comp.koord_scheduler(ktc, layout),
+                    comp.kwok(tc, layout, stages),
+                    comp.training_operator(tc, layout, ""),
+                ]
+                continue
             control += [
                 comp.kube_scheduler(tc, layout),
                 comp.podgroup_controller(tc, layout),
@@ -293,9 +310,15 @@ class Sandbox:
         for sub in ("logs", "config", "etcd", "tmp"):
             (layout.root / sub).mkdir(parents=True, exist_ok=True)
         pki = create_cluster_pki(layout.root / "pki", layout.name)
-        layout.config("scheduler.yaml").write_text(
-            yaml.safe_dump(comp.scheduler_config(layout, config.gang_scheduler_name))
-        )
+        member = next((m for m in config.members if m.name == layout.name), None)
+        if member is not None and member.scheduler == "koordinator":
+            layout.config("koord-scheduler.yaml").write_text(
+                yaml.safe_dump(comp.koord_scheduler_config(layout))
+            )
+        else:
+            layout.config("scheduler.yaml").write_text(
+                yaml.safe_dump(comp.scheduler_config(layout, config.gang_scheduler_name))
+            )
         serving = layout.root / "tmp" / "k8s-webhook-server" / "serving-certs"
         serving.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pki.webhook_crt, serving / "tls.crt")
@@ -312,15 +335,26 @@ class Sandbox:
         merged = kubeconfig([(name, lay.endpoint, lay.pki) for name, lay in layouts.items()], FLEET)
         _write_private(self.kubeconfig, yaml.safe_dump(merged))
 
-    def _bootstrap(self, layout: comp.ClusterLayout, tc: Toolchain, config: SandboxConfig) -> None:
+    def _bootstrap(
+        self,
+        layout: comp.ClusterLayout,
+        tc: Toolchain,
+        ktc: Toolchain | None,
+        config: SandboxConfig,
+    ) -> None:
         member = next((m for m in config.members if m.name == layout.name), None)
-        wanted = _MEMBER_CRDS if member else _FLEET_CRDS
+        koordinator = member is not None and member.scheduler == "koordinator"
+        wanted = (
+            _KOORDINATOR_MEMBER_CRDS if koordinator else _MEMBER_CRDS if member else _FLEET_CRDS
+        )
         crds = [
             doc
             for path in tc.crds()
             for doc in load_manifests(path)
             if doc["metadata"]["name"].split(".")[0] in wanted
         ]
+        if koordinator and ktc is not None:
+            crds += [doc for path in ktc.crds() for doc in load_manifests(path)]
         with AdminClient(layout.endpoint, layout.pki, layout.name) as api:
             for crd in crds:
                 api.apply(crd)
@@ -371,22 +405,36 @@ class Sandbox:
         self._start_components(cluster, rest, timeout)
 
     def _components(self, cluster: str) -> list[str]:
-        return list(_COMPONENT_ORDER[:3] if cluster == FLEET else _COMPONENT_ORDER)
+        if cluster == FLEET:
+            return list(_COMPONENT_ORDER[:3])
+        if self._is_koordinator(cluster):  # koord-scheduler makes no PodGroups to control
+            return [c for c in _COMPONENT_ORDER if c != "podgroup-controller"]
+        return list(_COMPONENT_ORDER)
+
+    def _is_koordinator(self, cluster: str) -> bool:
+        member = next((m for m in self.config.members if m.name == cluster), None)
+        return member is not None and member.scheduler == "koordinator"
 
     def _start_components(self, cluster: str, components: Sequence[str], timeout: float) -> None:
         state = self._state()
         layout = self.cluster(cluster)
         tc = Toolchain(Path(state["toolchain"]))
         config = self.config
+        koordinator = self._is_koordinator(cluster)
+        ktc = Toolchain(Path(state["koordinator_toolchain"])) if koordinator else tc
         builders: dict[str, Callable[[], Component]] = {
             "etcd": lambda: comp.etcd(tc, layout),
             "kube-apiserver": lambda: comp.kube_apiserver(tc, layout),
             "kube-controller-manager": lambda: comp.kube_controller_manager(tc, layout),
-            "kube-scheduler": lambda: comp.kube_scheduler(tc, layout),
+            "kube-scheduler": lambda: (
+                comp.koord_scheduler(ktc, layout)
+                if koordinator
+                else comp.kube_scheduler(tc, layout)
+            ),
             "podgroup-controller": lambda: comp.podgroup_controller(tc, layout),
             "kwok": lambda: comp.kwok(tc, layout, _ASSETS / "kwok-stages.yaml"),
             "training-operator": lambda: comp.training_operator(
-                tc, layout, config.gang_scheduler_name
+                tc, layout, "" if koordinator else config.gang_scheduler_name
             ),
         }
         unknown = [c for c in components if c not in builders]

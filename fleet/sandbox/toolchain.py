@@ -45,6 +45,14 @@ TRAINING_OPERATOR = "v1.9.3"
 #: helm renders and checks our chart in the tests; it is cached apart from the cluster binaries,
 #: so bumping it rebuilds nothing else.
 HELM = "v4.3.1"
+#: Koordinator's koord-scheduler for Koordinator members (optional: built only when a sandbox
+#: member asks for it, and cached apart, so the cluster binaries above are not rebuilt for it).
+#: v1.8.0 is built against Kubernetes 1.35: its scheduler libraries are 1.35, talking to the 1.34
+#: API servers above (one minor of skew, inside Kubernetes' supported client/server skew).
+KOORDINATOR = "v1.8.0"
+#: The Kubernetes libraries koord-scheduler is built with. KOORDINATOR's go.mod pins 1.35.2,
+#: whose staging modules are incomplete on the module proxy; 1.35.4 is the same minor, complete.
+KOORDINATOR_KUBERNETES = "v1.35.4"
 
 #: Staging modules of k8s.io/kubernetes, all replaced with their published versions.
 _STAGING = [
@@ -197,6 +205,58 @@ HELM_MODULE = GoModule(
     ldflags=f"-s -w -X helm.sh/helm/v4/internal/version.version={HELM}",
 )
 
+
+def _koordinator_module() -> GoModule:
+    staging = "v0." + KOORDINATOR_KUBERNETES.removeprefix("v1.")
+    # Replace directives of a dependency do not apply to the module that requires it, so the
+    # ones koord-scheduler's build needs are restated here (same versions as its own go.mod).
+    upstream_replaces = {
+        "github.com/prometheus/prometheus": "v0.39.2",
+        "github.com/grpc-ecosystem/grpc-gateway/v2": "v2.26.3",
+        "google.golang.org/genproto": "v0.0.0-20230526161137-0005af68ea54",
+        "google.golang.org/genproto/googleapis/api": "v0.0.0-20250303144028-a0af3efb3deb",
+        "google.golang.org/genproto/googleapis/rpc": "v0.0.0-20250528174236-200df99c418a",
+        "k8s.io/kube-openapi": "v0.0.0-20250910181357-589584f1c912",
+        "sigs.k8s.io/controller-runtime": "v0.23.1",
+    }
+    return GoModule(
+        name="koordinator",
+        go="1.25.0",
+        requires={"github.com/koordinator-sh/koordinator": KOORDINATOR},
+        replaces={"k8s.io/kubernetes": KOORDINATOR_KUBERNETES}
+        | {f"k8s.io/{name}": staging for name in _STAGING}
+        | upstream_replaces,
+        binaries=(
+            Binary("koord-scheduler", "github.com/koordinator-sh/koordinator/cmd/koord-scheduler"),
+        ),
+        # component-base's version is what the scheduler reports: the Kubernetes libraries it
+        # is built with, and (as build metadata) the Koordinator release.
+        ldflags=_k8s_ldflags(KOORDINATOR_KUBERNETES).replace(
+            f"gitVersion={KOORDINATOR_KUBERNETES}",
+            f"gitVersion={KOORDINATOR_KUBERNETES}+koordinator-{KOORDINATOR}",
+        ),
+    )
+
+
+KOORDINATOR_MODULE = _koordinator_module()
+
+#: The CRDs koord-scheduler watches, from the module it is built from: Reservation, its PodGroup
+#: (scheduling.sigs.k8s.io, not scheduler-plugins' scheduling.x-k8s.io) and what its informers
+#: list at start.
+KOORDINATOR_CRD_SOURCES: tuple[tuple[str, str], ...] = tuple(
+    ("github.com/koordinator-sh/koordinator", f"config/crd/bases/{name}.yaml")
+    for name in (
+        "scheduling.koordinator.sh_reservations",
+        "scheduling.koordinator.sh_devices",
+        "scheduling.koordinator.sh_podmigrationjobs",
+        "scheduling.koordinator.sh_clusternetworktopologies",
+        "scheduling.sigs.k8s.io_podgroups",
+        "scheduling.sigs.k8s.io_elasticquotas",
+        "slo.koordinator.sh_nodemetrics",
+        "topology.node.k8s.io_noderesourcetopologies",
+    )
+)
+
 #: CRDs the members need, taken from the very module versions we build (never copied into the repo).
 CRD_SOURCES: tuple[tuple[str, str], ...] = (
     ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_pytorchjobs.yaml"),
@@ -320,6 +380,67 @@ def ensure_helm(progress: Progress | None = None) -> Path:
     return helm
 
 
+def koordinator_toolchain() -> Toolchain:
+    """Where the pinned koord-scheduler and its CRDs are cached (built or not)."""
+    key = json.dumps(
+        [
+            _platform(),
+            KOORDINATOR_MODULE.go_mod(),
+            KOORDINATOR_MODULE.ldflags,
+            [list(src) for src in KOORDINATOR_CRD_SOURCES],
+        ]
+    ).encode()
+    digest = hashlib.sha256(key).hexdigest()[:16]
+    return Toolchain(cache_root() / "toolchain" / f"koordinator-{KOORDINATOR}-{digest}")
+
+
+def _koordinator_complete(tools: Toolchain) -> bool:
+    return (
+        tools.stamp.is_file()
+        and os.access(tools.binary("koord-scheduler"), os.X_OK)
+        and len(tools.crds()) == len(KOORDINATOR_CRD_SOURCES)
+    )
+
+
+def ensure_koordinator(progress: Progress | None = None) -> Toolchain:
+    """The pinned koord-scheduler and the CRDs it needs, built on first use (cold: about
+    25 minutes on 2 shared cores, see docs/sandbox.md), cached apart from the cluster binaries."""
+    say = progress or _default_progress
+    tools = koordinator_toolchain()
+    if _koordinator_complete(tools):
+        return tools
+    with _build_lock(tools.root, say):
+        if _koordinator_complete(tools):
+            return tools
+        started = time.monotonic()
+        go = find_go()
+        say(
+            f"building koord-scheduler (Koordinator {KOORDINATOR}, Kubernetes libraries "
+            f"{KOORDINATOR_KUBERNETES}) into {tools.root} with {_go_version(go)}; "
+            "only sandboxes with a Koordinator member need it"
+        )
+        result = build_modules(go, tools, (KOORDINATOR_MODULE,), say)
+        say(f"copying {len(KOORDINATOR_CRD_SOURCES)} CRD manifests from {KOORDINATOR}")
+        _collect_crds(go, tools, result.module_dirs, KOORDINATOR_CRD_SOURCES, (KOORDINATOR_MODULE,))
+        tools.stamp.write_text(
+            json.dumps(
+                {
+                    "koordinator": KOORDINATOR,
+                    "kubernetes": KOORDINATOR_KUBERNETES,
+                    "platform": _platform(),
+                    "go.mod": KOORDINATOR_MODULE.go_mod(),
+                    "ldflags": KOORDINATOR_MODULE.ldflags,
+                    "crds": [list(src) for src in KOORDINATOR_CRD_SOURCES],
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        for line in summary(tools, result.binaries, time.monotonic() - started, "koordinator"):
+            say(line)
+    return tools
+
+
 def ensure_toolchain(progress: Progress | None = None) -> Toolchain:
     """Return the pinned toolchain, building whatever is missing (cold: ~15 min on 2 cores)."""
     say = progress or _default_progress
@@ -364,7 +485,7 @@ def _build_toolchain(toolchain: Toolchain, say: Progress) -> Toolchain:
     )
     result = build_modules(go, toolchain, MODULES, say)
     say(f"copying {len(CRD_SOURCES)} CRD manifests from the modules just resolved")
-    _collect_crds(go, toolchain, result.module_dirs)
+    _collect_crds(go, toolchain, result.module_dirs, CRD_SOURCES, MODULES)
     toolchain.stamp.write_text(json.dumps(pins(), indent=2, sort_keys=True))
     for line in summary(toolchain, result.binaries, time.monotonic() - started, "toolchain"):
         say(line)
@@ -539,9 +660,15 @@ def _go_version(go: str) -> str:
     return f"{version} ({go})"
 
 
-def _collect_crds(go: str, toolchain: Toolchain, module_dirs: Mapping[str, Path]) -> None:
-    owner = {req: name for name, m in ((m.name, m) for m in MODULES) for req in m.requires}
-    for module_path, rel in CRD_SOURCES:
+def _collect_crds(
+    go: str,
+    toolchain: Toolchain,
+    module_dirs: Mapping[str, Path],
+    sources: Sequence[tuple[str, str]],
+    modules: Sequence[GoModule],
+) -> None:
+    owner = {req: m.name for m in modules for req in m.requires}
+    for module_path, rel in sources:
         src = module_dirs[owner[module_path]]
         out = subprocess.run(
             [go, "list", "-m", "-json", module_path],

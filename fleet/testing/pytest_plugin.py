@@ -19,6 +19,9 @@ import pytest
 from fleet.sandbox import FLEET, MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.testing.kube import ClusterClient
 
+#: The member that runs koord-scheduler (the others run scheduler-plugins coscheduling). The
+#: end-to-end fleet joins it only in the tests about it, so the others never see it.
+KOORDINATOR_MEMBER = "member-4"
 #: Members start with one CPU-only node each: tests add the GPU nodes they reason about, so the
 #: capacity a test sees is exactly the capacity it made.
 TEST_CONFIG = SandboxConfig(
@@ -27,8 +30,9 @@ TEST_CONFIG = SandboxConfig(
             name=f"member-{i}",
             labels={"region": f"region-{i}"},
             nodes=[NodePool(name="base", count=1, cpu="64", memory="256Gi", gpu=0)],
+            scheduler="koordinator" if f"member-{i}" == KOORDINATOR_MEMBER else "coscheduling",
         )
-        for i in (1, 2, 3)
+        for i in (1, 2, 3, 4)
     ]
 )
 
@@ -41,7 +45,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """The session's sandbox (fleet + 3 members); FLEET_TEST_SANDBOX_DIR pins its folder."""
+    """The session's sandbox (fleet + 3 coscheduling members + 1 Koordinator member);
+    FLEET_TEST_SANDBOX_DIR pins its folder."""
     env = os.environ.get("FLEET_TEST_SANDBOX_DIR")
     state = Path(env) if env else tmp_path_factory.mktemp("sandbox")
     sbx = Sandbox(state)
@@ -96,4 +101,12 @@ def add_nodes(sandbox: Sandbox, namespace: str) -> Iterator[Callable[..., list[s
         sandbox.remove_nodes(member, names)
 
 
-__all__ = ["FLEET", "TEST_CONFIG", "add_nodes", "clusters", "namespace", "sandbox"]
+__all__ = [
+    "FLEET",
+    "KOORDINATOR_MEMBER",
+    "TEST_CONFIG",
+    "add_nodes",
+    "clusters",
+    "namespace",
+    "sandbox",
+]

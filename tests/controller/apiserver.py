@@ -79,7 +79,12 @@ FLEET_KINDS = [
         status_subresource=False,
     ),
 ]
-MEMBER_KINDS = [*CORE_KINDS, *_job_kinds()]
+MEMBER_KINDS = [
+    *CORE_KINDS,
+    *_job_kinds(),
+    # A Koordinator member's Reservations (cluster-scoped); served by every member here.
+    Kind("scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", namespaced=False),
+]
 
 DELETION_TIMESTAMP = "2025-01-01T00:00:00Z"
 
