@@ -22,34 +22,13 @@ from fleet.core.quota import (
     queue_name_prefix,
 )
 from fleet.core.resources import GPU
+from fleet.demo.seeds import QUOTA_TREE
 
 GiB = 1 << 30
 
-#: The seeds' tree (001_*.txt), as `kubectl get -o json` returns its spec.
-SEED_SPEC: dict[str, Any] = {
-    "root": {
-        "name": "root",
-        "max": {
-            "cpu": 999900,
-            "memory": "400000Gi",
-            "kube-queue/max-jobs": 10000000000,
-            "nvidia.com/gpu": 100000,
-        },
-        "min": {"cpu": 9999, "memory": "40Gi"},
-        "children": [
-            {
-                "name": "child-2",
-                "max": {
-                    "kube-queue/max-jobs": 1,
-                    "cpu": 10000,
-                    "nvidia.com/gpu": 10000,
-                    "memory": "10000Gi",
-                },
-                "namespaces": ["default"],
-            }
-        ],
-    }
-}
+#: The seeds' tree (001_*.txt): the demo's copy, which tests/demo checks against
+#: policies/elasticquotatree-seed.yaml.
+SEED_SPEC: dict[str, Any] = QUOTA_TREE["spec"]
 
 
 def tree_of(root: dict[str, Any]) -> dict[str, Any]:
