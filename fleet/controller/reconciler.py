@@ -60,7 +60,7 @@ class Reconciler:
             return
         binding = await shell.bindings.read(key)
         if binding is not None and binding.spec.resource.uid != workload["metadata"]["uid"]:
-            binding = None  # left by an earlier object of the same name; GC removes it
+            binding = None  # an earlier object's: creating this one's removes it (BindingStore)
         now = shell.clock.now()
 
         # 1. Deleted: its quota released, the member copies deleted, then the workload goes.
