@@ -30,6 +30,7 @@ PORT_NAMES = (
     "operator_metrics",
     "operator_probe",
     "operator_webhook",
+    "koord_services",
 )
 
 
@@ -296,11 +297,15 @@ def koord_scheduler(ktc: Toolchain, c: ClusterLayout) -> Component:
             "--authentication-skip-lookup=true",
             "--bind-address=127.0.0.1",
             f"--secure-port={c.ports['scheduler']}",
+            # Its insecure/services HTTP server defaults to 0.0.0.0:10251, which a second
+            # sandbox with a Koordinator member on the same machine cannot bind.
+            "--address=127.0.0.1",
+            f"--port={c.ports['koord_services']}",
             "--pod-max-in-unschedulable-pods-duration=10s",
             "--v=2",
         ],
         log=c.log("kube-scheduler"),
-        ports=[c.ports["scheduler"]],
+        ports=[c.ports["scheduler"], c.ports["koord_services"]],
         ready=_http_ok(f"https://127.0.0.1:{c.ports['scheduler']}/healthz"),
     )
 
