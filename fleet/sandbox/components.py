@@ -296,6 +296,9 @@ def koord_scheduler(ktc: Toolchain, c: ClusterLayout) -> Component:
             "--authentication-skip-lookup=true",
             "--bind-address=127.0.0.1",
             f"--secure-port={c.ports['scheduler']}",
+            # No insecure listener: its default, 0.0.0.0:10251, is one port for every
+            # sandbox on the machine (a second Koordinator member could not start).
+            "--port=0",
             "--pod-max-in-unschedulable-pods-duration=10s",
             "--v=2",
         ],
