@@ -21,7 +21,11 @@ def _cmd_sandbox_up(args: argparse.Namespace) -> int:
     config = (
         SandboxConfig.load(Path(args.config))
         if args.config
-        else SandboxConfig.default(args.members, args.koordinator)
+        else SandboxConfig.default(
+            args.members,
+            # kind members cannot run koord-scheduler yet: all coscheduling unless asked
+            args.koordinator if args.koordinator is not None else int(args.provider != "kind"),
+        )
     )
     sandbox = _sandbox(args)
     if args.provider == "kind":
@@ -174,13 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ssub = sandbox.add_subparsers(dest="action", required=True)
     up = ssub.add_parser("up", help="build what is missing and start the fleet and its members")
-    up.add_argument("--members", type=int, default=3, help="number of member clusters (default 3)")
+    up.add_argument("--members", type=int, default=4, help="number of member clusters (default 4)")
     up.add_argument(
         "--koordinator",
         type=int,
-        default=0,
-        help="how many of the members run koord-scheduler instead of coscheduling (default 0; "
-        "the first builds koord-scheduler, about 25 minutes on 2 cores)",
+        default=None,
+        help="how many of the members (the last ones) run koord-scheduler instead of "
+        "coscheduling (default 1, 0 with --provider kind; the first use builds koord-scheduler, "
+        "about 11 minutes on 2 cores)",
     )
     up.add_argument("--config", help="a sandbox YAML file describing members and their nodes")
     up.add_argument("--timeout", type=float, default=180, help="seconds to wait for each phase")
@@ -200,9 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="sandbox up, then the seeds' stories end to end",
-        description="Build what is missing, bring up a local fleet with three members, and tell "
-        "the seeds' stories on it (--list names them). Every step waits for what it shows, with "
-        "a bounded timeout; a step that does not happen stops the demo naming it (exit 1).",
+        description="Build what is missing, bring up a local fleet with four members (one on "
+        "koord-scheduler), and tell the seeds' stories on it (--list names them). Every step "
+        "waits for what it shows, with a bounded timeout; a step that does not happen stops the "
+        "demo naming it (exit 1).",
     )
     demo.add_argument("--state-dir", help="sandbox state folder (default as for `fleet sandbox`)")
     demo.add_argument(

@@ -1,7 +1,8 @@
 """`fleet demo`: the seeds' stories, end to end, on a local sandbox.
 
     runner.py   what a story is given (`Demo`: clusters, steps that wait and verify) and the loop
-    layout.py   the demo's three members and its setup (CRDs, joins, controller)
+    layout.py   the demo's four members (member-4 on koord-scheduler) and its setup (CRDs,
+                joins, controller)
     seeds.py    the seeds' policies and TFJob, as the stories submit them
     stories/    one story per module; `stories.STORIES` is the order they are told in
 
@@ -60,7 +61,7 @@ def run(
             demo.say(
                 f"\nThe sandbox and the controller keep running. Explore with:\n"
                 f"  export KUBECONFIG={sandbox.kubeconfig}"
-                "   # contexts: fleet, member-1, member-2, member-3\n"
+                "   # contexts: fleet, member-1 .. member-4\n"
                 f"  kubectl amc get pod -M\n"
                 f"Stop everything with: fleet sandbox{where} down"
             )

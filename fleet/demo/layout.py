@@ -1,9 +1,11 @@
-"""The demo's fleet: three members whose GPU layouts make the stories happen, and its setup.
+"""The demo's fleet: four members whose GPU layouts make the stories happen, and its setup.
 
     member-1  eight 1-GPU nodes   8 GPUs, scattered: the sum of free GPUs says "fits" to every
                                   gang below, yet no node can hold a 2-GPU pod
     member-2  one 4-GPU node      the seeds' test cluster ("当前测试集群有4个GPU卡")
     member-3  one 4-GPU node
+    member-4  one CPU-only node   runs koord-scheduler (Koordinator); no GPUs, so no GPU gang
+                                  goes there until the reservation story gives it a 4-GPU node
 
 No member can hold the seeds' TFJob (4 workers x 2 GPUs, 1 PS) until a story adds a node; a
 story that adds nodes removes them again in its `reset`, so every story starts from this.
@@ -38,6 +40,12 @@ DEMO_CONFIG = SandboxConfig(
             labels={"region": "region-3"},
             nodes=[NodePool(name="gpu", count=1, cpu="64", memory="256Gi", gpu=4)],
         ),
+        MemberSpec(
+            name="member-4",
+            labels={"region": "region-4"},
+            nodes=[NodePool(name="cpu", count=1, cpu="64", memory="256Gi", gpu=0)],
+            scheduler="koordinator",
+        ),
     ]
 )
 
@@ -46,7 +54,10 @@ def bring_up(demo: Demo, *, die_with_parent: bool = False) -> None:
     """The sandbox with the demo's layout, fleet's CRDs, the members joined, the controller
     running, and every member Ready; as steps of the story `setup`."""
     demo.story, demo.steps = "setup", 0
-    demo.step("A fleet and three member clusters, built from upstream Go modules")
+    demo.step(
+        "A fleet and four member clusters (member-4 on koord-scheduler), built from upstream "
+        "Go modules"
+    )
     demo.sandbox.up(DEMO_CONFIG, die_with_parent=die_with_parent)
     for s in demo.sandbox.status():
         health = "Healthy" if s.healthy else s.detail

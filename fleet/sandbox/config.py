@@ -100,9 +100,10 @@ class SandboxConfig(BaseModel):
         return self
 
     @classmethod
-    def default(cls, members: int = 3, koordinator: int = 0) -> SandboxConfig:
+    def default(cls, members: int = 4, koordinator: int = 1) -> SandboxConfig:
         """N members, each with two 8-GPU nodes and a `region` label to select them by; the
-        last `koordinator` of them run koord-scheduler instead of coscheduling."""
+        last `koordinator` of them (one, by default: member-4) run koord-scheduler instead of
+        coscheduling."""
         first_koordinator = members - koordinator + 1
         return cls(
             members=[

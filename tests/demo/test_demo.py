@@ -27,7 +27,7 @@ from fleet.core.workload import gang_from_workload
 from fleet.demo import STORIES, seeds
 from fleet.demo.layout import DEMO_CONFIG
 from fleet.demo.runner import Demo, Story, select, tell
-from fleet.demo.stories import held_gang, queue
+from fleet.demo.stories import held_gang, queue, reservation
 from fleet.sandbox import Sandbox
 from fleet.sandbox.config import NodePool, node_manifest
 from fleet.testing.workloads import pytorchjob
@@ -227,3 +227,49 @@ def test_the_queued_policy_takes_the_queue_storys_jobs_and_no_other_storys() -> 
         assert governing(queue.queued_job(name)) == "example-policy-queued"
     for other in ("pytorch-test", "big-gang"):
         assert governing(pytorchjob(other, namespace=seeds.NAMESPACE)) == "example-policy"
+
+
+def test_the_koordinator_member_holds_no_gpu_gang_until_the_reservation_story_adds_a_node() -> None:
+    koordinator = [m.name for m in DEMO_CONFIG.members if m.scheduler == "koordinator"]
+    assert koordinator == [reservation.MEMBER]
+    others = [
+        seeds.tfjob(),
+        pytorchjob("big-gang", workers=2, gpus=2, master_gpus=0),
+        pytorchjob("pytorch-test", workers=2, gpus=1),
+        queue.queued_job(queue.FIRST),
+        reservation.job(),
+    ]
+    only = [s for s in _fleet() if s.name == reservation.MEMBER]
+    for job in others:
+        decision = place(gang_from_workload(job), only, estimator=NODES)
+        assert decision.placement is None
+        assert {r.category for r in decision.rejections} == {INSUFFICIENT}
+    grown = [
+        s
+        for s in _fleet({reservation.MEMBER: [reservation.NEW_NODES]})
+        if s.name == reservation.MEMBER
+    ]
+    decision = place(gang_from_workload(reservation.job()), grown, estimator=NODES)
+    assert decision.placement is not None
+    assert decision.placement.cluster == reservation.MEMBER
+
+
+def test_the_reservation_policy_takes_its_storys_job_only_and_sends_it_to_member_4() -> None:
+    policies = [
+        PropagationPolicy.model_validate(p)
+        for p in (seeds.PYTORCHJOB_POLICY, seeds.QUEUED_POLICY, reservation.policy())
+    ]
+
+    def governing(job: dict[str, Any]) -> str:
+        match = match_policy(WorkloadRef.from_object(job), policies, [])
+        assert match.policy is not None and match.gang
+        return match.policy.metadata.name
+
+    assert governing(reservation.job()) == reservation.POLICY_NAME
+    assert reservation.policy()["spec"]["placement"]["clusterAffinity"] == {
+        "clusterNames": [reservation.MEMBER]
+    }
+    for other in ("pytorch-test", "big-gang"):
+        assert governing(pytorchjob(other, namespace=seeds.NAMESPACE)) == "example-policy"
+    for name in (queue.FIRST, queue.SECOND):
+        assert governing(queue.queued_job(name)) == "example-policy-queued"

@@ -99,7 +99,7 @@ def test_an_unexpected_error_during_up_names_phase_cluster_and_traceback(
     sandbox = Sandbox(root)
     with pytest.raises(SandboxError) as failure:
         sandbox.up(
-            SandboxConfig.default(),
+            SandboxConfig.default(koordinator=0),
             toolchain=Toolchain(root / "toolchain"),
             progress=lambda _m: None,
         )

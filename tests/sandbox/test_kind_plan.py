@@ -10,7 +10,7 @@ from fleet.sandbox.kind import merge_kubeconfigs, plan, up_with_kind
 
 
 def test_plan_creates_every_cluster_then_installs_members(tmp_path):
-    steps = plan(SandboxConfig.default(2), tmp_path)
+    steps = plan(SandboxConfig.default(2, koordinator=0), tmp_path)
     created = [s.argv[4] for s in steps if s.argv[:3] == ("kind", "create", "cluster")]
     assert created == ["fleet-fleet", "fleet-member-1", "fleet-member-2"]
     text = "\n".join(" ".join(s.argv) for s in steps)
@@ -27,7 +27,7 @@ def test_plan_creates_every_cluster_then_installs_members(tmp_path):
 def test_without_docker_it_says_what_is_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SandboxError, match="--provider kind needs docker"):
-        up_with_kind(SandboxConfig.default(1), tmp_path)
+        up_with_kind(SandboxConfig.default(1, koordinator=0), tmp_path)
 
 
 def test_merged_kubeconfig_names_contexts_after_clusters(tmp_path):

@@ -19,9 +19,11 @@ def _layout(tmp_path: Path) -> comp.ClusterLayout:
     )
 
 
-def test_default_config_keeps_coscheduling_unless_asked():
-    assert {m.scheduler for m in SandboxConfig.default().members} == {"coscheduling"}
-    assert not SandboxConfig.default().needs_koordinator
+def test_default_config_has_one_koordinator_member_last():
+    default = SandboxConfig.default()
+    assert [m.scheduler for m in default.members] == ["coscheduling"] * 3 + ["koordinator"]
+    assert default.needs_koordinator
+    assert not SandboxConfig.default(3, koordinator=0).needs_koordinator
     mixed = SandboxConfig.default(3, koordinator=1)
     assert [m.scheduler for m in mixed.members] == ["coscheduling", "coscheduling", "koordinator"]
     assert mixed.needs_koordinator

@@ -14,12 +14,13 @@ To add a story (docs/demo.md has the long version):
 from __future__ import annotations
 
 from fleet.demo.runner import Story
-from fleet.demo.stories import failover, fragmentation, held_gang, queue
+from fleet.demo.stories import failover, fragmentation, held_gang, queue, reservation
 
 STORIES: tuple[Story, ...] = (
     held_gang.STORY,
     fragmentation.STORY,
     failover.STORY,
+    reservation.STORY,
     queue.STORY,
 )
 
