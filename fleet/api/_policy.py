@@ -56,6 +56,7 @@ GANG: Final = "Gang"
 """The customSchedulingType value that hands a workload to fleet."""
 
 GangEstimator = Literal["nodes", "sum"]
+GangReservation = Literal["Enabled", "Disabled"]
 """How capacity is estimated: `nodes` packs pods onto real nodes, `sum` adds free resources up."""
 
 PolicyPurgeMode = Literal["Immediately", "Graciously", "Never", "Directly", "Gracefully"]
@@ -176,6 +177,11 @@ class ReplicaSchedulingStrategy(KubeModel):
     gang_estimator: GangEstimator | None = None
     """fleet extension: per-policy override of the capacity estimator (`nodes` or `sum`);
     absent uses the fleet-wide default."""
+    gang_reservation: GangReservation | None = None
+    """fleet extension (ACK's enableReservation, per policy): `Enabled` reserves the gang's
+    capacity before dispatching it to any member whose scheduler supports Reservation
+    (Koordinator), `Disabled` never does; absent follows the member's
+    `spec.reservation.enabled`."""
 
 
 class Placement(KubeModel):
@@ -340,6 +346,11 @@ class PropagationSpec(KubeModel):
     def gang_estimator(self) -> GangEstimator | None:
         rs = self.placement.replica_scheduling if self.placement else None
         return rs.gang_estimator if rs else None
+
+    @property
+    def gang_reservation(self) -> GangReservation | None:
+        rs = self.placement.replica_scheduling if self.placement else None
+        return rs.gang_reservation if rs else None
 
     @property
     def application_failover(self) -> ApplicationFailoverBehavior | None:

@@ -61,7 +61,10 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         job.uid, chosen.assignment, shell.clock.monotonic() + shell.settings.reservation_seconds
     )
     # Where the member reserves capacity for gangs, the binding is Reserving until it has.
-    place = lifecycle.reserving if reserving.wanted(target) else lifecycle.scheduled
+    terms = job.binding.spec.placement
+    strategy = terms.replica_scheduling if terms else None
+    by_policy = strategy.gang_reservation if strategy else None
+    place = lifecycle.reserving if reserving.wanted(target, by_policy) else lifecycle.scheduled
     life = place(job.life, chosen.cluster, now, group=result.group)
     result_message = lifecycle.result_message(str(chosen))
     # The binding also says why the other clusters were not chosen.

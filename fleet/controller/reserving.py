@@ -36,6 +36,8 @@ from fleet.core import lifecycle
 from fleet.core.kinds import pod_templates
 from fleet.core.reservation import (
     DEFAULT_RETRY_AFTER_SECONDS,
+    DEFAULT_TTL_SECONDS,
+    DEFAULT_WAIT_SECONDS,
     FallBack,
     KeepWaiting,
     PlannedReservation,
@@ -56,13 +58,16 @@ RECHECK_SECONDS = 1.0
 CONDITION_RESERVED = "Reserved"
 
 
-def wanted(member: Member | None) -> bool:
-    """Whether gangs placed in `member` are reserved there before they are dispatched."""
-    return (
-        member is not None
-        and member.reservation is not None
-        and member.gang_scheduler == KOORDINATOR
-    )
+def wanted(member: Member | None, policy: str | None = None) -> bool:
+    """Whether a gang placed in `member` is reserved there before it is dispatched: only where
+    the scheduler supports Reservation (Koordinator), then as the policy's
+    `replicaScheduling.gangReservation` says (`Enabled` / `Disabled`), else as the member's
+    `spec.reservation.enabled`."""
+    if member is None or member.gang_scheduler != KOORDINATOR:
+        return False
+    if policy is not None:
+        return policy == "Enabled"
+    return member.reservation is not None
 
 
 def reservation_objects(job: Job, plan: ReservationPlan, fleet_id: str) -> list[dict[str, Any]]:
@@ -138,7 +143,7 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
     """Reserve the gang's capacity in `member`; True once it may be dispatched there."""
     client = member.client
     assert client is not None
-    ttl, wait = member.reservation or (600, 60.0)
+    ttl, wait = member.reservation or (DEFAULT_TTL_SECONDS, DEFAULT_WAIT_SECONDS)
     plan = plan_reservations(job.gang, job.uid, ttl_seconds=ttl)
     now = shell.clock.now()
     since = job.life.reserving_since if job.life.reserving_since is not None else now

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from fleet.api import constants as c
 from fleet.api import format_time
 from fleet.controller.reserving import CONDITION_RESERVED, RECHECK_SECONDS, RESERVATION
@@ -212,3 +214,48 @@ async def test_members_without_reservation_dispatch_at_once():
 
     assert plain.copy("job") is not None and reservations(plain) == {}
     assert CONDITION_RESERVED not in conditions(world.binding(key))
+
+
+@pytest.mark.parametrize(
+    ("member_enables", "policy_says", "reserves"),
+    [
+        (False, "Enabled", True),
+        (True, "Disabled", False),
+        (True, None, True),
+        (False, None, False),
+    ],
+)
+async def test_the_policy_chooses_reservations_over_the_members_default(
+    member_enables, policy_says, reserves
+):
+    world = World()
+    member = koordinator_member(world, "member-k")
+    if not member_enables:
+        member.member.reservation = None
+    policy = gang_policy("gang", NAMESPACE)
+    if policy_says is not None:
+        strategy = policy["spec"]["placement"]["replicaScheduling"]
+        strategy["gangReservation"] = policy_says
+    world.apply_policy(policy)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-k"
+    assert (binding_status(world, key)["phase"] == "Reserving") is reserves
+    assert bool(reservations(member)) is reserves
+    assert (member.copy("job") is not None) is not reserves  # without reservations: dispatched
+
+
+async def test_a_policy_cannot_reserve_where_the_scheduler_has_no_reservations():
+    world = World()
+    member = world.add_member("member-c", gpus=4)  # coscheduling: no Reservation kind
+    policy = gang_policy("gang", NAMESPACE)
+    policy["spec"]["placement"]["replicaScheduling"]["gangReservation"] = "Enabled"
+    world.apply_policy(policy)
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    assert binding_status(world, key)["phase"] != "Reserving"
+    assert member.copy("job") is not None
