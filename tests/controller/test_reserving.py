@@ -259,3 +259,27 @@ async def test_a_policy_cannot_reserve_where_the_scheduler_has_no_reservations()
 
     assert binding_status(world, key)["phase"] != "Reserving"
     assert member.copy("job") is not None
+
+
+async def test_a_failover_deletes_what_was_reserved_for_the_failed_copy():
+    """Reservations not yet consumed when the job fails go with the copy the failover purges."""
+    world = World()
+    koord = koordinator_member(world, "member-k")
+    world.add_member("member-2", gpus=4)
+    policy = preferring("member-k", "member-2")
+    policy["spec"]["failover"]["application"]["decisionConditions"]["tolerationSeconds"] = 0
+    world.apply_policy(policy)
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    for name in reservations(koord):
+        set_phase(koord, name, "Available", nodeName="member-k-n0")
+    await world.reconcile(key)
+    assert koord.copy("job") is not None and reservations(koord)
+
+    koord.set_job_state("job", "Failed")
+    await world.reconcile(key)
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-2"
+    assert koord.copy("job") is None
+    assert reservations(koord) == {}
