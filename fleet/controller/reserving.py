@@ -46,6 +46,7 @@ from fleet.core.reservation import (
     SeenReservation,
     judge_reservations,
     plan_reservations,
+    reserves,
 )
 from fleet.kube import ApiError, Conflict, Obj
 
@@ -59,15 +60,16 @@ CONDITION_RESERVED = "Reserved"
 
 
 def wanted(member: Member | None, policy: str | None = None) -> bool:
-    """Whether a gang placed in `member` is reserved there before it is dispatched: only where
-    the scheduler supports Reservation (Koordinator), then as the policy's
-    `replicaScheduling.gangReservation` says (`Enabled` / `Disabled`), else as the member's
-    `spec.reservation.enabled`."""
-    if member is None or member.gang_scheduler != KOORDINATOR:
+    """Whether a gang placed in `member` is reserved there first (`fleet.core.reservation.
+    reserves`): Koordinator members, as the policy's `replicaScheduling.gangReservation` or
+    else the member's `spec.reservation.enabled` says."""
+    if member is None:
         return False
-    if policy is not None:
-        return policy == "Enabled"
-    return member.reservation is not None
+    return reserves(
+        supported=member.gang_scheduler == KOORDINATOR,
+        member_enabled=member.reservation is not None,
+        policy=policy,
+    )
 
 
 def reservation_objects(job: Job, plan: ReservationPlan, fleet_id: str) -> list[dict[str, Any]]:

@@ -51,6 +51,17 @@ class ReservationPlan:
         return tuple(r.name for r in self.reservations)
 
 
+def reserves(*, supported: bool, member_enabled: bool, policy: str | None) -> bool:
+    """Whether a gang placed in a member is reserved there before it is dispatched: never where
+    the member's scheduler has no Reservations; else as the policy says (`Enabled` /
+    `Disabled`); else as the member's own switch says."""
+    if not supported:
+        return False
+    if policy is not None:
+        return policy == "Enabled"
+    return member_enabled
+
+
 def reservation_name(uid: str, role: str, index: int) -> str:
     """Deterministic, so a restarted controller finds (and adopts or deletes) what it made.
     Reservations are cluster-scoped: the fleet UID keeps names of different gangs apart."""

@@ -91,3 +91,15 @@ def test_the_lifecycle_reserves_then_dispatches_or_falls_back_without_a_failover
     assert back.excluded(100) == {"m1": "ReservationFailed: timed out"}
     assert back.excluded(190) == {}
     assert back.stays == (lifecycle.Stay("m1", 10, 70, "ReservationFailed"),)
+
+
+def test_who_decides_whether_a_gang_is_reserved():
+    from fleet.core.reservation import reserves
+
+    for member_enabled in (True, False):
+        for policy in ("Enabled", "Disabled", None):
+            assert not reserves(supported=False, member_enabled=member_enabled, policy=policy)
+    assert reserves(supported=True, member_enabled=False, policy="Enabled")
+    assert not reserves(supported=True, member_enabled=True, policy="Disabled")
+    assert reserves(supported=True, member_enabled=True, policy=None)
+    assert not reserves(supported=True, member_enabled=False, policy=None)
