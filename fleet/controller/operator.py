@@ -243,7 +243,9 @@ class Controller:
         await site.start()
 
 
-def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
+def kopf_login(
+    conn: Connection, now: datetime.datetime, rejected: str | None = None
+) -> kopf.ConnectionInfo:
     """kopf's credentials: the same as fleet's own client, from memory or the user's files.
 
     The CA, certificate and key go to kopf as the user's own file paths when the kubeconfig
@@ -255,6 +257,11 @@ def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
 
     A token read from a file (the pod's service account) rotates: `expiration` makes kopf log in
     again, and so re-read it, at 90% of the token's lifetime (fleet.kube.refresh_deadline).
+
+    A token from an exec plugin (a controller run outside the cluster with the user's
+    kubeconfig) expires when its ExecCredential says. kopf asks again only when the token it
+    holds expired or was refused (401); `rejected` is that token (the one the last login gave),
+    so the plugin runs again rather than hand back the same one.
     """
     tls = conn.tls
 
@@ -268,8 +275,9 @@ def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
     ca_path, ca_data = parts(tls.ca)
     certificate_path, certificate_data = parts(tls.certificate)
     key_path, key_data = parts(tls.key)
-    token = conn.bearer_token()
+    token = conn.bearer_token(rejected)
     rotates = isinstance(conn.auth, TokenFile)
+    expiration = refresh_deadline(token, now) if token and rotates else conn.token_expires
     return kopf.ConnectionInfo(
         server=conn.server,
         ca_path=ca_path,
@@ -281,16 +289,20 @@ def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
         token=token,
         insecure=conn.insecure,
         default_namespace=conn.default_namespace,
-        expiration=refresh_deadline(token, now) if token and rotates else None,
+        expiration=expiration,
     )
 
 
 def build_registry(controller: Controller, connection: Connection) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
+    given: list[str | None] = [None]  # the token the last login gave kopf
+
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf_login(connection, datetime.datetime.now(datetime.UTC))
+        info = kopf_login(connection, datetime.datetime.now(datetime.UTC), rejected=given[0])
+        given[0] = info.token
+        return info
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -134,6 +134,7 @@ def test_a_member_kubeconfig_fleet_refuses_names_the_field(world: World) -> None
     (line,) = result.err.splitlines()
     assert line.startswith("warning: member-2: invalid kubeconfig (Secret fleet-system/")
     assert "users[0].user.exec: exec plugins are not allowed" in line
+    assert line.endswith("join the member with `fleet join`, which stores a token for fleet's own ServiceAccount")
     assert _clusters(result.out) == ["member-1"]
 
 
