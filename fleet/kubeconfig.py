@@ -225,7 +225,8 @@ def _user_problems(entry: KubeconfigEntry, resolved: bool) -> list[KubeconfigPro
         )
     if "token" in user and (not isinstance(user["token"], str) or not user["token"].strip()):
         out.append(KubeconfigProblem(f"{path}.token", "is empty"))
-    if resolved and not (user.get("token") or (has_cert and has_key)):
+    plugin = user.get("exec") is not None or user.get("auth-provider") is not None
+    if resolved and not plugin and not (user.get("token") or (has_cert and has_key)):
         out.append(
             KubeconfigProblem(
                 path,

@@ -292,26 +292,20 @@ def load(kubeconfig: str | None = None, context: str | None = None) -> Connectio
     read, exec plugins run (lazily, at the first request)."""
     suffix = f" context {context}" if context else ""
     if kubeconfig:
-        file = Path(kubeconfig).expanduser()
-        config = read_kubeconfig_file(file)
-        return from_kubeconfig(
-            config, context, base=file.absolute().parent, source=f"{file}{suffix}", trust=Trust.USER
-        )
-    files = kubeconfig_files()
-    present = [f for f in files if f.exists()]
-    if not present and (connection := in_cluster()) is not None:
-        return connection
-    if files and not present:
-        listed = os.pathsep.join(map(str, files))
-        raise KubeconfigError.one(
-            "KUBECONFIG", "none of its files exists", listed
-        )
-    if not files:
-        default = Path.home() / ".kube" / "config"
-        config = read_kubeconfig_file(default)
-        return from_kubeconfig(
-            config, context, base=default.parent, source=f"{default}{suffix}", trust=Trust.USER
-        )
-    merged = merge_kubeconfig_files(present)
-    where = os.pathsep.join(map(str, present))
+        files = [Path(kubeconfig).expanduser()]
+    else:
+        files = kubeconfig_files()
+        present = [f for f in files if f.exists()]
+        if not present and (connection := in_cluster()) is not None:
+            return connection
+        if files and not present:
+            raise KubeconfigError.one(
+                "KUBECONFIG", "none of its files exists", os.pathsep.join(map(str, files))
+            )
+        files = present or [Path.home() / ".kube" / "config"]
+    for file in files:
+        if not file.exists():
+            read_kubeconfig_file(file)  # raises, naming the file
+    merged = merge_kubeconfig_files(files)
+    where = os.pathsep.join(map(str, files))
     return from_kubeconfig(merged, context, source=f"{where}{suffix}", trust=Trust.USER)

@@ -150,7 +150,11 @@ def exec_config(
     before = len(out)
     api_version = body.get("apiVersion")
     if not api_version:
-        out.append(KubeconfigProblem(f"{where}.apiVersion", f"required: one of {', '.join(EXEC_API_VERSIONS)}"))
+        out.append(
+            KubeconfigProblem(
+                f"{where}.apiVersion", f"required: one of {', '.join(EXEC_API_VERSIONS)}"
+            )
+        )
     elif api_version not in EXEC_API_VERSIONS:
         out.append(
             KubeconfigProblem(
@@ -237,8 +241,8 @@ class _Run:
 class ExecAuth(httpx.Auth):
     """Bearer tokens from an exec plugin, for fleet's clients (sync and async) and kopf's login.
 
-    `clock` says what time it is (tests pass their own), `terminal` whether the user is at a
-    terminal (stdin is a TTY), `timeout` how long one run may take.
+    `clock` says what time it is, `terminal` whether the user is at a terminal (stdin is a
+    TTY), `timeout` how long one run may take; tests set their own.
     """
 
     def __init__(
@@ -251,9 +255,9 @@ class ExecAuth(httpx.Auth):
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
-        self._clock = clock
-        self._terminal = terminal
-        self._timeout = timeout
+        self.clock = clock
+        self.terminal = terminal
+        self.timeout = timeout
         self._environ = environ
         self._lock = threading.Lock()
         self._cached: ExecCredential | None = None
@@ -276,7 +280,7 @@ class ExecAuth(httpx.Auth):
         server just answered 401 to) the plugin runs again. ExecPluginError if it fails."""
         with self._lock:
             cached = self._cached
-            if cached is not None and cached.fresh(self._clock()) and cached.token != rejected:
+            if cached is not None and cached.fresh(self.clock()) and cached.token != rejected:
                 return cached.token
             self._cached = None
             self._cached = self._run_plugin()
@@ -306,11 +310,9 @@ class ExecAuth(httpx.Auth):
         mode = self.config.interactive_mode
         if mode == "Never":
             return False
-        at_terminal = self._terminal()
+        at_terminal = self.terminal()
         if mode == "Always" and not at_terminal:
-            raise self._fail(
-                "interactiveMode is Always but standard input is not a terminal"
-            )
+            raise self._fail("interactiveMode is Always but standard input is not a terminal")
         return at_terminal
 
     def _env(self) -> dict[str, str]:
@@ -331,7 +333,7 @@ class ExecAuth(httpx.Auth):
         for a password); otherwise it reads nothing and its stderr is kept for the error. On
         timeout its process group is killed, so a helper it started cannot keep it alive."""
         try:
-            process = subprocess.Popen(  # noqa: S603 - the user's own kubeconfig names it
+            process = subprocess.Popen(
                 argv,
                 stdin=None if interactive else subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -343,7 +345,7 @@ class ExecAuth(httpx.Auth):
             raise self._fail(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
         run = _Run()
         try:
-            run.stdout, stderr = process.communicate(timeout=self._timeout)
+            run.stdout, stderr = process.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             run.timed_out = True
             with contextlib.suppress(OSError):
@@ -365,11 +367,9 @@ class ExecAuth(httpx.Auth):
         run = self._spawn(argv, env, interactive)
         said = _last_line(run.stderr)
         if run.timed_out:
-            raise self._fail(f"did not finish within {self._timeout:g}s and was stopped")
+            raise self._fail(f"did not finish within {self.timeout:g}s and was stopped")
         if run.returncode != 0:
-            raise self._fail(
-                f"exited with status {run.returncode}" + (f": {said}" if said else "")
-            )
+            raise self._fail(f"exited with status {run.returncode}" + (f": {said}" if said else ""))
         if run.stderr:  # a warning from a plugin that worked is the user's to read
             sys.stderr.write(run.stderr.decode("utf-8", "replace"))
         return self._credential(run.stdout)
@@ -379,7 +379,9 @@ class ExecAuth(httpx.Auth):
             doc = json.loads(stdout)
         except (ValueError, UnicodeDecodeError):
             shown = stdout.decode("utf-8", "replace").strip()[:80]
-            raise self._fail(f"printed something that is not an ExecCredential: {shown!r}") from None
+            raise self._fail(
+                f"printed something that is not an ExecCredential: {shown!r}"
+            ) from None
         if not isinstance(doc, Mapping):
             raise self._fail("printed JSON that is not an ExecCredential object")
         if doc.get("kind") != "ExecCredential":
@@ -393,20 +395,17 @@ class ExecAuth(httpx.Auth):
         if not isinstance(status, Mapping):
             raise self._fail("printed an ExecCredential without status")
         token = status.get("token")
-        if status.get("clientCertificateData") or status.get("clientKeyData"):
-            if not token:
-                raise self._fail(
-                    "returned a client certificate; fleet takes only tokens from exec plugins "
-                    "(status.token)"
-                )
+        if (status.get("clientCertificateData") or status.get("clientKeyData")) and not token:
+            raise self._fail(
+                "returned a client certificate; fleet takes only tokens from exec plugins "
+                "(status.token)"
+            )
         if not isinstance(token, str) or not token.strip():
             raise self._fail("printed an ExecCredential without status.token")
         raw_expiry = status.get("expirationTimestamp")
         expires = _timestamp(raw_expiry)
         if raw_expiry is not None and expires is None:
-            raise self._fail(
-                f"status.expirationTimestamp {raw_expiry!r} is not an RFC 3339 time"
-            )
+            raise self._fail(f"status.expirationTimestamp {raw_expiry!r} is not an RFC 3339 time")
         return ExecCredential(token.strip(), expires)
 
     # -- httpx ----------------------------------------------------------------------------------
@@ -438,4 +437,3 @@ def _last_line(text: bytes) -> str:
     lines = [line.strip() for line in text.decode("utf-8", "replace").splitlines()]
     lines = [line for line in lines if line]
     return lines[-1][:200] if lines else ""
-

@@ -56,9 +56,7 @@ class Trust(enum.Enum):
 
 
 #: What to do instead of an exec or auth-provider plugin in a member's kubeconfig Secret.
-JOIN_HINT = (
-    "join the member with `fleet join`, which stores a token for fleet's own ServiceAccount"
-)
+JOIN_HINT = "join the member with `fleet join`, which stores a token for fleet's own ServiceAccount"
 
 #: Fields that name files, and their inline replacements, by entry kind.
 _FILE_FIELDS = {

@@ -109,8 +109,10 @@ def test_exec_plugin_is_refused() -> None:
 def test_auth_provider_is_refused() -> None:
     cfg = good()
     cfg["users"][0]["user"]["auth-provider"] = {"name": "gcp"}
-    assert messages(cfg) == [f"users[0].user.auth-provider: auth-provider plugins are not allowed "
-        f"in a kubeconfig Secret; {JOIN_HINT}"]
+    assert messages(cfg) == [
+        f"users[0].user.auth-provider: auth-provider plugins are not allowed "
+        f"in a kubeconfig Secret; {JOIN_HINT}"
+    ]
 
 
 @pytest.mark.parametrize(
