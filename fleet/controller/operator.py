@@ -31,7 +31,7 @@ from fleet.controller.keys import WorkloadKey
 from fleet.controller.leader import LeaderElector
 from fleet.controller.members import Connect, MemberRegistry, connect_with_kubeconfig
 from fleet.controller.metrics import Metrics
-from fleet.controller.policies import PolicyIndex
+from fleet.controller.policies import PolicyIndex, explain_policy
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
 from fleet.controller.settings import Settings
@@ -202,16 +202,11 @@ class Controller:
         if deleted:
             self.policies.remove(str(obj.get("kind")), meta.get("namespace"), meta["name"])
         else:
-            problems, ignored = self.policies.upsert(obj)
+            report = self.policies.upsert(obj)
             if self.elector.leading:
-                if problems:
-                    await self.events.record(
-                        obj, "InvalidPolicy", "; ".join(problems), warning=True
-                    )
-                if ignored:
-                    await self.events.record(
-                        obj, "FieldsNotActedOn", "; ".join(ignored), warning=True
-                    )
+                await explain_policy(
+                    obj, report, fleet=self.fleet, events=self.events, now=self.shell.clock.now()
+                )
         self.triggers.policies_changed()
 
     async def member_event(self, obj: dict[str, Any], deleted: bool) -> None:
