@@ -288,16 +288,29 @@ def kopf_login(
     )
 
 
+class KopfLogin:
+    """kopf's logins with one connection. kopf logs in at start, and again only when the token
+    it holds expired or a request got 401; so the token the last login gave is, at the next
+    one, a token to replace (`rejected`): an exec plugin runs again rather than hand it back."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.given: str | None = None
+
+    def login(self, now: datetime.datetime) -> kopf.ConnectionInfo:
+        info = kopf_login(self.connection, now, rejected=self.given)
+        self.given = info.token
+        return info
+
+
 def build_registry(controller: Controller, connection: Connection) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
-    given: list[str | None] = [None]  # the token the last login gave kopf
+    logins = KopfLogin(connection)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        info = kopf_login(connection, datetime.datetime.now(datetime.UTC), rejected=given[0])
-        given[0] = info.token
-        return info
+        return logins.login(datetime.datetime.now(datetime.UTC))
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -235,7 +235,6 @@ class _Run:
     stderr: bytes = b""
     returncode: int = 0
     timed_out: bool = False
-    errors: list[str] = field(default_factory=list)
 
 
 class ExecAuth(httpx.Auth):

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from fleet.cli import main as fleet_main
-from fleet.controller.operator import kopf_login
+from fleet.controller.operator import KopfLogin, kopf_login
 from fleet.kube import (
     ExecAuth,
     ExecPluginError,
@@ -260,6 +260,9 @@ def test_kopf_logs_in_with_the_plugin_token_and_again_after_a_401(
     # kopf asks again only when its token was refused (or expired): never the same token back.
     again = kopf_login(connection, NOW, rejected=first.token)
     assert again.token == "token-2"
+    # The controller's login handler remembers what it gave kopf.
+    logins = KopfLogin(connection)
+    assert [logins.login(NOW).token, logins.login(NOW).token] == ["token-2", "token-3"]
 
 
 def test_a_command_on_path_is_found_and_a_missing_one_gives_its_install_hint(
