@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.kube import KubeconfigError, TokenFile, load, merge_kubeconfig_files
+from fleet.kube import Connection, KubeconfigError, TokenFile, load, merge_kubeconfig_files
+from fleet.kube import _connection as connection_module
 from tests.kube.pki import b64, make_pem
 
 
@@ -149,3 +150,24 @@ def test_a_name_twice_in_one_file_is_still_reported(
     use(monkeypatch, one)
     with pytest.raises(KubeconfigError, match=r"clusters\[1\].name: duplicate name 'c'"):
         load()
+
+
+def test_a_list_of_missing_files_in_a_pod_falls_back_to_its_service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pod = Connection("https://10.0.0.1:443", source="service account")
+    monkeypatch.setattr(connection_module, "in_cluster", lambda: pod)
+    use(monkeypatch, tmp_path / "gone")
+    assert load() is pod
+    # A file that is there wins over the pod's account, as in kubectl.
+    there = write(
+        tmp_path / "there",
+        {
+            "clusters": [cluster("c", "https://c.test")],
+            "users": [user("u", token="t")],
+            "contexts": [context("x", "c", "u")],
+            "current-context": "x",
+        },
+    )
+    use(monkeypatch, tmp_path / "gone", there)
+    assert load().server == "https://c.test"
