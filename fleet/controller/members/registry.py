@@ -31,7 +31,7 @@ from fleet.controller.members.status import MemberStatusWriter
 from fleet.core.errors import FieldError
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, parse_taints
-from fleet.kube import ApiError, KubeClient, Obj, RateLimit, Trust, Unreachable, from_kubeconfig
+from fleet.kube import ApiError, KubeClient, Obj, RateLimit, Unreachable, from_kubeconfig
 from fleet.kubeconfig import KubeconfigError, kubeconfig_from_secret
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,7 @@ Connect = Callable[[str, Mapping[str, Any]], KubeClient]
 
 
 def connect_with_kubeconfig(name: str, config: Mapping[str, Any]) -> KubeClient:
-    """A member's client, from its Secret's kubeconfig: inline data only, never a plugin."""
-    return KubeClient(from_kubeconfig(config, trust=Trust.SECRET), name=name)
+    return KubeClient(from_kubeconfig(config), name=name)
 
 
 class MemberListener(Protocol):
