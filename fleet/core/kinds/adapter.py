@@ -72,6 +72,10 @@ class KindAdapter:
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
     #: Member status fields copied to the fleet object as they are (besides conditions).
     status_fields: ClassVar[tuple[str, ...]] = ()
+    #: The label the member's operator puts on a job's pods, with the job's name as value.
+    pods_label: ClassVar[str] = ""
+    #: Whether the pod templates may change once the object exists (a Job's may not).
+    mutable_templates: ClassVar[bool] = True
     #: Whether the member's operator names pods by role and index (`pod_name`); if not, they
     #: are found by their owner, the member copy.
     names_pods: ClassVar[bool] = False
@@ -205,6 +209,10 @@ class KindAdapter:
         """The name the member's operator gives pod `index` of `component` (only asked when
         `names_pods`)."""
         raise NotImplementedError(f"{self} names its pods at random")
+
+    def pod_selector(self, job: str) -> str:
+        """The label selector of a job's pods in the member."""
+        return f"{self.pods_label}={job}"
 
     # -- the queue ---------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@
 * State: Failed (or FailureTarget, which only ever leads to Failed) and Complete (or
   SuccessCriteriaMet) win; Suspended; else Running while pods are active, else Pending. The
   status mirror copies active, ready, succeeded, failed, terminating and the times.
-* `kubectl amc`: pods are named at random by the Job controller, found by their owner.
+* `kubectl amc`: pods are named at random by the Job controller, found by their owner (and
+  labelled `batch.kubernetes.io/job-name`).
 * Queue: the template's priorityClassName; charged every pod.
 * Not counted: nothing; the Job controller creates pods from the template as it is.
 """
@@ -40,6 +41,8 @@ class BatchJob(KindAdapter):
     api_version = "batch/v1"
     kind = "Job"
     multi_role = False
+    pods_label = "batch.kubernetes.io/job-name"
+    mutable_templates = False  # spec.template is immutable once the Job exists
     doc_gang = "`spec.template`, min(parallelism, completions) pods"
     doc_dropped = "`spec.selector`, `controller-uid` and `job-name` labels"
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = (

@@ -44,6 +44,7 @@ class KubeflowJob(KindAdapter):
     )
     status_fields = ("replicaStatuses", "startTime", "completionTime", "lastReconcileTime")
     names_pods = True
+    pods_label = "training.kubeflow.org/job-name"
     log_roles = ("master", "chief", "launcher", "worker")
 
     def __init__(
