@@ -127,8 +127,13 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     scheduled = condition_of(conditions_of(job.workload), FLEET_CONDITION)
     result = job.binding.condition(c.CONDITION_SCHEDULED)
     mirrored: dict[str, Any] = {k: member_status.get(k) for k in job.kind.status_fields}
+    # Fleet's condition as the fleet job has it, in front of the member's: unchanged, it is kept
+    # as it is (timestamps included), so a reconcile that observed nothing new writes nothing.
+    member_conditions = [
+        x for x in member_status.get("conditions") or [] if x.get("type") != FLEET_CONDITION
+    ]
     mirrored["conditions"] = with_fleet_condition(
-        list(member_status.get("conditions") or []),
+        [scheduled, *member_conditions] if scheduled else member_conditions,
         "True",
         c.REASON_SCHEDULED,
         result.message if result else scheduled.get("message") or f"scheduled to {member.name}",

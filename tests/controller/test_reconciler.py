@@ -255,6 +255,44 @@ async def test_a_policy_change_to_a_waiting_gang_is_observed_even_when_it_still_
     assert after["status"]["phase"] == "Pending"
 
 
+# -- status ------------------------------------------------------------------------------------
+
+
+def job_status_writes(world: World, key: Any) -> list[dict[str, Any]]:
+    """Every status the fleet job was written with, in order (PATCH bodies to /status)."""
+    path = f"/pytorchjobs/{key.name}/status"
+    return [
+        json.loads(r.content)["status"]
+        for r in world.fleet_api.requests
+        if r.method == "PATCH" and r.url.path.endswith(path)
+    ]
+
+
+async def test_the_fleet_jobs_status_is_written_once_per_change_the_mirror_observes():
+    world = World()
+    member = world.add_member("member-1", gpus=4)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert len(job_status_writes(world, key)) == 1  # Scheduled, as the copy is created
+
+    # Reconciles later, with nothing new in the member: no write (fleet's condition kept as
+    # it is, timestamps included).
+    for _ in range(3):
+        world.clock.advance(5)
+        await world.reconcile(key)
+    assert len(job_status_writes(world, key)) == 1
+
+    member.set_job_state("job", "Running")
+    world.clock.advance(5)
+    await world.reconcile(key)
+    await world.reconcile(key)
+    writes = job_status_writes(world, key)
+    assert len(writes) == 2
+    assert [x["type"] for x in writes[-1]["conditions"]] == ["Scheduled", "Running"]
+    assert writes[-1]["conditions"][0] == writes[0]["conditions"][0]  # the same Scheduled
+
+
 # -- wait --------------------------------------------------------------------------------------
 
 
