@@ -96,8 +96,9 @@ async def set_scheduled_condition(
 def binding_conditions(
     shell: Shell, job: Job, *changes: tuple[str, ConditionStatus, str, str]
 ) -> list[dict[str, Any]]:
-    """The binding's conditions with each (type, status, reason, message) set."""
-    current = [
+    """The binding's conditions with each (type, status, reason, message) set (on top of
+    conditions decided but not written yet, if any)."""
+    current = job.deferred_status.get("conditions") or [
         x.to_dict() for x in (job.binding.status.conditions if job.binding.status else None) or []
     ]
     now = shell.clock.now()
@@ -125,7 +126,8 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     member_status = dict(copy.get("status") or {})
     state = job.kind.state(member_status)
     scheduled = condition_of(conditions_of(job.workload), FLEET_CONDITION)
-    result = job.binding.condition(c.CONDITION_SCHEDULED)
+    # The binding's Scheduled condition, written or decided this reconcile (deferred).
+    result = condition_of(binding_conditions(shell, job), c.CONDITION_SCHEDULED)
     mirrored: dict[str, Any] = {k: member_status.get(k) for k in job.kind.status_fields}
     # Fleet's condition as the fleet job has it, in front of the member's: unchanged, it is kept
     # as it is (timestamps included), so a reconcile that observed nothing new writes nothing.
@@ -136,14 +138,22 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
         [scheduled, *member_conditions] if scheduled else member_conditions,
         "True",
         c.REASON_SCHEDULED,
-        result.message if result else scheduled.get("message") or f"scheduled to {member.name}",
+        result.get("message") or scheduled.get("message") or f"scheduled to {member.name}",
         shell.clock.now(),
     )
     current = job.workload.get("status") or {}
     if any(current.get(k) != v for k, v in mirrored.items()):
         await patch_workload_status(shell, job.workload, mirrored)
 
-    life = lifecycle.observed(job.life, state)
+    now = shell.clock.now()
+    life = lifecycle.observed(lifecycle.recovered(job.life, now), state)
+    # A binding created with its decision whose status was never written (a restart in
+    # between, see placing) gets the Scheduled condition now, with what it is known by.
+    placed = (
+        ()
+        if result.get("status") == "True"
+        else ((c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, f"scheduled to {member.name}"),)
+    )
     health = lifecycle.health_of(state)
     unhealthy = health == "Unhealthy"
     await save(
@@ -158,6 +168,7 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
         conditions=binding_conditions(
             shell,
             job,
+            *placed,
             (
                 c.CONDITION_FULLY_APPLIED,
                 "True",
