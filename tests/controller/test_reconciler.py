@@ -15,6 +15,7 @@ from fleet.api import binding_name, format_time
 from fleet.api import constants as c
 from fleet.controller.bindings import BindingGone
 from fleet.controller.claims import CLEANUP_RETRY_SECONDS
+from fleet.controller.triggers import STATUS_COALESCE_SECONDS
 from fleet.core import lifecycle
 from fleet.core.placement import AFFINITY, INSUFFICIENT, TAINTED
 from fleet.core.taints import Taint
@@ -336,6 +337,23 @@ async def test_a_dispatch_whose_status_write_was_lost_is_recorded_by_the_next_re
     assert [x["cluster"] for x in recorded["placementHistory"]] == ["member-1"]
     assert conditions(world.binding(key))["Scheduled"]["status"] == "True"
     assert member.copy("job")["metadata"]["uid"] == copy["metadata"]["uid"]  # the same copy
+
+
+async def test_a_member_copys_status_changes_are_gathered_into_one_reconcile():
+    world = World()
+    member = world.add_member("member-1", gpus=4)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    before = len(world.queue.added)
+
+    # The operator writes a starting job's status twice within the window.
+    member.set_job_state("job", "Created")
+    member.set_job_state("job", "Running")
+    assert key not in world.queue.added[before:]  # not at once
+    assert world.queue.later[-2:] == [(key, STATUS_COALESCE_SECONDS)] * 2
+    await world.until_queued(key, after=before)
+    assert world.queue.added[before:].count(key) == 1  # one reconcile, when the window ends
 
 
 # -- wait --------------------------------------------------------------------------------------
