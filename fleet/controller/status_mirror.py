@@ -128,12 +128,14 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     scheduled = condition_of(conditions_of(job.workload), FLEET_CONDITION)
     # The binding's Scheduled condition, written or decided this reconcile (deferred).
     result = condition_of(binding_conditions(shell, job), c.CONDITION_SCHEDULED)
-    mirrored: dict[str, Any] = {k: member_status.get(k) for k in job.kind.status_fields}
+    current = job.workload.get("status") or {}
+    # A failure of this copy is failed over while the policy fails over and fleet has not
+    # given up on the job (maxFailovers).
+    fails_over = job.failover is not None and job.life.gave_up is None
+    mirrored = job.kind.fleet_status(member_status, current, fails_over=fails_over)
     # Fleet's condition as the fleet job has it, in front of the member's: unchanged, it is kept
     # as it is (timestamps included), so a reconcile that observed nothing new writes nothing.
-    member_conditions = [
-        x for x in member_status.get("conditions") or [] if x.get("type") != FLEET_CONDITION
-    ]
+    member_conditions = [x for x in mirrored["conditions"] if x.get("type") != FLEET_CONDITION]
     mirrored["conditions"] = with_fleet_condition(
         [scheduled, *member_conditions] if scheduled else member_conditions,
         "True",
@@ -141,7 +143,6 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
         result.get("message") or scheduled.get("message") or f"scheduled to {member.name}",
         shell.clock.now(),
     )
-    current = job.workload.get("status") or {}
     if any(current.get(k) != v for k, v in mirrored.items()):
         await patch_workload_status(shell, job.workload, mirrored)
 

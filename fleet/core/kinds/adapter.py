@@ -72,6 +72,9 @@ class KindAdapter:
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
     #: Member status fields copied to the fleet object as they are (besides conditions).
     status_fields: ClassVar[tuple[str, ...]] = ()
+    #: The conditions fleet sets True on the fleet object when it fails the job for good
+    #: (maxFailovers reached), in order.
+    failed_conditions: ClassVar[tuple[str, ...]] = ("Failed",)
     #: The label the member's operator puts on a job's pods, with the job's name as value.
     pods_label: ClassVar[str] = ""
     #: Whether the pod templates may change once the object exists (a Job's may not).
@@ -202,6 +205,22 @@ class KindAdapter:
         if found is not None:
             return found
         return "Running" if status.get("active") else "Pending"
+
+    def fleet_status(
+        self,
+        member: Mapping[str, Any],
+        fleet: Mapping[str, Any],
+        *,
+        fails_over: bool,
+    ) -> dict[str, Any]:
+        """What the status mirror writes on the fleet object (fleet's own condition aside):
+        `status_fields` and the conditions of the member copy's status `member`, as they are.
+        `fleet` is the fleet object's status now; `fails_over`: a failure of this copy will be
+        failed over (the job goes on elsewhere). A kind whose API server refuses some status
+        transitions on the fleet object overrides it."""
+        out = {k: member.get(k) for k in self.status_fields}
+        out["conditions"] = list(member.get("conditions") or [])
+        return out
 
     # -- kubectl amc -------------------------------------------------------------------------
 
