@@ -29,7 +29,8 @@ from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy
 from fleet.controller.policies import AnyPolicy
 from fleet.controller.status_mirror import set_scheduled_condition
-from fleet.core.workload import Gang, WorkloadError, gang_from_workload
+from fleet.core.kinds import gang_from_workload
+from fleet.core.workload import Gang, WorkloadError
 from fleet.kube import ApiError, Obj, merge_patch
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from fleet.controller.status_mirror import (
     with_job_condition,
 )
 from fleet.core import failover, lifecycle
-from fleet.core.jobstate import JobState, job_state
+from fleet.core.jobstate import JobState
 from fleet.core.taints import no_execute_grace
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def copy_state(shell: Shell, job: Job, cluster: str | None) -> JobState | None:
     found = member.job(key.api_version, key.kind, key.namespace, key.name)
     if found is None or not copies.is_ours(found, job.uid):
         return None
-    return job_state(found.get("status"))
+    return job.kind.state(found.get("status"))
 
 
 # -- copies left behind ----------------------------------------------------------------------
@@ -147,7 +147,8 @@ async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp
         f"Binding was scheduled to {target}",
         now,
     )
-    conditions = with_job_condition(conditions, "Failed", lifecycle.GAVE_UP_REASON, message, now)
+    for failed in job.kind.failed_conditions:  # a batch Job: FailureTarget, then Failed
+        conditions = with_job_condition(conditions, failed, lifecycle.GAVE_UP_REASON, message, now)
     await patch_workload_status(shell, job.workload, {"conditions": conditions})
     await shell.events.record(job.workload, lifecycle.GAVE_UP_REASON, message, warning=True)
     log.warning("%s: %s", job.key, message)
