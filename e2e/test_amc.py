@@ -18,8 +18,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import yaml
 
+from fleet.amc import main
 from fleet.amc.errors import EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK
 from fleet.install import single_context
 from fleet.testing.kube import wait_until
