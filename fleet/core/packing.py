@@ -14,6 +14,10 @@ nodes:
   an overlay, so later items see it, and the snapshot itself is never modified;
 * if the first order fails, the items are retried most-constrained-first.
 
+Given a `WorkloadMix`, pools are chosen by fragmentation instead (FGD, see `fragmentation`):
+each step puts the item's pods on the node where they least increase the expected
+fragmentation per pod, filling a node as far as the item allows; best-fit order breaks ties.
+
 Bin packing is NP-hard, so this can miss an assignment an exhaustive search would find; the
 property tests measure how often (see docs/placement.md). It never claims a fit it cannot show.
 Constraints that look at per-node identity (node name, hostname label) are judged node by node.
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 from fleet.core.assignment import Assignment, Slot
 from fleet.core.constraints import PodConstraints
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.resources import CPU, MEMORY, PODS, Resources
 from fleet.core.snapshot import ClusterSnapshot, ShapeGroup, Signature
 from fleet.core.workload import Gang
@@ -62,8 +67,11 @@ class Unplaced:
     missing: int
 
 
-def pack(snapshot: ClusterSnapshot, gang: Gang) -> Assignment | Unplaced:
-    """An assignment of the minimum set to nodes, or the item that could not be placed."""
+def pack(
+    snapshot: ClusterSnapshot, gang: Gang, mix: WorkloadMix | None = None
+) -> Assignment | Unplaced:
+    """An assignment of the minimum set to nodes, or the item that could not be placed; with
+    `mix`, nodes are chosen by least fragmentation instead of best fit."""
     items = items_of(gang)
     if not items:
         return Assignment()
@@ -82,7 +90,7 @@ def pack(snapshot: ClusterSnapshot, gang: Gang) -> Assignment | Unplaced:
             orders.append(by_constraint)
     first_failure: Unplaced | None = None
     for order in orders:
-        packer = _Packer(snapshot)
+        packer = _Packer(snapshot, mix)
         failure = None
         for item in order:
             missing = packer.place(item)
@@ -125,8 +133,9 @@ class _Pool:
 class _Packer:
     """One attempt: the overlay of tentative changes plus the slots chosen so far."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterSnapshot, mix: WorkloadMix | None = None) -> None:
         self.snapshot = snapshot
+        self.mix = mix
         self.accel = snapshot.accelerator
         self.taken: dict[ShapeGroup, set[str]] = {}
         self.moved: dict[Signature, dict[Resources, list[str]]] = {}
@@ -134,6 +143,8 @@ class _Packer:
 
     def place(self, item: Item) -> int:
         """Place every pod of `item`; returns how many could not be placed."""
+        if self.mix is not None:
+            return self._place_by_fragmentation(item, self.mix)
         requests = item.requests
         need = item.count
         parts = list(item.parts)
@@ -153,6 +164,33 @@ class _Packer:
             if need == 0:
                 return 0
         return need
+
+    def _place_by_fragmentation(self, item: Item, mix: WorkloadMix) -> int:
+        """FGD: each step takes the pool whose nodes the item's pods fragment least (per pod,
+        filling each node as far as the item allows); the first in best-fit order on ties."""
+        requests, accel = item.requests, self.accel
+        need = item.count
+        parts = list(item.parts)
+        while need:
+            best: _Pool | None = None
+            best_cost = 0.0
+            best_pods = 0
+            for pool in self._pools(item):
+                per_node = requests.copies_in(pool.free)
+                if per_node <= 0 or not self._available(pool):
+                    continue
+                pods = min(per_node, need)
+                cost = round(mix.delta(pool.free, requests, pods, accel) / pods, 9)
+                if best is None or cost < best_cost:
+                    best, best_cost, best_pods = pool, cost, pods
+            if best is None:
+                return need
+            wanted = min(self._available(best), need // best_pods)
+            for name in self._take(best, wanted):
+                need -= best_pods
+                self._move(best.sig, name, best.free - requests * best_pods)
+                self._record(parts, name, best_pods, requests)
+        return 0
 
     def _pools(self, item: Item) -> Iterator[_Pool]:
         snapshot, accel = self.snapshot, self.accel
