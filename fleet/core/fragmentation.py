@@ -14,15 +14,22 @@ the tasks likely to come next cannot use. This module is that measure, for whole
 * A placement's cost is how much it changes that sum: `F(v - k * r) - F(v)` on each node it
   touches. Negative means it fills a hole the mix could not use anyway.
 
+At fleet scale a cluster is first ranked by `estimated_delta`, the same measure read off its
+histogram of free accelerators (no node visited); placement then packs only the most promising
+clusters and compares their exact figures.
+
 The mix is a value (`WorkloadMix`), learned from recent arrivals (`arrivals.RecentArrivals`) or
 built by hand; the measure is a pure function of a free vector and the mix, memoised per mix.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from fleet.core.resources import Resources
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.workload import Gang
 
 #: Free vectors (and deltas) a mix remembers; cleared, not evicted, when full.
 _CACHE_LIMIT = 1 << 16
@@ -35,7 +42,7 @@ class WorkloadMix:
     text), so two mixes built from the same counts are equal, hash equal, and measure the same.
     """
 
-    __slots__ = ("_delta", "_frag", "_hash", "shapes")
+    __slots__ = ("_delta", "_devices", "_frag", "_hash", "shapes")
 
     def __init__(self, shapes: Iterable[tuple[Resources, float]]) -> None:
         merged: dict[Resources, float] = {}
@@ -54,6 +61,7 @@ class WorkloadMix:
         self._hash = hash(tuple((r, round(w, 12)) for r, w in self.shapes))
         self._frag: dict[tuple[Resources, str], float] = {}
         self._delta: dict[tuple[Resources, Resources, int, str], float] = {}
+        self._devices: dict[tuple[int, str], float] = {}
 
     @classmethod
     def of_counts(cls, counts: Iterable[tuple[Resources, int]]) -> WorkloadMix:
@@ -97,6 +105,22 @@ class WorkloadMix:
         self._frag[key] = value
         return value
 
+    def device_fragmentation(self, devices: int, accelerator: str) -> float:
+        """`fragmentation` of a node seen by its free accelerators alone (CPU and memory taken
+        as plentiful): what a cluster's histogram of free accelerators can tell."""
+        key = (devices, accelerator)
+        found = self._devices.get(key)
+        if found is None:
+            found = 0.0
+            for requests, weight in self.shapes:
+                size = requests.get(accelerator, 0)
+                if size > 0:
+                    found += weight * (devices % size)
+            if len(self._devices) >= _CACHE_LIMIT:
+                self._devices.clear()
+            self._devices[key] = found
+        return found
+
     def delta(self, free: Resources, requests: Resources, pods: int, accelerator: str) -> float:
         """How much placing `pods` pods of `requests` on a node with `free` changes its
         fragmentation (the caller has checked they fit)."""
@@ -124,3 +148,50 @@ def assignment_delta(
         mix.fragmentation(after, accelerator) - mix.fragmentation(before, accelerator)
         for before, after in frees
     )
+
+
+def device_fragmentation(mix: WorkloadMix, devices: int, accelerator: str) -> float:
+    """`fragmentation` of a node seen by its free accelerators alone (CPU and memory taken as
+    plentiful): what a cluster's histogram of free accelerators can tell."""
+    return mix.device_fragmentation(devices, accelerator)
+
+
+def estimated_delta(gang: Gang, snapshot: ClusterSnapshot, mix: WorkloadMix) -> float:
+    """The fragmentation a gang would add to a cluster, estimated from its histogram of free
+    accelerators only (no nodes visited, constraints and CPU ignored): the same greedy as the
+    packing, pod size by pod size, on free amounts with counts. Ranks clusters so that only
+    the most promising are packed; 0.0 for gangs without accelerators."""
+    accel = snapshot.accelerator
+    demands = gang.accelerator_demands(accel)
+    hist = snapshot.histogram(accel)
+    if not demands or hist is None:
+        return 0.0
+    counts = hist.as_dict()
+    cache = mix._devices
+
+    def f(devices: int) -> float:
+        found = cache.get((devices, accel))
+        return found if found is not None else mix.device_fragmentation(devices, accel)
+
+    total = 0.0
+    for size, pods in demands:
+        need = pods
+        while need:
+            best: tuple[float, int] | None = None
+            for value, nodes in counts.items():
+                if nodes > 0 and value >= size:
+                    take = min(value // size, need)
+                    candidate = ((f(value - take * size) - f(value)) / take, value)
+                    if best is None or candidate < best:
+                        best = candidate
+            if best is None:
+                return math.inf
+            value = best[1]
+            take = min(value // size, need)
+            nodes = min(counts[value], need // take)
+            left = value - take * size
+            counts[value] -= nodes
+            counts[left] = counts.get(left, 0) + nodes
+            total += nodes * (f(left) - f(value))
+            need -= nodes * take
+    return total

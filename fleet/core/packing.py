@@ -108,6 +108,10 @@ def _admitted_nodes(snapshot: ClusterSnapshot, constraints: PodConstraints) -> i
     return sum(sig.nodes for sig in snapshot.signatures() if sig.rejection(constraints) is None)
 
 
+def _tightness(free: Resources) -> tuple[int, int]:
+    return (free.get(CPU, 0), free.get(MEMORY, 0))
+
+
 class _Pool:
     """Candidate nodes sharing one free vector: a whole shape group (minus nodes already used in
     this attempt) or an explicit list (nodes already used, or a node judged individually)."""
@@ -167,22 +171,37 @@ class _Packer:
 
     def _place_by_fragmentation(self, item: Item, mix: WorkloadMix) -> int:
         """FGD: each step takes the pool whose nodes the item's pods fragment least (per pod,
-        filling each node as far as the item allows); the first in best-fit order on ties."""
+        filling each node as far as the item allows); ties go to the smaller free accelerator
+        amount, then the tighter CPU and memory, then the first found."""
         requests, accel = item.requests, self.accel
+        demand_accel = requests.get(accel, 0)
+        identity = item.constraints.needs_node_identity(self.snapshot.identity_label_keys)
+        sigs = [s for s in self.snapshot.signatures() if s.rejection(item.constraints) is None]
         need = item.count
         parts = list(item.parts)
+        delta = mix.delta
         while need:
             best: _Pool | None = None
-            best_cost = 0.0
+            best_key = (0.0, 0)
             best_pods = 0
-            for pool in self._pools(item):
-                per_node = requests.copies_in(pool.free)
+            pools = (
+                self._pools_per_node(item, demand_accel)
+                if identity
+                else self._fragmentation_pools(sigs, demand_accel)
+            )
+            for pool in pools:
+                free = pool.free
+                per_node = requests.copies_in(free)
                 if per_node <= 0 or not self._available(pool):
                     continue
                 pods = min(per_node, need)
-                cost = round(mix.delta(pool.free, requests, pods, accel) / pods, 9)
-                if best is None or cost < best_cost:
-                    best, best_cost, best_pods = pool, cost, pods
+                key = (round(delta(free, requests, pods, accel) / pods, 9), free.get(accel, 0))
+                if (
+                    best is None
+                    or key < best_key
+                    or (key == best_key and _tightness(free) < _tightness(best.free))
+                ):
+                    best, best_key, best_pods = pool, key, pods
             if best is None:
                 return need
             wanted = min(self._available(best), need // best_pods)
@@ -191,6 +210,20 @@ class _Packer:
                 self._move(best.sig, name, best.free - requests * best_pods)
                 self._record(parts, name, best_pods, requests)
         return 0
+
+    def _fragmentation_pools(self, sigs: list[Signature], demand_accel: int) -> Iterator[_Pool]:
+        """Every pool that could hold one pod by its accelerator amount, in no ranked order."""
+        accel = self.accel
+        for sig in sigs:
+            for value, bucket in sig.buckets.items():
+                if value >= demand_accel:
+                    for free, group in bucket.items():
+                        yield _Pool(free, sig, group, None)
+            moved = self.moved.get(sig)
+            if moved:
+                for free, names in moved.items():
+                    if names and free.get(accel, 0) >= demand_accel:
+                        yield _Pool(free, sig, None, names)
 
     def _pools(self, item: Item) -> Iterator[_Pool]:
         snapshot, accel = self.snapshot, self.accel

@@ -14,9 +14,11 @@ Clusters ranked below the winner are not checked in full unless `explain_all=Tru
 sentence says so.
 
 With a workload mix (`mix=`, the `nodes` estimator only) the ranking is fragmentation-aware
-(FGD, see `fragmentation`): every cluster that passes the screen is packed with the mix, and the
-one whose assignment least increases the cluster's expected fragmentation wins (then best fit,
-then the name). Each other fitting cluster's sentence gives both numbers, and
+(FGD, see `fragmentation`): clusters that pass the screen are ranked by the fragmentation the
+gang would add as estimated from their free-accelerator histograms; the best
+`MEASURED_PER_ROUND` are packed with the mix (the next ones only if none of them fits), and the
+one whose real assignment least increases the cluster's expected fragmentation wins (then the
+estimate, best fit, the name). Each other fitting cluster's sentence gives both numbers, and
 `Placement.why` says why the winner won: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`. `place_in_groups` runs `place` over Karmada's ordered `clusterAffinities`.
 `place` is pure: it never modifies a snapshot. To hold the capacity until the
 member shows the pods, call `snapshot.reserve(key, decision.placement.assignment, expires_at)`.
@@ -24,6 +26,7 @@ member shows the pods, call `snapshot.reserve(key, decision.placement.assignment
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, cast
@@ -31,7 +34,7 @@ from typing import NamedTuple, cast
 from fleet.core.assignment import Assignment
 from fleet.core.estimate import NODES, SUM, Estimator
 from fleet.core.explain import Fact, Reason, Sentence, clip, facts_of
-from fleet.core.fragmentation import WorkloadMix, assignment_delta
+from fleet.core.fragmentation import WorkloadMix, assignment_delta, estimated_delta
 from fleet.core.scoring import Score, Scorer, best_fit, fragmentation_text
 from fleet.core.selectors import LabelSelector, Requirement
 from fleet.core.snapshot import ClusterSnapshot
@@ -87,6 +90,8 @@ class Placement:
     #: The next cluster in rank order and its score (None when no other cluster passed the
     #: screen): what `why` compares the winner with.
     runner_up: tuple[str, Score] | None = None
+    #: Fragmentation ranking: clusters passed over on their estimate alone (not packed).
+    unmeasured: int = 0
 
     @property
     def why(self) -> str:
@@ -94,10 +99,13 @@ class Placement:
         `hole fit 100% vs 50% on member-2`, or `the only cluster that may fit`."""
         if self.runner_up is None:
             if self.score.fragmentation is not None:
-                return (
-                    f"fragmentation {fragmentation_text(self.score.fragmentation)}; "
-                    "the only cluster that fits"
+                alone = (
+                    f"the only fit of the clusters measured ({self.unmeasured} more ranked "
+                    "lower by estimate)"
+                    if self.unmeasured
+                    else "the only cluster that fits"
                 )
+                return f"fragmentation {fragmentation_text(self.score.fragmentation)}; {alone}"
             return "the only cluster that may fit"
         other, score = self.runner_up
         return f"{_versus(self.score, score, other)}"
@@ -201,7 +209,10 @@ def place(
         if fragmented
         else None
     )
-    fits: list[tuple[tuple[float, float, float], str, Score, Assignment]] = []
+    estimate_key = (
+        _MemoKey("nodes+fragmentation-estimate", (gang.demand_key, mix)) if fragmented else None
+    )
+    candidates: list[tuple[tuple[float, float, float], str, Score, ClusterSnapshot]] = []
     for cluster in clusters:
         name = cluster.name
         if name in seen:
@@ -248,24 +259,20 @@ def place(
             continue
         assert score_or_none is not None
         score = score_or_none
-        if fit_key is not None:
+        if estimate_key is not None:
             assert mix is not None
             table = cluster.memo()
-            fit = cast(tuple[Assignment | Reason, Score] | None, table.get(fit_key))
-            if fit is None:
-                fit = table[fit_key] = _fragmentation_fit(gang, cluster, mix, score)
-            result, score = fit
-            if isinstance(result, Assignment):
-                assert score.fragmentation is not None
-                key = (score.fragmentation, -score.hole_fit, -score.share)
-                fits.append((key, name, score, result))
-            else:
-                rejections.append(Rejection(name, result, INSUFFICIENT))
+            estimate = cast(float | None, table.get(estimate_key))
+            if estimate is None:
+                estimate = table[estimate_key] = round(estimated_delta(gang, cluster, mix), 6)
+            key = (estimate, -score.hole_fit, -score.share)
+            candidates.append((key, name, score, cluster))
             continue
         ranked.append(((-score.hole_fit, -score.share), name, score, cluster))
 
     if fit_key is not None:
-        return _choose_least_fragmenting(gang, fits, rejections)
+        assert mix is not None
+        return _choose_least_fragmenting(gang, candidates, rejections, mix, fit_key, explain_all)
     ranked.sort(key=lambda entry: (entry[0], entry[1]))
     chosen: Placement | None = None
     for _, name, score, cluster in ranked:
@@ -333,17 +340,45 @@ def _fragmentation_fit(
     return result, Score(score.hole_fit, score.share, delta)
 
 
+#: At most this many clusters are packed (measured exactly) per round of the fragmentation
+#: ranking, in the order of their estimate; the next round runs only if none of them fits.
+#: Fleets this small or smaller are measured completely.
+MEASURED_PER_ROUND = 4
+
+
 def _choose_least_fragmenting(
     gang: Gang,
-    fits: list[tuple[tuple[float, float, float], str, Score, Assignment]],
+    candidates: list[tuple[tuple[float, float, float], str, Score, ClusterSnapshot]],
     rejections: list[Rejection],
+    mix: WorkloadMix,
+    fit_key: _MemoKey,
+    explain_all: bool,
 ) -> Decision:
-    """The fitting cluster whose assignment adds least fragmentation; the others outranked,
-    each with both numbers."""
+    """Rank by the estimate, pack the best `MEASURED_PER_ROUND` (more rounds while none fits,
+    all with `explain_all`), and choose the measured fit that adds least fragmentation; the
+    other fits are outranked with both exact figures, the unmeasured by their estimates."""
+    candidates.sort(key=lambda entry: (entry[0], entry[1]))
+    fits: list[tuple[tuple[float, float, float, float], str, Score, Assignment]] = []
+    done = 0
+    while done < len(candidates) and (not fits or explain_all):
+        for estimate, name, score, cluster in candidates[done : done + MEASURED_PER_ROUND]:
+            table = cluster.memo()
+            found = cast(tuple[Assignment | Reason, Score] | None, table.get(fit_key))
+            if found is None:
+                found = table[fit_key] = _fragmentation_fit(gang, cluster, mix, score)
+            result, exact = found
+            if isinstance(result, Assignment):
+                assert exact.fragmentation is not None
+                fits.append(((exact.fragmentation, *estimate), name, exact, result))
+            else:
+                rejections.append(Rejection(name, result, INSUFFICIENT))
+        done += MEASURED_PER_ROUND
     fits.sort(key=lambda entry: (entry[0], entry[1]))
     chosen: Placement | None = None
     if fits:
         _, name, score, assignment = fits[0]
+        assert score.fragmentation is not None
+        unmeasured = candidates[done:]
         chosen = Placement(
             cluster=name,
             components=tuple((c.name, c.replicas) for c in gang.components),
@@ -352,10 +387,11 @@ def _choose_least_fragmenting(
             score=score,
             estimator=NODES.name,
             runner_up=(fits[1][1], fits[1][2]) if len(fits) > 1 else None,
+            unmeasured=len(unmeasured),
         )
         for _, other, other_score, _ in fits[1:]:
             mine = other_score.fragmentation
-            assert mine is not None and score.fragmentation is not None
+            assert mine is not None
             rejections.append(
                 Rejection(
                     other,
@@ -372,8 +408,26 @@ def _choose_least_fragmenting(
                     OUTRANKED,
                 )
             )
+        best_estimate = min(
+            (e[0][0] for e in candidates[:done] if e[1] == name), default=math.nan
+        )
+        for estimate, other, _, _ in unmeasured:
+            rejections.append(
+                Rejection(
+                    other,
+                    Sentence(_unmeasured, name, estimate[0], best_estimate),
+                    OUTRANKED,
+                )
+            )
     rejections.sort(key=lambda r: r.cluster)
     return Decision(chosen, tuple(rejections))
+
+
+def _unmeasured(chosen: str, estimate: float, chosen_estimate: float) -> str:
+    return (
+        f"not checked: ranks below {chosen} by estimated fragmentation "
+        f"({fragmentation_text(estimate)} vs {fragmentation_text(chosen_estimate)})"
+    )
 
 
 def _fits_too(chosen: Placement, score: Score) -> str:
