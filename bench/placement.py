@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fleet.core.arrivals import RecentArrivals
 from fleet.core.constraints import PodConstraints
-from fleet.core.fragmentation import WorkloadMix
 from fleet.core.estimate import NODES, SUM, Estimator
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.inventory import NodeInfo, PodInfo
 from fleet.core.placement import place
 from fleet.core.resources import Resources

@@ -7,8 +7,9 @@ of the last `window` gangs follows that drift; a configured mix can still be pas
 `place` directly (`WorkloadMix`) where an operator knows better.
 
 Determinism and reuse: the mix is rebuilt only every `refresh` arrivals (at first after 1, 2,
-4, 8, ... arrivals, so it is soon representative), so between rebuilds it is one unchanging value: placement can reuse per-cluster answers computed
-for it, and the same arrivals always give the same mix. Every pod counts once (FGD's tasks are
+4, 8, ... arrivals, so it is soon representative), so between rebuilds it is one unchanging
+value: placement can reuse per-cluster answers computed for it, and the same arrivals always
+give the same mix. Every pod counts once (FGD's tasks are
 pods), so a 16-worker gang weighs 16 times a single-pod job. Only the `shapes` most common pod
 shapes are kept; the rest are rare enough not to move the expectation.
 """

@@ -19,9 +19,11 @@ gang would add as estimated from their free-accelerator histograms; the best
 `MEASURED_PER_ROUND` are packed with the mix (the next ones only if none of them fits), and the
 one whose real assignment least increases the cluster's expected fragmentation wins (then the
 estimate, best fit, the name). Each other fitting cluster's sentence gives both numbers, and
-`Placement.why` says why the winner won: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`. `place_in_groups` runs `place` over Karmada's ordered `clusterAffinities`.
-`place` is pure: it never modifies a snapshot. To hold the capacity until the
-member shows the pods, call `snapshot.reserve(key, decision.placement.assignment, expires_at)`.
+`Placement.why` says why the winner won: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`.
+
+`place_in_groups` runs `place` over Karmada's ordered `clusterAffinities`. `place` is pure: it
+never modifies a snapshot. To hold the capacity until the member shows the pods, call
+`snapshot.reserve(key, decision.placement.assignment, expires_at)`.
 """
 
 from __future__ import annotations
@@ -408,9 +410,7 @@ def _choose_least_fragmenting(
                     OUTRANKED,
                 )
             )
-        best_estimate = min(
-            (e[0][0] for e in candidates[:done] if e[1] == name), default=math.nan
-        )
+        best_estimate = min((e[0][0] for e in candidates[:done] if e[1] == name), default=math.nan)
         for estimate, other, _, _ in unmeasured:
             rejections.append(
                 Rejection(
@@ -468,12 +468,12 @@ def _versus(mine: Score, best: Score, where: str | None = None) -> str:
             f"fragmentation {fragmentation_text(mine.fragmentation)} vs "
             f"{fragmentation_text(best.fragmentation)}{at}"
         )
-    if mine.fragmentation is not None and best.fragmentation is not None:
-        if mine.fragmentation != best.fragmentation:
-            return (
-                f"fragmentation {mine.fragmentation:+.3f} GPU vs "
-                f"{best.fragmentation:+.3f} GPU{at}"
-            )
+    if (
+        mine.fragmentation is not None
+        and best.fragmentation is not None
+        and mine.fragmentation != best.fragmentation
+    ):
+        return f"fragmentation {mine.fragmentation:+.3f} GPU vs {best.fragmentation:+.3f} GPU{at}"
     if mine.hole_fit != best.hole_fit:
         return f"hole fit {mine.hole_fit:.0%} vs {best.hole_fit:.0%}{at}"
     if mine.share != best.share:

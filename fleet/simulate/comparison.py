@@ -82,7 +82,9 @@ def compare(
         scenario = build(dataset, options)
         rs = [results[(dataset, p)] for p in policies]
         runs.append(
-            DatasetRun(dataset, scenario.title, scenario.kind == "fill", rs, [summarize(r) for r in rs])
+            DatasetRun(
+                dataset, scenario.title, scenario.kind == "fill", rs, [summarize(r) for r in rs]
+            )
         )
     return runs
 
@@ -119,7 +121,10 @@ def markdown(runs: Sequence[DatasetRun]) -> str:
         lines += [f"#### {run.title} (`{run.dataset}`)", ""]
         head = "| | " + " | ".join(names) + " |"
         lines += [head, "| --- |" + " ---: |" * len(names)]
-        row = lambda label, cells: lines.append(f"| {label} | " + " | ".join(cells) + " |")  # noqa: E731
+
+        def row(label: str, cells: Sequence[str], lines: list[str] = lines) -> None:
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
         row("jobs", [f"{s['jobs']:,}" for s in run.summaries])
         row("mis-dispatches", [f"{s['mis_dispatches']:,}" for s in run.summaries])
         row("never started", [f"{s['never_started']:,}" for s in run.summaries])
@@ -139,9 +144,7 @@ def markdown(runs: Sequence[DatasetRun]) -> str:
             if not any(entries):
                 continue
             count = next(int(e["count"]) for e in entries if e)
-            cells = [
-                " / ".join(human(e[q]) for q in PERCENTILES) if e else "-" for e in entries
-            ]
+            cells = [" / ".join(human(e[q]) for q in PERCENTILES) if e else "-" for e in entries]
             row(f"{name} ({count:,} jobs): p50 / p90 / p99", cells)
         lines.append("")
         for policy in names:
@@ -149,9 +152,7 @@ def markdown(runs: Sequence[DatasetRun]) -> str:
                 continue
             lost = losses(run, policy)
             if lost:
-                text = "; ".join(
-                    f"{c} {q} {human(m)} vs {human(b)}" for c, q, m, b in lost
-                )
+                text = "; ".join(f"{c} {q} {human(m)} vs {human(b)}" for c, q, m, b in lost)
                 lines.append(f"- `{policy}` waits longer than `sum`: {text}.")
             else:
                 lines.append(f"- `{policy}`: no class waits longer than under `sum`.")
@@ -170,14 +171,18 @@ def plots(runs: Sequence[DatasetRun], folder: Path) -> list[Path]:
         width = 0.8 / max(len(run.summaries), 1)
         for ax, q in zip(axes, PERCENTILES, strict=True):
             for k, summary in enumerate(run.summaries):
-                values = [
-                    _hours(summary["wait_by_class_s"].get(c, {}).get(q)) for c in classes
-                ]
+                values = [_hours(summary["wait_by_class_s"].get(c, {}).get(q)) for c in classes]
                 xs = [i - 0.4 + width * (k + 0.5) for i in range(len(classes))]
                 ax.bar(
-                    xs, values, width, label=summary["policy"], color=pictures.color(summary["policy"])
+                    xs,
+                    values,
+                    width,
+                    label=summary["policy"],
+                    color=pictures.color(summary["policy"]),
                 )
-            ax.set_xticks(range(len(classes)), [c.replace(", ", ",\n") for c in classes], fontsize=8)
+            ax.set_xticks(
+                range(len(classes)), [c.replace(", ", ",\n") for c in classes], fontsize=8
+            )
             ax.set_title(f"{q} wait (hours)", fontsize=9)
             ax.grid(True, axis="y", alpha=0.3)
         axes[0].legend(fontsize=8)
@@ -189,7 +194,9 @@ def plots(runs: Sequence[DatasetRun], folder: Path) -> list[Path]:
         out.append(path)
         if run.fill:
             path = folder / f"{run.dataset}-allocation.png"
-            pictures.utilization(run.results, path, f"{run.dataset}: allocation vs demand", fill=True)
+            pictures.utilization(
+                run.results, path, f"{run.dataset}: allocation vs demand", fill=True
+            )
             out.append(path)
     return out
 
@@ -199,8 +206,12 @@ def _hours(seconds: float | None) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fleet.simulate.comparison", description=__doc__)
-    parser.add_argument("--out", default="out/fragmentation", help="folder for the tables and plots")
+    parser = argparse.ArgumentParser(
+        prog="python -m fleet.simulate.comparison", description=__doc__
+    )
+    parser.add_argument(
+        "--out", default="out/fragmentation", help="folder for the tables and plots"
+    )
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--policies", default=",".join(FRAGMENTATION_POLICIES))
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
@@ -222,8 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _json(runs: Sequence[DatasetRun]) -> list[Mapping[str, Any]]:
-    keep = ("policy", "jobs", "mis_dispatches", "never_started", "wait_s", "wait_by_class_s")
-    keep += ("gpu_utilization_final", "gpu_utilization_mean")
+    keep = (
+        *("policy", "jobs", "mis_dispatches", "never_started", "wait_s", "wait_by_class_s"),
+        *("gpu_utilization_final", "gpu_utilization_mean"),
+    )
     return [
         {"dataset": r.dataset, "policies": [{k: s[k] for k in keep} for s in r.summaries]}
         for r in runs
