@@ -27,7 +27,7 @@ from fleet.simulate.cli import replay
 from fleet.simulate.metrics import CLASSES, RunResult, summarize
 from fleet.simulate.policies import FRAGMENTATION_POLICIES
 from fleet.simulate.report import human
-from fleet.simulate.scenarios import Options, build
+from fleet.simulate.scenarios import Options, Scenario, build
 from fleet.simulate.simulation import SimConfig
 
 #: Every built-in dataset: Philly as recorded and 5x compressed, the Alibaba fill at 130% of
@@ -49,12 +49,15 @@ class DatasetRun:
     summaries: list[dict[str, Any]]
 
 
-def run_one(dataset: str, policy: str, options: Options) -> RunResult:
-    scenario = build(dataset, options)
+def run_one(scenario: Scenario, policy: str, seed: int) -> RunResult:
     mode = QUEUE_MODE if scenario.quota is not None else None
-    result = replay(scenario, policy, options.seed, SimConfig(), mode=mode)
+    result = replay(scenario, policy, seed, SimConfig(), mode=mode)
     result.policy = policy
     return result
+
+
+def _run_by_name(dataset: str, policy: str, options: Options) -> RunResult:
+    return run_one(build(dataset, options), policy, options.seed)
 
 
 def compare(
@@ -65,21 +68,22 @@ def compare(
 ) -> list[DatasetRun]:
     """Every policy on every dataset (in `workers` processes)."""
     options = options or Options()
+    scenarios = {d: build(d, options) for d in datasets}
     tasks = [(d, p) for d in datasets for p in policies]
     results: dict[tuple[str, str], RunResult] = {}
     if workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {t: pool.submit(run_one, t[0], t[1], options) for t in tasks}
+            futures = {t: pool.submit(_run_by_name, t[0], t[1], options) for t in tasks}
             for task, future in futures.items():
                 results[task] = future.result()
                 _progress(task, results[task])
     else:
         for task in tasks:
-            results[task] = run_one(task[0], task[1], options)
+            results[task] = run_one(scenarios[task[0]], task[1], options.seed)
             _progress(task, results[task])
     runs = []
     for dataset in datasets:
-        scenario = build(dataset, options)
+        scenario = scenarios[dataset]
         rs = [results[(dataset, p)] for p in policies]
         runs.append(
             DatasetRun(
