@@ -12,7 +12,7 @@ from fleet.core.arrivals import RecentArrivals, mix_of
 from fleet.core.assignment import Assignment
 from fleet.core.estimate import NODES, SUM
 from fleet.core.fragmentation import WorkloadMix, assignment_delta
-from fleet.core.placement import OUTRANKED, place
+from fleet.core.placement import MEASURED_PER_ROUND, OUTRANKED, place
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.workload import Component, Gang
@@ -147,8 +147,9 @@ def test_sum_has_no_nodes_to_measure_and_ignores_the_mix() -> None:
 # Properties -----------------------------------------------------------------------------------
 
 
-def _fleet(rng: random.Random) -> list[ClusterSnapshot]:
-    return [random_cluster(rng, f"m{i}", max_nodes=4) for i in range(rng.randint(1, 4))]
+def _fleet(rng: random.Random, most: int = MEASURED_PER_ROUND) -> list[ClusterSnapshot]:
+    """1 to `most` small members; up to MEASURED_PER_ROUND every member is measured exactly."""
+    return [random_cluster(rng, f"m{i}", max_nodes=4) for i in range(rng.randint(1, most))]
 
 
 def _mix(rng: random.Random) -> WorkloadMix:
@@ -174,7 +175,7 @@ def _delta(snapshot: ClusterSnapshot, assignment: Assignment, mix: WorkloadMix) 
 @given(st.integers(0, 2**32 - 1))
 def test_the_score_picks_only_members_where_the_gang_really_fits(seed: int) -> None:
     rng = random.Random(seed)
-    fleet, gang, mix = _fleet(rng), random_gang(rng), _mix(rng)
+    fleet, gang, mix = _fleet(rng, most=9), random_gang(rng), _mix(rng)
     decision = place(gang, fleet, mix=mix)
     if decision.placement is None:
         for snap in fleet:  # nothing chosen: the greedy found no assignment anywhere
@@ -190,11 +191,11 @@ def test_the_score_picks_only_members_where_the_gang_really_fits(seed: int) -> N
 def test_same_snapshot_and_gang_give_the_same_answer(seed: int) -> None:
     rng = random.Random(seed)
     state = rng.getstate()
-    fleet, gang, mix = _fleet(rng), random_gang(rng), _mix(rng)
+    fleet, gang, mix = _fleet(rng, most=9), random_gang(rng), _mix(rng)
     first = place(gang, fleet, mix=mix)
     again = place(gang, fleet, mix=mix)  # reused from the snapshots' memo
     rng.setstate(state)
-    rebuilt, _, _ = _fleet(rng), random_gang(rng), _mix(rng)
+    rebuilt, _, _ = _fleet(rng, most=9), random_gang(rng), _mix(rng)
     rng.shuffle(rebuilt)
     fresh = place(gang, rebuilt, mix=mix)  # new snapshots, another order
     for other in (again, fresh):
@@ -307,3 +308,25 @@ def test_the_mix_of_a_single_gang_is_its_own_pods() -> None:
     )
     assert dict(mix_of(gang).shapes) == {shape(0, cpu=4): 0.25, shape(8): 0.75}
     assert mix_of(gang).shapes[0][0] == shape(8)
+
+
+def test_at_scale_only_the_best_estimates_are_packed_and_the_rest_say_so() -> None:
+    # Six members; the estimate (free-GPU histogram) ranks the one with a single free GPU first.
+    mix = WorkloadMix([(shape(1), 0.5), (shape(8), 0.5)])
+    fleet = [cluster(f"m{i}", node(f"n{i}", gpu=8)) for i in range(5)]
+    holey = cluster("m9", node("h", gpu=8))
+    holey.upsert_pod(pod("x", "h", gpu=7))
+    fleet.append(holey)
+    decision = place(job(1), fleet, mix=mix)
+    chosen = decision.placement
+    assert chosen is not None and chosen.cluster == "m9"
+    assert chosen.unmeasured == len(fleet) - MEASURED_PER_ROUND
+    reasons = {r.cluster: r.reason for r in decision.rejections}
+    measured = [c for c, text in reasons.items() if text.startswith("fits too")]
+    skipped = [c for c, text in reasons.items() if text.startswith("not checked")]
+    assert len(measured) == MEASURED_PER_ROUND - 1 and len(skipped) == chosen.unmeasured
+    assert "by estimated fragmentation (+3.5 GPU vs -0.5 GPU)" in reasons[skipped[0]]
+    everything = place(job(1), fleet, mix=mix, explain_all=True)
+    assert everything.placement is not None and everything.placement.cluster == "m9"
+    assert everything.placement.unmeasured == 0
+    assert all(r.reason.startswith("fits too") for r in everything.rejections)
