@@ -12,7 +12,9 @@ every policy filters, screens and checks with the very code the controller runs:
   '23): the member and the nodes where the gang least increases expected fragmentation, for the
   mix of pod shapes learned from recent arrivals (`fleet.core.arrivals.RecentArrivals`, fed
   every arrival). The members' schedulers then bind the pods by the same measure (the fleet's
-  node plan and the member's agree), where the other policies' members bind by best fit.
+  node plan and the member's agree), where the other policies' members bind by best fit;
+  `fgd-fleet` ranks the same way but its members bind by best fit, which isolates what the
+  member choice alone is worth.
 
 Baselines use the `nodes` estimator unless written `random@sum` / `first@sum`. Any policy
 written with `+reserve` (`nodes+reserve`) places the same way and then reserves the member's
@@ -79,13 +81,17 @@ class EnginePolicy:
     scorer: Scorer = best_fit
     reserve: bool = False
     arrivals: RecentArrivals | None = None
+    #: With `arrivals`: the members bind pods by the same fragmentation measure.
+    members_by_fragmentation: bool = True
 
     def observe(self, gang: Gang) -> None:
         if self.arrivals is not None:
             self.arrivals.observe(gang)
 
     def member_mix(self) -> WorkloadMix | None:
-        return self.arrivals.mix() if self.arrivals is not None else None
+        if self.arrivals is None or not self.members_by_fragmentation:
+            return None
+        return self.arrivals.mix()
 
     def decide(
         self,
@@ -135,8 +141,15 @@ def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPo
     text, plus, option = name.partition("+")
     if plus and option != "reserve":
         raise ValueError(f"unknown policy option {option!r} in {spec!r} (expected +reserve)")
-    if text == "fgd":
-        return EnginePolicy(name, NODES, best_fit, reserve=bool(plus), arrivals=RecentArrivals())
+    if text in ("fgd", "fgd-fleet"):
+        return EnginePolicy(
+            name,
+            NODES,
+            best_fit,
+            reserve=bool(plus),
+            arrivals=RecentArrivals(),
+            members_by_fragmentation=text == "fgd",
+        )
     if text in ("sum", "nodes"):
         chooser, estimator_name = "best", text
     else:
@@ -144,7 +157,7 @@ def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPo
         estimator_name = estimator_name or "nodes"
     if chooser not in CHOOSERS:
         raise ValueError(
-            f"unknown policy {spec!r} (expected sum, nodes, fgd, random, first, or "
+            f"unknown policy {spec!r} (expected sum, nodes, fgd, fgd-fleet, random, first, or "
             f"<{'|'.join(CHOOSERS)}>@<sum|nodes>)"
         )
     estimator = estimator_named(estimator_name)
