@@ -152,7 +152,7 @@ def markdown(runs: Sequence[DatasetRun]) -> str:
             row(f"{name} ({count:,} jobs): p50 / p90 / p99", cells)
         lines.append("")
         for policy in names:
-            if policy == BASELINE:
+            if policy == BASELINE or BASELINE not in names:
                 continue
             lost = losses(run, policy)
             if lost:
