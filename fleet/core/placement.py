@@ -17,8 +17,8 @@ With a workload mix (`mix=`, the `nodes` estimator only) the ranking is fragment
 (FGD, see `fragmentation`): clusters that pass the screen are ranked by the fragmentation the
 gang would add as estimated from their free-accelerator histograms; the best
 `MEASURED_PER_ROUND` are packed with the mix (the next ones only if none of them fits), and the
-one whose real assignment least increases the cluster's expected fragmentation wins (then the
-estimate, best fit, the name). Each other fitting cluster's sentence gives both numbers, and
+one whose real assignment least increases the cluster's expected fragmentation wins (then best
+fit, the estimate, the name). Each other fitting cluster's sentence gives both numbers, and
 `Placement.why` says why the winner won: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`.
 
 `place_in_groups` runs `place` over Karmada's ordered `clusterAffinities`. `place` is pure: it
@@ -371,7 +371,8 @@ def _choose_least_fragmenting(
             result, exact = found
             if isinstance(result, Assignment):
                 assert exact.fragmentation is not None
-                fits.append(((exact.fragmentation, *estimate), name, exact, result))
+                key = (exact.fragmentation, -exact.hole_fit, -exact.share, estimate[0])
+                fits.append((key, name, exact, result))
             else:
                 rejections.append(Rejection(name, result, INSUFFICIENT))
         done += MEASURED_PER_ROUND
@@ -459,21 +460,23 @@ def _versus(mine: Score, best: Score, where: str | None = None) -> str:
     """`mine` against `best`; with `where`, `best` is the other cluster's score (`... on
     member-2`), else the winner's."""
     at = f" on {where}" if where else ""
-    if (
-        mine.fragmentation is not None
-        and best.fragmentation is not None
-        and round(mine.fragmentation, 1) != round(best.fragmentation, 1)
-    ):
-        return (
-            f"fragmentation {fragmentation_text(mine.fragmentation)} vs "
-            f"{fragmentation_text(best.fragmentation)}{at}"
-        )
-    if (
-        mine.fragmentation is not None
-        and best.fragmentation is not None
-        and mine.fragmentation != best.fragmentation
-    ):
-        return f"fragmentation {mine.fragmentation:+.3f} GPU vs {best.fragmentation:+.3f} GPU{at}"
+    if mine.fragmentation is not None and best.fragmentation is not None:
+        if round(mine.fragmentation, 1) != round(best.fragmentation, 1):
+            return (
+                f"fragmentation {fragmentation_text(mine.fragmentation)} vs "
+                f"{fragmentation_text(best.fragmentation)}{at}"
+            )
+        if mine.fragmentation != best.fragmentation:
+            return (
+                f"fragmentation {mine.fragmentation:+.3f} GPU vs {best.fragmentation:+.3f} GPU{at}"
+            )
+        # Equal fragmentation: best fit decides, and the sentence says both.
+        same = f"fragmentation {fragmentation_text(mine.fragmentation)} on both"
+        return f"{same}, then {_best_fit_versus(mine, best, where, at)}"
+    return _best_fit_versus(mine, best, where, at)
+
+
+def _best_fit_versus(mine: Score, best: Score, where: str | None, at: str) -> str:
     if mine.hole_fit != best.hole_fit:
         return f"hole fit {mine.hole_fit:.0%} vs {best.hole_fit:.0%}{at}"
     if mine.share != best.share:

@@ -330,3 +330,12 @@ def test_at_scale_only_the_best_estimates_are_packed_and_the_rest_say_so() -> No
     assert everything.placement is not None and everything.placement.cluster == "m9"
     assert everything.placement.unmeasured == 0
     assert all(r.reason.startswith("fits too") for r in everything.rejections)
+
+
+def test_on_equal_fragmentation_best_fit_decides_and_the_sentence_says_both() -> None:
+    mix = WorkloadMix([(shape(1), 1.0)])  # 1-GPU pods strand nothing anywhere
+    a = cluster("member-1", node("a1", gpu=2))
+    b = cluster("member-2", node("b1", gpu=8))
+    chosen = place(job(1), [a, b], mix=mix).placement
+    assert chosen is not None and chosen.cluster == "member-1"
+    assert chosen.why == "fragmentation +0.0 GPU on both, then hole fit 50% vs 12% on member-2"
