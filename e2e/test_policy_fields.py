@@ -284,6 +284,6 @@ def test_the_fragmentation_score_says_in_numbers_why_the_member_won(
     # Which member wins depends on the mix the controller learned from this session's gangs;
     # that it says why, with the numbers, does not.
     other = "member-2" if placed == "member-1" else "member-1"
-    assert re.search(r"; chosen: fragmentation [+-]\d+\.\d GPU", scheduled["message"]), scheduled
+    assert re.search(r"; chosen: fragmentation [+-]\d+\.\d+ GPU", scheduled["message"]), scheduled
     assert f"{other}: fits too, but {placed} fits better (fragmentation" in scheduled["message"]
     live.wait_running(namespace, "job", placed)
