@@ -117,6 +117,9 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
     )
     connection = load(args.kubeconfig, args.context)
+    # An exec plugin that cannot log in stops the controller here, with one line, rather than
+    # inside kopf's login loop.
+    connection.bearer_token()
     try:
         asyncio.run(run(settings, connection, identity=args.id))
     except StartupError as e:

@@ -12,6 +12,7 @@ from typing import ClassVar, Final, Literal
 from pydantic import Field
 
 from fleet.api._meta import (
+    Condition,
     CrdInfo,
     KubeModel,
     KubeResource,
@@ -39,6 +40,7 @@ __all__ = [
     "NormalizedPurgeMode",
     "Placement",
     "PolicyPurgeMode",
+    "PolicyStatus",
     "PropagationPolicy",
     "PropagationSpec",
     "ReplicaSchedulingStrategy",
@@ -344,6 +346,20 @@ class PropagationSpec(KubeModel):
         """Whether fleet acts on workloads governed by this policy."""
         return self.custom_scheduling_type == GANG
 
+    def unknown_scheduling_type(self) -> str | None:
+        """Why fleet does not act on this policy when its customSchedulingType is a value fleet
+        does not know (`gang`, a typo): such a policy would otherwise be silently not fleet's.
+        None when it is Gang, or absent (a plain Karmada policy, knowingly not fleet's)."""
+        value = self.custom_scheduling_type
+        if value is None or value == GANG:
+            return None
+        case = " (values are case-sensitive)" if value.lower() == GANG.lower() else ""
+        return (
+            f"spec.placement.replicaScheduling.customSchedulingType: {value!r} is not a value "
+            f"fleet knows{case}; the accepted value is {GANG!r}. fleet does not act on the "
+            "workloads this policy selects"
+        )
+
     @property
     def queued(self) -> bool:
         """ACK One's suspension.scheduling: the workload waits in the queue."""
@@ -465,6 +481,17 @@ _POLICY_COLUMNS: Final = (
 )
 
 
+class PolicyStatus(KubeModel):
+    """Written by fleet (a fleet extension: Karmada's policies have no status)."""
+
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Recognized: False when customSchedulingType is a value fleet does not know, so fleet
+    does not act on the policy (the message names the accepted value, Gang)."""
+
+
 class PropagationPolicy(KubeResource):
     """Places the resources it selects in its own namespace onto member clusters."""
 
@@ -476,6 +503,7 @@ class PropagationPolicy(KubeResource):
         scope="Namespaced",
         short_names=("pp",),
         categories=("fleet",),
+        status_subresource=True,
         printer_columns=_POLICY_COLUMNS,
     )
 
@@ -483,6 +511,8 @@ class PropagationPolicy(KubeResource):
     kind: Literal["PropagationPolicy"] = "PropagationPolicy"
     spec: PropagationSpec
     """Desired behaviour."""
+    status: PolicyStatus | None = None
+    """What fleet made of it."""
 
 
 class ClusterPropagationPolicy(KubeResource):
@@ -496,6 +526,7 @@ class ClusterPropagationPolicy(KubeResource):
         scope="Cluster",
         short_names=("cpp",),
         categories=("fleet",),
+        status_subresource=True,
         printer_columns=_POLICY_COLUMNS,
     )
 
@@ -503,3 +534,5 @@ class ClusterPropagationPolicy(KubeResource):
     kind: Literal["ClusterPropagationPolicy"] = "ClusterPropagationPolicy"
     spec: PropagationSpec
     """Desired behaviour."""
+    status: PolicyStatus | None = None
+    """What fleet made of it."""
