@@ -10,6 +10,11 @@ Gangs come in a few dozen shapes, as jobs of a sweep do: while a cluster is unch
 reuses its verdict for a gang of the same demand. The `cold` rows time the same gangs made all
 different, so nothing is reused: the cost of a new kind of job.
 
+`--fragmentation` also times the fragmentation-aware ranking (`place(..., mix=)`, issue 21) on
+the same fleet and gangs, with the mix learned from the bench's gangs (`fgd` warm, `fcold`
+cold), and prints its CPU p50/p99 as a ratio to today's best-fit ranking (`nodes`, `cold`)
+measured in the same run.
+
 Each decision is timed twice: wall clock, and the CPU time of this thread (which leaves out the
 time the process waited for a core: on a shared machine wall-clock tails measure the neighbours).
 Each point is built and timed `--runs` times (default 3, different seeds); the table shows the
@@ -19,6 +24,7 @@ median over runs of each figure, and the machine's load average is printed with 
     nice .venv/bin/python bench/placement.py --quick  # a few minutes
     nice .venv/bin/python bench/placement.py --clusters 1000 --nodes 5000 \
         --max-total-nodes 5000000
+    nice .venv/bin/python bench/placement.py --clusters 100 --nodes 5000 --fragmentation
 
 Every run is a fresh process, so its RSS (after the build, minus the interpreter's own at start)
 is the snapshots' and nothing left over from an earlier point.
@@ -43,8 +49,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fleet.core.arrivals import RecentArrivals
 from fleet.core.constraints import PodConstraints
 from fleet.core.estimate import NODES, SUM, Estimator
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.inventory import NodeInfo, PodInfo
 from fleet.core.placement import place
 from fleet.core.resources import Resources
@@ -181,7 +189,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def time_decisions(
-    gangs: list[Gang], fleet: list[ClusterSnapshot], estimator: Estimator
+    gangs: list[Gang],
+    fleet: list[ClusterSnapshot],
+    estimator: Estimator,
+    mix: WorkloadMix | None = None,
 ) -> tuple[list[float], list[float], int]:
     """Per decision: wall ms, CPU ms of this thread; and how many gangs were placed."""
     wall, cpu = [], []
@@ -189,7 +200,7 @@ def time_decisions(
     for gang in gangs:
         start_cpu = time.thread_time_ns()
         start = time.perf_counter_ns()
-        decision = place(gang, fleet, estimator=estimator)
+        decision = place(gang, fleet, estimator=estimator, mix=mix)
         wall.append((time.perf_counter_ns() - start) / 1e6)
         cpu.append((time.thread_time_ns() - start_cpu) / 1e6)
         placed += decision.fits
@@ -248,7 +259,9 @@ class Run:
     pod_us: float
 
 
-def run_point(c: int, n: int, decisions: int, seed: int, with_sum: bool) -> list[Run]:
+def run_point(
+    c: int, n: int, decisions: int, seed: int, with_sum: bool, fragmentation: bool = False
+) -> list[Run]:
     gc.collect()
     before = rss_mib()
     rng = random.Random(seed)
@@ -272,12 +285,22 @@ def run_point(c: int, n: int, decisions: int, seed: int, with_sum: bool) -> list
         )
         for i, gang in enumerate(gangs)
     ]
+    arrivals = RecentArrivals()
+    for gang in gangs:
+        arrivals.observe(gang)
+    mix = arrivals.mix()
     runs = []
-    for estimator, label, batch in [(NODES, "nodes", gangs), (NODES, "cold", unique)] + (
-        [(SUM, "sum", gangs), (SUM, "scold", unique)] if with_sum else []
-    ):
-        place(gangs[0], fleet, estimator=estimator)  # warm caches
-        wall, cpu, placed = time_decisions(batch, fleet, estimator)
+    plan: list[tuple[Estimator, str, list[Gang], WorkloadMix | None]] = [
+        (NODES, "nodes", gangs, None),
+        (NODES, "cold", unique, None),
+    ]
+    if with_sum:
+        plan += [(SUM, "sum", gangs, None), (SUM, "scold", unique, None)]
+    if fragmentation:
+        plan += [(NODES, "fgd", gangs, mix), (NODES, "fcold", unique, mix)]
+    for estimator, label, batch, batch_mix in plan:
+        place(gangs[0], fleet, estimator=estimator, mix=batch_mix)  # warm caches
+        wall, cpu, placed = time_decisions(batch, fleet, estimator, batch_mix)
         runs.append(
             Run(
                 label,
@@ -297,8 +320,11 @@ def run_point(c: int, n: int, decisions: int, seed: int, with_sum: bool) -> list
     return runs
 
 
-def run_in_child(c: int, n: int, decisions: int, seed: int, with_sum: bool) -> list[Run]:
-    cmd = [sys.executable, __file__, "--one", f"{c},{n},{decisions},{seed},{int(with_sum)}"]
+def run_in_child(
+    c: int, n: int, decisions: int, seed: int, with_sum: bool, fragmentation: bool
+) -> list[Run]:
+    flags = f"{c},{n},{decisions},{seed},{int(with_sum)},{int(fragmentation)}"
+    cmd = [sys.executable, __file__, "--one", flags]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return [Run(**fields) for fields in json.loads(out.splitlines()[-1])]
 
@@ -318,11 +344,16 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--sum", action="store_true", help="also time the sum estimator")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # c,n,decisions,seed,sum: one run
+    parser.add_argument(
+        "--fragmentation",
+        action="store_true",
+        help="also time the fragmentation-aware ranking, with its ratio to best fit",
+    )
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # c,n,decisions,seed,sum,frag: one run
     args = parser.parse_args()
     if args.one:
-        c, n, decisions, seed, with_sum = (int(x) for x in args.one.split(","))
-        runs = run_point(c, n, decisions, seed, bool(with_sum))
+        c, n, decisions, seed, with_sum, fragmentation = (int(x) for x in args.one.split(","))
+        runs = run_point(c, n, decisions, seed, bool(with_sum), bool(fragmentation))
         print(json.dumps([dataclasses.asdict(r) for r in runs]))
         return
     clusters = [int(x) for x in args.clusters.split(",")]
@@ -342,7 +373,8 @@ def main() -> None:
     )
     for c, n in grid(clusters, nodes, args.max_total_nodes):
         per_run = [
-            run_in_child(c, n, decisions, args.seed + 1000 * k, args.sum) for k in range(args.runs)
+            run_in_child(c, n, decisions, args.seed + 1000 * k, args.sum, args.fragmentation)
+            for k in range(args.runs)
         ]
         for i, first in enumerate(per_run[0]):
             runs = [r[i] for r in per_run]
@@ -358,11 +390,28 @@ def main() -> None:
                 f"{med('pod_us'):>7.1f}",
                 flush=True,
             )
+        if args.fragmentation:
+            _print_ratios(c, n, per_run)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(
         f"peak RSS of one run: {peak:.0f} MiB; load average at end "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
+
+
+def _print_ratios(c: int, n: int, per_run: list[list[Run]]) -> None:
+    """Fragmentation-aware over best fit, CPU time, per run (same fleet, same gangs), median."""
+    for fast, slow in (("nodes", "fgd"), ("cold", "fcold")):
+        for attr in ("cpu_p50", "cpu_p99"):
+            ratios = []
+            for runs in per_run:
+                by = {r.estimator: r for r in runs}
+                ratios.append(getattr(by[slow], attr) / max(getattr(by[fast], attr), 1e-9))
+            print(
+                f"{c:>8} {n:>6} {slow}/{fast} {attr}: {statistics.median(ratios):.2f}x "
+                f"(runs {', '.join(f'{x:.2f}' for x in ratios)})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

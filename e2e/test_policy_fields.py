@@ -1,7 +1,7 @@
 """The Karmada placement fields fleet acts on, end to end on the sandbox (docs/api.md):
 ordered `clusterAffinities`, `clusterTolerations` against MemberCluster taints, `preemption:
-Always`, the Event on a policy that sets fields fleet does not act on, and the Event and
-condition on one whose customSchedulingType fleet does not know.
+Always`, the Event on a policy that sets fields fleet does not act on, the Event and condition
+on one whose customSchedulingType fleet does not know, and fleet's `gangScoring: fragmentation`.
 
 As in test_dispatch, each test confines its gangs to fake GPU nodes labelled with its namespace.
 """
@@ -9,6 +9,7 @@ As in test_dispatch, each test confines its gangs to fake GPU nodes labelled wit
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -296,3 +297,26 @@ def test_a_lower_case_gang_is_told_it_is_not_fleets_and_fixing_it_says_so(
         lambda: (recognized() or {}).get("status") == "True",
         what="Recognized=True once the policy says Gang",
     )
+
+
+# -- gangScoring: fragmentation -------------------------------------------------------------------
+
+
+def test_the_fragmentation_score_says_in_numbers_why_the_member_won(
+    live: Fleet, namespace, add_nodes
+):
+    add_nodes("member-1", count=1, gpu=4, labels={"test": namespace})
+    add_nodes("member-2", count=1, gpu=8, labels={"test": namespace})
+    live.api.create(gang_policy("gang", namespace, scoring="fragmentation"))
+    live.api.create(_job(namespace, "job"))
+    placed = wait_until(lambda: live.target(namespace, "job"), what="a placement")
+    assert placed in ("member-1", "member-2")
+    scheduled = next(
+        c for c in _status(live, namespace, "job")["conditions"] if c["type"] == "Scheduled"
+    )
+    # Which member wins depends on the mix the controller learned from this session's gangs;
+    # that it says why, with the numbers, does not.
+    other = "member-2" if placed == "member-1" else "member-1"
+    assert re.search(r"; chosen: fragmentation [+-]\d+\.\d+ GPU", scheduled["message"]), scheduled
+    assert f"{other}: fits too, but {placed} fits better (fragmentation" in scheduled["message"]
+    live.wait_running(namespace, "job", placed)

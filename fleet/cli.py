@@ -104,6 +104,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     settings = Settings(
         estimator=args.estimator,
+        scoring=args.scoring,
         workers=args.workers,
         member_qps=args.member_qps,
         member_burst=args.member_burst,
@@ -242,6 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["nodes", "sum"],
         default="nodes",
         help="placement estimator when a policy sets none (default nodes)",
+    )
+    ctl.add_argument(
+        "--scoring",
+        choices=["bestFit", "fragmentation"],
+        default="bestFit",
+        help="which fitting member nodes placement prefers when a policy sets no gangScoring "
+        "(default bestFit)",
     )
     ctl.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
     ctl.add_argument(

@@ -36,6 +36,7 @@ __all__ = [
     "FailoverBehavior",
     "FieldSelector",
     "GangEstimator",
+    "GangScoring",
     "NormalizedPurgeMode",
     "Placement",
     "PolicyPurgeMode",
@@ -58,6 +59,7 @@ GANG: Final = "Gang"
 """The customSchedulingType value that hands a workload to fleet."""
 
 GangEstimator = Literal["nodes", "sum"]
+GangScoring = Literal["bestFit", "fragmentation"]
 GangReservation = Literal["Enabled", "Disabled"]
 """How capacity is estimated: `nodes` packs pods onto real nodes, `sum` adds free resources up."""
 
@@ -179,6 +181,11 @@ class ReplicaSchedulingStrategy(KubeModel):
     gang_estimator: GangEstimator | None = None
     """fleet extension: per-policy override of the capacity estimator (`nodes` or `sum`);
     absent uses the fleet-wide default."""
+    gang_scoring: GangScoring | None = None
+    """fleet extension: which fitting member (and nodes) the `nodes` estimator prefers.
+    `bestFit` fills the tightest holes; `fragmentation` picks where the gang least increases
+    the expected fragmentation for the mix of recently arrived jobs (after FGD, ATC '23).
+    Absent uses the fleet-wide default; `sum` has no nodes to measure and ignores it."""
     gang_reservation: GangReservation | None = None
     """fleet extension (ACK's enableReservation, per policy): `Enabled` reserves the gang's
     capacity before dispatching it to any member whose scheduler supports Reservation
@@ -362,6 +369,11 @@ class PropagationSpec(KubeModel):
     def gang_estimator(self) -> GangEstimator | None:
         rs = self.placement.replica_scheduling if self.placement else None
         return rs.gang_estimator if rs else None
+
+    @property
+    def gang_scoring(self) -> GangScoring | None:
+        rs = self.placement.replica_scheduling if self.placement else None
+        return rs.gang_scoring if rs else None
 
     @property
     def gang_reservation(self) -> GangReservation | None:

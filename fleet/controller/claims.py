@@ -89,6 +89,7 @@ async def bind(shell: Shell, key: WorkloadKey, workload: Obj, gang: Gang) -> Gan
     )
     generation = (workload.get("metadata") or {}).get("generation")
     binding.metadata.annotations = {TERMS_GENERATION_ANNOTATION: str(generation)}
+    shell.arrivals.observe(gang)
     # Not written yet: the first save creates it with the first decision in one request
     # (BindingStore.save), before anything is done in a member.
     log.info("%s: bound by %s (%s)", key, match.ref.name, match.reason)

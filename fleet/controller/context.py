@@ -19,6 +19,7 @@ from fleet.controller.settings import Settings
 from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
 from fleet.core import lifecycle
+from fleet.core.arrivals import RecentArrivals
 from fleet.core.failover import FailoverSettings
 from fleet.core.kinds import KindAdapter
 from fleet.core.workload import Gang
@@ -41,6 +42,9 @@ class Shell:
     clock: Clock
     #: Kube Queue: the admission and its objects (trees, Queues, QueueUnits).
     kube_queue: KubeQueue
+    #: The gangs bound lately: the workload mix the fragmentation score expects (learned here,
+    #: as every new binding is made; a restart starts learning afresh).
+    arrivals: RecentArrivals = dataclasses.field(default_factory=RecentArrivals)
 
 
 @dataclasses.dataclass

@@ -22,7 +22,9 @@ from fleet.controller.status_mirror import (
     set_scheduled_condition,
 )
 from fleet.core import lifecycle
+from fleet.core.arrivals import mix_of
 from fleet.core.estimate import estimator_named
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.placement import Decision, place_in_groups
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     now = shell.clock.now()
     rules = rules_of_placement(job.binding.spec.placement)
     estimator = estimator_named(job.binding.spec.estimator or shell.settings.estimator)
+    mix = _mix(shell, job)
     members = shell.members
     for snapshot in members.snapshots():
         snapshot.expire(shell.clock.monotonic())
@@ -48,6 +51,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         not_ready=members.not_ready(),
         taints=members.taints(),
         tolerations=rules.tolerations,
+        mix=mix,
     )
     shell.metrics.decision_seconds.observe(time.perf_counter() - started)
     decision = result.decision
@@ -67,9 +71,13 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     place = lifecycle.reserving if reserving.wanted(target, by_policy) else lifecycle.scheduled
     life = place(job.life, chosen.cluster, now, group=result.group)
     result_message = lifecycle.result_message(str(chosen))
-    # The binding also says why the other clusters were not chosen.
+    # The binding also says why this cluster won, in numbers, and why the others were not
+    # chosen.
+    compared = chosen.runner_up is not None or chosen.score.fragmentation is not None
+    explained = f"{result_message}; chosen: {chosen.why}" if compared else result_message
     others = "; ".join(decision.sentences())
-    explained = f"{result_message}; not chosen: {others}" if others else result_message
+    if others:
+        explained = f"{explained}; not chosen: {others}"
     # A new binding's first decision: created with it now, its status written with the
     # dispatch's (after the member copy is created, in the same reconcile). What a crash in
     # between loses, the next reconcile derives again (see docs/controller.md, "Crash safety").
@@ -97,6 +105,17 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     )
     log.info("%s: %s", job.key, result_message)
     return chosen.cluster
+
+
+def _mix(shell: Shell, job: Job) -> WorkloadMix | None:
+    """The workload mix to rank by when the policy (or the fleet default) asks for the
+    fragmentation score; before any arrival, the gang's own pods."""
+    terms = job.binding.spec.placement
+    strategy = terms.replica_scheduling if terms else None
+    scoring = (strategy.gang_scoring if strategy else None) or shell.settings.scoring
+    if scoring != "fragmentation":
+        return None
+    return shell.arrivals.mix() or mix_of(job.gang)
 
 
 def _evicting(life: lifecycle.Binding) -> list[str]:

@@ -12,6 +12,9 @@ from fleet.core.snapshot import DEFAULT_RESERVATION_SECONDS
 class Settings:
     #: Placement estimator when a policy does not set gangEstimator.
     estimator: Literal["nodes", "sum"] = "nodes"
+    #: Which fitting member the `nodes` estimator prefers when a policy sets no gangScoring:
+    #: `bestFit`, or `fragmentation` (least added fragmentation for the recent arrivals' mix).
+    scoring: Literal["bestFit", "fragmentation"] = "bestFit"
     #: How long a placement holds its capacity in the fleet's snapshot before the member shows
     #: the pods bound (in-flight reservation).
     reservation_seconds: float = DEFAULT_RESERVATION_SECONDS

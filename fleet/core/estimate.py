@@ -27,6 +27,7 @@ from fleet.core.explain import (
     pods_needing,
     roster,
 )
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.packing import Item, Unplaced, items_of, pack
 from fleet.core.resources import ACCELERATORS, PODS, Resources, display_rank
 from fleet.core.snapshot import ClusterSnapshot
@@ -100,8 +101,11 @@ class NodesEstimator:
             or _accelerator_shortfall(gang, snapshot)
         )
 
-    def check(self, gang: Gang, snapshot: ClusterSnapshot) -> Assignment | Reason:
-        result = pack(snapshot, gang)
+    def check(
+        self, gang: Gang, snapshot: ClusterSnapshot, mix: WorkloadMix | None = None
+    ) -> Assignment | Reason:
+        """With `mix`, nodes are chosen by least fragmentation (`packing.pack`)."""
+        result = pack(snapshot, gang, mix)
         if isinstance(result, Assignment):
             return result
         # Diagnosing walks every node group: do it only if someone reads the sentence.

@@ -14,6 +14,10 @@ nodes:
   an overlay, so later items see it, and the snapshot itself is never modified;
 * if the first order fails, the items are retried most-constrained-first.
 
+Given a `WorkloadMix`, pools are chosen by fragmentation instead (FGD, see `fragmentation`):
+each step puts the item's pods on the node where they least increase the expected
+fragmentation per pod, filling a node as far as the item allows; best-fit order breaks ties.
+
 Bin packing is NP-hard, so this can miss an assignment an exhaustive search would find; the
 property tests measure how often (see docs/placement.md). It never claims a fit it cannot show.
 Constraints that look at per-node identity (node name, hostname label) are judged node by node.
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 from fleet.core.assignment import Assignment, Slot
 from fleet.core.constraints import PodConstraints
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.resources import CPU, MEMORY, PODS, Resources
 from fleet.core.snapshot import ClusterSnapshot, ShapeGroup, Signature
 from fleet.core.workload import Gang
@@ -62,8 +67,11 @@ class Unplaced:
     missing: int
 
 
-def pack(snapshot: ClusterSnapshot, gang: Gang) -> Assignment | Unplaced:
-    """An assignment of the minimum set to nodes, or the item that could not be placed."""
+def pack(
+    snapshot: ClusterSnapshot, gang: Gang, mix: WorkloadMix | None = None
+) -> Assignment | Unplaced:
+    """An assignment of the minimum set to nodes, or the item that could not be placed; with
+    `mix`, nodes are chosen by least fragmentation instead of best fit."""
     items = items_of(gang)
     if not items:
         return Assignment()
@@ -82,7 +90,7 @@ def pack(snapshot: ClusterSnapshot, gang: Gang) -> Assignment | Unplaced:
             orders.append(by_constraint)
     first_failure: Unplaced | None = None
     for order in orders:
-        packer = _Packer(snapshot)
+        packer = _Packer(snapshot, mix)
         failure = None
         for item in order:
             missing = packer.place(item)
@@ -98,6 +106,10 @@ def pack(snapshot: ClusterSnapshot, gang: Gang) -> Assignment | Unplaced:
 
 def _admitted_nodes(snapshot: ClusterSnapshot, constraints: PodConstraints) -> int:
     return sum(sig.nodes for sig in snapshot.signatures() if sig.rejection(constraints) is None)
+
+
+def _tightness(free: Resources) -> tuple[int, int]:
+    return (free.get(CPU, 0), free.get(MEMORY, 0))
 
 
 class _Pool:
@@ -125,8 +137,9 @@ class _Pool:
 class _Packer:
     """One attempt: the overlay of tentative changes plus the slots chosen so far."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterSnapshot, mix: WorkloadMix | None = None) -> None:
         self.snapshot = snapshot
+        self.mix = mix
         self.accel = snapshot.accelerator
         self.taken: dict[ShapeGroup, set[str]] = {}
         self.moved: dict[Signature, dict[Resources, list[str]]] = {}
@@ -134,6 +147,8 @@ class _Packer:
 
     def place(self, item: Item) -> int:
         """Place every pod of `item`; returns how many could not be placed."""
+        if self.mix is not None:
+            return self._place_by_fragmentation(item, self.mix)
         requests = item.requests
         need = item.count
         parts = list(item.parts)
@@ -153,6 +168,62 @@ class _Packer:
             if need == 0:
                 return 0
         return need
+
+    def _place_by_fragmentation(self, item: Item, mix: WorkloadMix) -> int:
+        """FGD: each step takes the pool whose nodes the item's pods fragment least (per pod,
+        filling each node as far as the item allows); ties go to the smaller free accelerator
+        amount, then the tighter CPU and memory, then the first found."""
+        requests, accel = item.requests, self.accel
+        demand_accel = requests.get(accel, 0)
+        identity = item.constraints.needs_node_identity(self.snapshot.identity_label_keys)
+        sigs = [s for s in self.snapshot.signatures() if s.rejection(item.constraints) is None]
+        need = item.count
+        parts = list(item.parts)
+        delta = mix.delta
+        while need:
+            best: _Pool | None = None
+            best_key = (0.0, 0)
+            best_pods = 0
+            pools = (
+                self._pools_per_node(item, demand_accel)
+                if identity
+                else self._fragmentation_pools(sigs, demand_accel)
+            )
+            for pool in pools:
+                free = pool.free
+                per_node = requests.copies_in(free)
+                if per_node <= 0 or not self._available(pool):
+                    continue
+                pods = min(per_node, need)
+                key = (round(delta(free, requests, pods, accel) / pods, 9), free.get(accel, 0))
+                if (
+                    best is None
+                    or key < best_key
+                    or (key == best_key and _tightness(free) < _tightness(best.free))
+                ):
+                    best, best_key, best_pods = pool, key, pods
+            if best is None:
+                return need
+            wanted = min(self._available(best), need // best_pods)
+            for name in self._take(best, wanted):
+                need -= best_pods
+                self._move(best.sig, name, best.free - requests * best_pods)
+                self._record(parts, name, best_pods, requests)
+        return 0
+
+    def _fragmentation_pools(self, sigs: list[Signature], demand_accel: int) -> Iterator[_Pool]:
+        """Every pool that could hold one pod by its accelerator amount, in no ranked order."""
+        accel = self.accel
+        for sig in sigs:
+            for value, bucket in sig.buckets.items():
+                if value >= demand_accel:
+                    for free, group in bucket.items():
+                        yield _Pool(free, sig, group, None)
+            moved = self.moved.get(sig)
+            if moved:
+                for free, names in moved.items():
+                    if names and free.get(accel, 0) >= demand_accel:
+                        yield _Pool(free, sig, None, names)
 
     def _pools(self, item: Item) -> Iterator[_Pool]:
         snapshot, accel = self.snapshot, self.accel

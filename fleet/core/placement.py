@@ -11,13 +11,24 @@ Order of work (cheap before expensive):
 4. the estimator's full `check` runs in rank order; the first cluster that really fits wins.
 
 Clusters ranked below the winner are not checked in full unless `explain_all=True`; their
-sentence says so. `place_in_groups` runs `place` over Karmada's ordered `clusterAffinities`.
-`place` is pure: it never modifies a snapshot. To hold the capacity until the
-member shows the pods, call `snapshot.reserve(key, decision.placement.assignment, expires_at)`.
+sentence says so.
+
+With a workload mix (`mix=`, the `nodes` estimator only) the ranking is fragmentation-aware
+(FGD, see `fragmentation`): clusters that pass the screen are ranked by the fragmentation the
+gang would add as estimated from their free-accelerator histograms; the best
+`MEASURED_PER_ROUND` are packed with the mix (the next ones only if none of them fits), and the
+one whose real assignment least increases the cluster's expected fragmentation wins (then best
+fit, the estimate, the name). Each other fitting cluster's sentence gives both numbers, and
+`Placement.why` says why the winner won: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`.
+
+`place_in_groups` runs `place` over Karmada's ordered `clusterAffinities`. `place` is pure: it
+never modifies a snapshot. To hold the capacity until the member shows the pods, call
+`snapshot.reserve(key, decision.placement.assignment, expires_at)`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, cast
@@ -25,7 +36,8 @@ from typing import NamedTuple, cast
 from fleet.core.assignment import Assignment
 from fleet.core.estimate import NODES, SUM, Estimator
 from fleet.core.explain import Fact, Reason, Sentence, clip, facts_of
-from fleet.core.scoring import Score, Scorer, best_fit
+from fleet.core.fragmentation import WorkloadMix, assignment_delta, estimated_delta
+from fleet.core.scoring import Score, Scorer, best_fit, fragmentation_text
 from fleet.core.selectors import LabelSelector, Requirement
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, Toleration, untolerated
@@ -77,6 +89,28 @@ class Placement:
     assignment: Assignment
     score: Score
     estimator: str
+    #: The next cluster in rank order and its score (None when no other cluster passed the
+    #: screen): what `why` compares the winner with.
+    runner_up: tuple[str, Score] | None = None
+    #: Fragmentation ranking: clusters passed over on their estimate alone (not packed).
+    unmeasured: int = 0
+
+    @property
+    def why(self) -> str:
+        """Why this cluster won, in numbers: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`,
+        `hole fit 100% vs 50% on member-2`, or `the only cluster that may fit`."""
+        if self.runner_up is None:
+            if self.score.fragmentation is not None:
+                alone = (
+                    f"the only fit of the clusters measured ({self.unmeasured} more ranked "
+                    "lower by estimate)"
+                    if self.unmeasured
+                    else "the only cluster that fits"
+                )
+                return f"fragmentation {fragmentation_text(self.score.fragmentation)}; {alone}"
+            return "the only cluster that may fit"
+        other, score = self.runner_up
+        return f"{_versus(self.score, score, other)}"
 
     @property
     def replicas(self) -> int:
@@ -150,13 +184,16 @@ def place(
     tolerations: Sequence[Toleration] = (),
     scorer: Scorer = best_fit,
     explain_all: bool = False,
+    mix: WorkloadMix | None = None,
 ) -> Decision:
     """Pick one cluster for `gang` (see the module docstring for the order of work).
 
     `failed_over` maps cluster -> reason the job left it; `not_ready` lists clusters (or maps
     them to a reason) that must not receive work now; `taints` maps cluster -> its taints, which
-    the policy's `tolerations` must tolerate.
+    the policy's `tolerations` must tolerate. `mix` (with the `nodes` estimator) ranks by
+    fragmentation; the `sum` estimator has no nodes to measure and ignores it.
     """
+    fragmented = mix is not None and bool(mix) and estimator is NODES
     failed_over = failed_over or {}
     taints = taints or {}
     rejections: list[Rejection] = []
@@ -169,6 +206,15 @@ def place(
         if scorer is best_fit and estimator in _PURE
         else None
     )
+    fit_key = (
+        _MemoKey("nodes+fragmentation", (gang.demand_key, _constraints_of(gang), mix))
+        if fragmented
+        else None
+    )
+    estimate_key = (
+        _MemoKey("nodes+fragmentation-estimate", (gang.demand_key, mix)) if fragmented else None
+    )
+    candidates: list[tuple[tuple[float, float, float], str, Score, ClusterSnapshot]] = []
     for cluster in clusters:
         name = cluster.name
         if name in seen:
@@ -215,8 +261,20 @@ def place(
             continue
         assert score_or_none is not None
         score = score_or_none
+        if estimate_key is not None:
+            assert mix is not None
+            table = cluster.memo()
+            estimate = cast(float | None, table.get(estimate_key))
+            if estimate is None:
+                estimate = table[estimate_key] = round(estimated_delta(gang, cluster, mix), 6)
+            key = (estimate, -score.hole_fit, -score.share)
+            candidates.append((key, name, score, cluster))
+            continue
         ranked.append(((-score.hole_fit, -score.share), name, score, cluster))
 
+    if fit_key is not None:
+        assert mix is not None
+        return _choose_least_fragmenting(gang, candidates, rejections, mix, fit_key, explain_all)
     ranked.sort(key=lambda entry: (entry[0], entry[1]))
     chosen: Placement | None = None
     for _, name, score, cluster in ranked:
@@ -240,6 +298,7 @@ def place(
                 assignment=result,
                 score=score,
                 estimator=estimator.name,
+                runner_up=_runner_up(ranked, name),
             )
         else:
             rejections.append(
@@ -251,6 +310,129 @@ def place(
             )
     rejections.sort(key=lambda r: r.cluster)
     return Decision(chosen, tuple(rejections))
+
+
+def _runner_up(
+    ranked: list[tuple[tuple[float, float], str, Score, ClusterSnapshot]], chosen: str
+) -> tuple[str, Score] | None:
+    """The cluster ranked right after the chosen one."""
+    names = [entry[1] for entry in ranked]
+    index = names.index(chosen) + 1
+    return (names[index], ranked[index][2]) if index < len(names) else None
+
+
+def _constraints_of(gang: Gang) -> tuple[object, ...]:
+    return tuple(c.constraints for c, _ in gang.minimum)
+
+
+def _fragmentation_fit(
+    gang: Gang, cluster: ClusterSnapshot, mix: WorkloadMix, score: Score
+) -> tuple[Assignment | Reason, Score]:
+    """The gang packed with the mix, and its score with the fragmentation it adds."""
+    result = NODES.check(gang, cluster, mix=mix)
+    if not isinstance(result, Assignment):
+        return result, score
+    frees = []
+    for node, used in result.per_node().items():
+        assert node is not None
+        before = cluster.free(node)
+        assert before is not None
+        frees.append((before, before - used))
+    delta = round(assignment_delta(mix, frees, cluster.accelerator), 6) + 0.0
+    return result, Score(score.hole_fit, score.share, delta)
+
+
+#: At most this many clusters are packed (measured exactly) per round of the fragmentation
+#: ranking, in the order of their estimate; the next round runs only if none of them fits.
+#: Fleets this small or smaller are measured completely.
+MEASURED_PER_ROUND = 4
+
+
+def _choose_least_fragmenting(
+    gang: Gang,
+    candidates: list[tuple[tuple[float, float, float], str, Score, ClusterSnapshot]],
+    rejections: list[Rejection],
+    mix: WorkloadMix,
+    fit_key: _MemoKey,
+    explain_all: bool,
+) -> Decision:
+    """Rank by the estimate, pack the best `MEASURED_PER_ROUND` (more rounds while none fits,
+    all with `explain_all`), and choose the measured fit that adds least fragmentation; the
+    other fits are outranked with both exact figures, the unmeasured by their estimates."""
+    candidates.sort(key=lambda entry: (entry[0], entry[1]))
+    fits: list[tuple[tuple[float, float, float, float], str, Score, Assignment]] = []
+    done = 0
+    while done < len(candidates) and (not fits or explain_all):
+        for estimate, name, score, cluster in candidates[done : done + MEASURED_PER_ROUND]:
+            table = cluster.memo()
+            found = cast(tuple[Assignment | Reason, Score] | None, table.get(fit_key))
+            if found is None:
+                found = table[fit_key] = _fragmentation_fit(gang, cluster, mix, score)
+            result, exact = found
+            if isinstance(result, Assignment):
+                assert exact.fragmentation is not None
+                key = (exact.fragmentation, -exact.hole_fit, -exact.share, estimate[0])
+                fits.append((key, name, exact, result))
+            else:
+                rejections.append(Rejection(name, result, INSUFFICIENT))
+        done += MEASURED_PER_ROUND
+    fits.sort(key=lambda entry: (entry[0], entry[1]))
+    chosen: Placement | None = None
+    if fits:
+        _, name, score, assignment = fits[0]
+        assert score.fragmentation is not None
+        unmeasured = candidates[done:]
+        chosen = Placement(
+            cluster=name,
+            components=tuple((c.name, c.replicas) for c in gang.components),
+            multi_role=gang.multi_role,
+            assignment=assignment,
+            score=score,
+            estimator=NODES.name,
+            runner_up=(fits[1][1], fits[1][2]) if len(fits) > 1 else None,
+            unmeasured=len(unmeasured),
+        )
+        for _, other, other_score, _ in fits[1:]:
+            mine = other_score.fragmentation
+            assert mine is not None
+            rejections.append(
+                Rejection(
+                    other,
+                    Sentence(
+                        _fits_too,
+                        chosen,
+                        other_score,
+                        facts={
+                            "fragmentation": f"{mine:.3f}",
+                            "chosen": name,
+                            "chosenFragmentation": f"{score.fragmentation:.3f}",
+                        },
+                    ),
+                    OUTRANKED,
+                )
+            )
+        best_estimate = min((e[0][0] for e in candidates[:done] if e[1] == name), default=math.nan)
+        for estimate, other, _, _ in unmeasured:
+            rejections.append(
+                Rejection(
+                    other,
+                    Sentence(_unmeasured, name, estimate[0], best_estimate),
+                    OUTRANKED,
+                )
+            )
+    rejections.sort(key=lambda r: r.cluster)
+    return Decision(chosen, tuple(rejections))
+
+
+def _unmeasured(chosen: str, estimate: float, chosen_estimate: float) -> str:
+    return (
+        f"not checked: ranks below {chosen} by estimated fragmentation "
+        f"({fragmentation_text(estimate)} vs {fragmentation_text(chosen_estimate)})"
+    )
+
+
+def _fits_too(chosen: Placement, score: Score) -> str:
+    return f"fits too, but {chosen.cluster} fits better ({_versus(score, chosen.score)})"
 
 
 class _MemoKey:
@@ -274,12 +456,32 @@ def _outranked(lead: str, chosen: Placement, score: Score) -> str:
     return f"{lead} {chosen.cluster} ({_versus(score, chosen.score)})"
 
 
-def _versus(mine: Score, best: Score) -> str:
+def _versus(mine: Score, best: Score, where: str | None = None) -> str:
+    """`mine` against `best`; with `where`, `best` is the other cluster's score (`... on
+    member-2`), else the winner's."""
+    at = f" on {where}" if where else ""
+    if mine.fragmentation is not None and best.fragmentation is not None:
+        if round(mine.fragmentation, 1) != round(best.fragmentation, 1):
+            return (
+                f"fragmentation {fragmentation_text(mine.fragmentation)} vs "
+                f"{fragmentation_text(best.fragmentation)}{at}"
+            )
+        if mine.fragmentation != best.fragmentation:
+            return (
+                f"fragmentation {mine.fragmentation:+.3f} GPU vs {best.fragmentation:+.3f} GPU{at}"
+            )
+        # Equal fragmentation: best fit decides, and the sentence says both.
+        same = f"fragmentation {fragmentation_text(mine.fragmentation)} on both"
+        return f"{same}, then {_best_fit_versus(mine, best, where, at)}"
+    return _best_fit_versus(mine, best, where, at)
+
+
+def _best_fit_versus(mine: Score, best: Score, where: str | None, at: str) -> str:
     if mine.hole_fit != best.hole_fit:
-        return f"hole fit {mine.hole_fit:.0%} vs {best.hole_fit:.0%}"
+        return f"hole fit {mine.hole_fit:.0%} vs {best.hole_fit:.0%}{at}"
     if mine.share != best.share:
-        return f"share of free capacity {mine.share:.0%} vs {best.share:.0%}"
-    return "same score; names break ties"
+        return f"share of free capacity {mine.share:.0%} vs {best.share:.0%}{at}"
+    return f"same score as {where}; names break ties" if where else "same score; names break ties"
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +514,7 @@ def place_in_groups(
     not_ready: Collection[str] | Mapping[str, str] = (),
     taints: Mapping[str, Sequence[Taint]] | None = None,
     tolerations: Sequence[Toleration] = (),
+    mix: WorkloadMix | None = None,
 ) -> GroupDecision:
     """Karmada's `clusterAffinities`: try each group in order, from `start_at` (the group the
     previous placement used, so a failover searches its current group first, then the later
@@ -334,6 +537,7 @@ def place_in_groups(
             not_ready=not_ready,
             taints=taints,
             tolerations=tolerations,
+            mix=mix,
         )
 
     if not groups:

@@ -12,12 +12,16 @@ every cluster cheaply and run the full check only on the best ones, in rank orde
   resources of needed / free on schedulable nodes). Higher means a fuller cluster, so emptier
   clusters are kept for bigger gangs.
 * cluster name (last): a deterministic tie break.
+
+With a workload mix (`fragmentation`), placement ranks by `Score.fragmentation` first: how
+much the gang's real node assignment in the cluster changes the cluster's expected
+fragmentation (computed by placement from the packing, not from aggregates), then as above.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fleet.core.histogram import Histogram
 from fleet.core.resources import PODS
@@ -29,9 +33,21 @@ from fleet.core.workload import Gang
 class Score:
     hole_fit: float
     share: float
+    #: With a workload mix: the change in expected fragmentation the gang's assignment makes,
+    #: in accelerators (lower is better); ranked before the rest by placement.
+    fragmentation: float | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
-        return f"hole fit {self.hole_fit:.0%}, share {self.share:.0%}"
+        best = f"hole fit {self.hole_fit:.0%}, share {self.share:.0%}"
+        if self.fragmentation is None:
+            return best
+        return f"fragmentation {fragmentation_text(self.fragmentation)}, {best}"
+
+
+def fragmentation_text(value: float) -> str:
+    """`+0.8 GPU`, `-1.0 GPU`: a change in expected fragmentation, in accelerators."""
+    shown = round(value, 1) + 0.0  # no "-0.0"
+    return f"{shown:+.1f} GPU"
 
 
 Scorer = Callable[[Gang, ClusterSnapshot], Score]

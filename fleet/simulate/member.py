@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from fleet.core.assignment import Assignment
 from fleet.core.estimate import NODES
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.inventory import PodInfo
 from fleet.core.packing import pack
 from fleet.core.resources import GPU
@@ -38,13 +39,14 @@ class Member:
         #: Gangs whose Reservations are Pending here (the scheduler retries them), in order.
         self.reserving: dict[SimJob, None] = {}
 
-    def fits(self, gang: Gang) -> Assignment | None:
+    def fits(self, gang: Gang, mix: WorkloadMix | None = None) -> Assignment | None:
         """Where the gang scheduler would bind every pod now, or None. This is the `nodes`
-        estimator's screen and its packing; `NODES.check` would add the sentence explaining a
-        failure, which a member never reads and which costs more than the packing itself."""
+        estimator's screen and its packing (by fragmentation for `mix`, else best fit);
+        `NODES.check` would add the sentence explaining a failure, which a member never reads
+        and which costs more than the packing itself."""
         if NODES.screen(gang, self.snapshot) is not None:
             return None
-        result = pack(self.snapshot, gang)
+        result = pack(self.snapshot, gang, mix)
         return result if isinstance(result, Assignment) else None
 
     def bind(self, job: SimJob, assignment: Assignment, now: float) -> tuple[Copy, list[PodInfo]]:

@@ -7,7 +7,14 @@ every policy filters, screens and checks with the very code the controller runs:
 
 * `random` — a uniformly random fitting member (seeded): each candidate gets a random rank, and
   the engine's "first real fit in rank order" picks among the fitting ones;
-* `first` — the first fitting member in the fleet's list order.
+* `first` — the first fitting member in the fleet's list order;
+* `fgd` — the `nodes` estimator ranked by fragmentation (`place(..., mix=)`, after FGD, ATC
+  '23): the member and the nodes where the gang least increases expected fragmentation, for the
+  mix of pod shapes learned from recent arrivals (`fleet.core.arrivals.RecentArrivals`, fed
+  every arrival). The members' schedulers then bind the pods by the same measure (the fleet's
+  node plan and the member's agree), where the other policies' members bind by best fit;
+  `fgd-fleet` ranks the same way but its members bind by best fit, which isolates what the
+  member choice alone is worth.
 
 Baselines use the `nodes` estimator unless written `random@sum` / `first@sum`. Any policy
 written with `+reserve` (`nodes+reserve`) places the same way and then reserves the member's
@@ -21,13 +28,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from fleet.core.estimate import Estimator, estimator_named
+from fleet.core.arrivals import RecentArrivals, mix_of
+from fleet.core.estimate import NODES, Estimator, estimator_named
+from fleet.core.fragmentation import WorkloadMix
 from fleet.core.placement import Decision, place
 from fleet.core.scoring import Score, Scorer, best_fit
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.workload import Gang
 
 DEFAULT_POLICIES = ("sum", "nodes", "random", "first")
+#: The comparison of issue 21: ACK's rule, today's node-level rule, and fragmentation-aware.
+FRAGMENTATION_POLICIES = ("sum", "nodes", "fgd")
 CHOOSERS = ("best", "random", "first")
 
 
@@ -51,15 +62,36 @@ class PlacementPolicy(Protocol):
         failed_over: Mapping[str, str],
     ) -> Decision: ...
 
+    def observe(self, gang: Gang) -> None:
+        """A job arrived (policies that learn from arrivals count it)."""
+        ...
+
+    def member_mix(self) -> WorkloadMix | None:
+        """The workload mix the members' schedulers score nodes with (None: best fit)."""
+        ...
+
 
 @dataclass
 class EnginePolicy:
-    """`place` with a given estimator and scorer."""
+    """`place` with a given estimator and scorer; with `arrivals`, ranked by fragmentation for
+    the mix learned from them."""
 
     name: str
     estimator: Estimator
     scorer: Scorer = best_fit
     reserve: bool = False
+    arrivals: RecentArrivals | None = None
+    #: With `arrivals`: the members bind pods by the same fragmentation measure.
+    members_by_fragmentation: bool = True
+
+    def observe(self, gang: Gang) -> None:
+        if self.arrivals is not None:
+            self.arrivals.observe(gang)
+
+    def member_mix(self) -> WorkloadMix | None:
+        if self.arrivals is None or not self.members_by_fragmentation:
+            return None
+        return self.arrivals.mix()
 
     def decide(
         self,
@@ -69,6 +101,9 @@ class EnginePolicy:
         not_ready: Collection[str],
         failed_over: Mapping[str, str],
     ) -> Decision:
+        mix = None
+        if self.arrivals is not None:
+            mix = self.arrivals.mix() or mix_of(gang)
         return place(
             gang,
             clusters,
@@ -76,6 +111,7 @@ class EnginePolicy:
             scorer=self.scorer,
             not_ready=not_ready,
             failed_over=failed_over,
+            mix=mix,
         )
 
 
@@ -99,12 +135,21 @@ def random_rank(rng: random.Random) -> Scorer:
 
 
 def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPolicy:
-    """`sum`, `nodes`, `random`, `first`, or `<best|random|first>@<sum|nodes>`; any of them
-    with `+reserve`."""
+    """`sum`, `nodes`, `fgd`, `random`, `first`, or `<best|random|first>@<sum|nodes>`; any of
+    them with `+reserve`."""
     name = spec.strip()
     text, plus, option = name.partition("+")
     if plus and option != "reserve":
         raise ValueError(f"unknown policy option {option!r} in {spec!r} (expected +reserve)")
+    if text in ("fgd", "fgd-fleet"):
+        return EnginePolicy(
+            name,
+            NODES,
+            best_fit,
+            reserve=bool(plus),
+            arrivals=RecentArrivals(),
+            members_by_fragmentation=text == "fgd",
+        )
     if text in ("sum", "nodes"):
         chooser, estimator_name = "best", text
     else:
@@ -112,7 +157,7 @@ def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPo
         estimator_name = estimator_name or "nodes"
     if chooser not in CHOOSERS:
         raise ValueError(
-            f"unknown policy {spec!r} (expected sum, nodes, random, first, or "
+            f"unknown policy {spec!r} (expected sum, nodes, fgd, fgd-fleet, random, first, or "
             f"<{'|'.join(CHOOSERS)}>@<sum|nodes>)"
         )
     estimator = estimator_named(estimator_name)

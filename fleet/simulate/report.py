@@ -300,7 +300,8 @@ def _document(settings: Mapping[str, Any], sections: Sequence[str]) -> str:
         "",
         "Policies: `sum` = ACK One's sum-of-free rule, `nodes` = node-level gang check (both with "
         "the engine's best-fit ranking); `random` / `first` = a random / the first fitting member "
-        "(node-level check).",
+        "(node-level check); `fgd` = node-level check ranked by least added fragmentation for "
+        "the mix learned from arrivals (`fgd-fleet`: members bind by best fit).",
         "",
     ]
     return "\n".join(head) + "\n" + "\n\n".join(sections).rstrip() + "\n"

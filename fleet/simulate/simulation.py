@@ -220,6 +220,7 @@ class Simulation:
             while i < n and jobs[i].spec.submit <= now:
                 job = jobs[i]
                 job.pending_since = now
+                self.policy.observe(job.spec.shape.gang)
                 self.queue.push(job, now)
                 i += 1
             self._settle()
@@ -337,7 +338,7 @@ class Simulation:
 
     def _try_reserve(self, member: Member, job: SimJob) -> bool:
         """All or nothing: every Reservation of the gang binds now, or all stay Pending."""
-        assignment = member.fits(job.spec.shape.gang)
+        assignment = member.fits(job.spec.shape.gang, self.policy.member_mix())
         if assignment is None:
             return False
         now = self.now
@@ -397,7 +398,7 @@ class Simulation:
         stream = self._local[name]
         pod_name, gang, duration = stream.next_pod()
         member = self.members[name]
-        assignment = None if member.down else member.fits(gang)
+        assignment = None if member.down else member.fits(gang, self.policy.member_mix())
         if assignment is None:
             self.counters["local_turned_away"] += 1
         else:
@@ -425,7 +426,7 @@ class Simulation:
 
     # Member side ------------------------------------------------------------------------------
     def _try_start(self, member: Member, job: SimJob) -> bool:
-        assignment = member.fits(job.spec.shape.gang)
+        assignment = member.fits(job.spec.shape.gang, self.policy.member_mix())
         if assignment is None:
             return False
         copy, pods = member.bind(job, assignment, self.now)

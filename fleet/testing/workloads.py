@@ -167,6 +167,7 @@ def gang_policy(
     purge_mode: str = "Immediately",
     propagate_deps: bool = True,
     estimator: str | None = None,
+    scoring: str | None = None,
     max_failovers: int | None = None,
     grace_period_seconds: int | None = None,
     cluster_names: list[str] | None = None,
@@ -178,6 +179,8 @@ def gang_policy(
     }
     if estimator:
         replica_scheduling["gangEstimator"] = estimator
+    if scoring:
+        replica_scheduling["gangScoring"] = scoring
     placement: dict[str, Any] = {"replicaScheduling": replica_scheduling}
     if cluster_names:
         placement["clusterAffinity"] = {"clusterNames": cluster_names}

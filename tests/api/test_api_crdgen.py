@@ -201,6 +201,7 @@ def test_enums_minimums_defaults_and_required(crds: dict[str, dict[str, Any]]) -
     assert rs["properties"]["replicaSchedulingType"]["default"] == "Divided"
     assert rs["properties"]["replicaDivisionPreference"]["enum"] == ["Aggregated", "Weighted"]
     assert rs["properties"]["gangEstimator"]["enum"] == ["nodes", "sum"]
+    assert rs["properties"]["gangScoring"]["enum"] == ["bestFit", "fragmentation"]
     assert _at(pp, "spec.suspension")["properties"]["scheduling"]["type"] == "boolean"
     assert _at(pp, "spec.priority")["default"] == 0
     assert _at(pp, "spec.placement.clusterAffinities.[].affinityName")["maxLength"] == 32

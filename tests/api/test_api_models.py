@@ -352,6 +352,7 @@ def _pp(spec: dict[str, Any]) -> dict[str, Any]:
         {"failover": {"application": {"decisionConditions": {"tolerationSeconds": True}}}},
         {"failover": {"application": {}}},
         {"placement": {"replicaScheduling": {"gangEstimator": "fastest"}}},
+        {"placement": {"replicaScheduling": {"gangScoring": "smallest"}}},
         {"placement": {"replicaScheduling": {"replicaSchedulingType": "Split"}}},
         {"placement": {"clusterAffinities": [{"affinityName": ""}]}},
         {"placement": {"clusterAfinity": {}}},
@@ -369,7 +370,11 @@ def test_fleet_extensions_parse() -> None:
         _pp(
             {
                 "placement": {
-                    "replicaScheduling": {"customSchedulingType": "Gang", "gangEstimator": "sum"}
+                    "replicaScheduling": {
+                        "customSchedulingType": "Gang",
+                        "gangEstimator": "sum",
+                        "gangScoring": "fragmentation",
+                    }
                 },
                 "failover": {
                     "application": {
@@ -382,6 +387,7 @@ def test_fleet_extensions_parse() -> None:
         )
     )
     assert pp.spec.gang_estimator == "sum"
+    assert pp.spec.gang_scoring == "fragmentation"
     app = pp.spec.application_failover
     assert app and app.max_failovers == 0 and app.cluster_exclusion_seconds == 600
 

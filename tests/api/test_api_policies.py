@@ -30,6 +30,7 @@ EXPECTED_FILES = {
     "training-jobs-cluster-wide.yaml",
     "a100-clusters-affinity.yaml",
     "sum-estimator.yaml",
+    "fragmentation-scoring.yaml",
     "membercluster-example.yaml",
     "elasticquotatree-seed.yaml",
 }
@@ -119,6 +120,11 @@ def test_sum_estimator_example_uses_the_extensions(repo: Path, load_docs: Docs) 
     assert p.spec.gang_estimator == "sum"
     app = p.spec.application_failover
     assert app.max_failovers == 3 and app.cluster_exclusion_seconds == 1800
+
+
+def test_fragmentation_example_selects_the_score(repo: Path, load_docs: Docs) -> None:
+    p = _by_name(repo, load_docs)["inference-jobs-fragmentation"]
+    assert p.spec.gang_scoring == "fragmentation" and p.spec.is_gang
 
 
 def test_membercluster_example_refers_to_its_secret(repo: Path, load_docs: Docs) -> None:

@@ -18,7 +18,9 @@ from fleet.controller.claims import CLEANUP_RETRY_SECONDS
 from fleet.controller.triggers import STATUS_COALESCE_SECONDS
 from fleet.core import lifecycle
 from fleet.core.placement import AFFINITY, INSUFFICIENT, TAINTED
+from fleet.core.resources import Resources
 from fleet.core.taints import Taint
+from fleet.core.workload import Component, Gang
 from fleet.kube import ApiError
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, FakeMember, World, conditions
@@ -766,3 +768,23 @@ async def test_suspension_dispatching_places_the_gang_but_creates_no_member_copy
     await world.reconcile(key)
     assert member.copy("job") is not None
     assert conditions(world.binding(key))[c.CONDITION_FULLY_APPLIED]["status"] == "True"
+
+
+async def test_the_fragmentation_score_says_in_numbers_why_the_member_won():
+    """gangScoring: fragmentation. Lately 4-GPU jobs arrived: a 2-GPU job goes where it leaves
+    4-GPU holes whole (member-2's 6-GPU node) rather than into member-1's 4-GPU node."""
+    world = World()
+    world.add_member("member-1", gpus=4)
+    world.add_member("member-2", gpus=6)
+    world.apply_policy(policy(scoring="fragmentation"))
+    for _ in range(3):
+        world.shell.arrivals.observe(
+            Gang.of(Component("w", 1, Resources({"nvidia.com/gpu": 4, "pods": 1})))
+        )
+    key = world.submit(pytorchjob("job", workers=1, gpus=1))
+
+    await world.reconcile(key)
+
+    assert placed_on(world, key) == "member-2"
+    message = conditions(world.binding(key))[c.CONDITION_SCHEDULED]["message"]
+    assert "; chosen: fragmentation -" in message and "GPU on member-1" in message, message
