@@ -176,7 +176,7 @@ function jobView(data) {
 
 function bar(b) {
   const scale = Math.max(b.max ?? 0, b.min, b.used, 1);
-  const own = Math.min(b.used, b.min);
+  const own = b.used - b.borrowed;  // what it holds within its min (max-jobs: all of it)
   return el("div", { class: "bar", "data-resource": b.resource },
     el("span", { text: b.resource }),
     el("div", { class: "track", title: `used ${b.text.used}, min ${b.text.min}, max ${b.text.max}, borrowed ${b.text.borrowed}` },
