@@ -76,3 +76,27 @@ def test_seconds_since_created() -> None:
     assert seconds_since_created(obj, 1767225610.0) == 10.0
     assert seconds_since_created({"metadata": {"creationTimestamp": "nonsense"}}, 0) is None
     assert seconds_since_created({}, 0) is None
+
+
+def test_the_grafana_dashboard_asks_only_for_metrics_the_controller_serves() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    board = json.loads((Path(__file__).parents[2] / "docs" / "grafana" / "fleet.json").read_text())
+    metrics = Metrics()
+    metrics.request_counts = lambda: {"fleet": {("get", "pods"): 1}}
+    metrics.request_seconds = lambda: {"fleet": 1.0}
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
+    served = {
+        f.name + suffix
+        for f in text_string_to_metric_families(metrics.render())
+        for suffix in suffixes.get(f.type, ("",))
+    }
+    asked = {
+        name
+        for panel in board["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\b((?:fleet|process)_[a-z_]+)\b", target["expr"])
+    }
+    assert asked and asked <= served, asked - served
