@@ -212,7 +212,7 @@ def test_the_quota_view_shows_the_second_queued_job_waiting(
             "const u = [...document.querySelectorAll(\"[data-path='root/child-2'] li.unit\")]"
             "  .map((li) => [li.dataset.unit, li.dataset.phase,"
             "    li.querySelector('.message')?.textContent || '']);"
-            "return u.length === 2 && u[1][1] === 'Enqueued' ? u : null",
+            "return u.length === 2 && u[1][1] === 'Enqueued' && u[1][2] ? u : null",
             "root/child-2's queue: the first job holding quota, the second waiting",
         )
         first, second = units

@@ -69,7 +69,7 @@ function fleetView(data) {
         ["gang scheduler", dash(m.gangScheduler)],
         ["nodes", dash(m.nodeCount)],
         ["GPUs", g.total === null ? "-" : `${g.free} free of ${g.total}`],
-        ["largest free block", g.largestFree === null ? "-" : `${g.largestFree} GPUs on one node`],
+        ["largest free block", g.largestFree === null ? "-" : `${g.largestFree} GPU${g.largestFree === 1 ? "" : "s"} on one node`],
         ["version", dash(m.version)],
       ]),
       grid,
