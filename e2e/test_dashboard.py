@@ -158,7 +158,6 @@ def test_the_held_gang_waits_with_a_reason_per_member_then_runs_where_capacity_a
             f"{name} listed Pending on the Jobs view",
             name,
         )
-        _shot(browser, "jobs")
         _show(browser, dashboard, f"jobs/default/{name}")
         page = browser.wait(
             f"const p = (() => {{{JOB_PAGE}}})();"
@@ -220,6 +219,14 @@ def test_the_quota_view_shows_the_second_queued_job_waiting(
         assert second[0] == f"default/pytorchjob-{queue.SECOND}"
         assert "1 of max 1 jobs" in second[2], second[2]
         _shot(browser, "quotas")
+        _show(browser, dashboard, "jobs")
+        browser.wait(
+            "return document.querySelector(`tr.job[data-job='default/${arguments[0]}']`)"
+            "?.dataset.phase === 'Queued'",
+            f"{queue.SECOND} listed Queued on the Jobs view",
+            queue.SECOND,
+        )
+        _shot(browser, "jobs")
 
         # The first finishes; the open page shows the second taking its turn.
         first_member = demo.target("PyTorchJob", queue.FIRST)

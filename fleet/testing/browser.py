@@ -138,7 +138,7 @@ class Browser:
             self._call(
                 "POST",
                 f"{self._session}/window/rect",
-                {"width": rect["width"], "height": min(max(height + 20, 400), 4000)},
+                {"width": rect["width"], "height": min(max(height + 120, 600), 4000)},
             )
             time.sleep(0.3)  # a resize repaints asynchronously; nothing is asserted on it
         png = base64.b64decode(self._call("GET", f"{self._session}/screenshot"))

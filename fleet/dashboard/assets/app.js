@@ -66,7 +66,7 @@ function fleetView(data) {
       m.problem ? el("div", { class: "err-text problem", text: m.problem }) : null,
       m.status === "NotReady" && m.readyMessage ? el("div", { class: "why", text: m.readyMessage }) : null,
       kv([
-        ["gang scheduler", dash(m.gangScheduler)],
+        ["gang scheduler", m.gangScheduler || "not detected yet"],
         ["nodes", dash(m.nodeCount)],
         ["GPUs", g.total === null ? "-" : `${g.free} free of ${g.total}`],
         ["largest free block", g.largestFree === null ? "-" : `${g.largestFree} GPU${g.largestFree === 1 ? "" : "s"} on one node`],
@@ -205,7 +205,7 @@ function quotasView(data) {
   return el("div", {},
     el("div", { class: "row" }, el("strong", { text: data.tree }), badge(data.state || "Unknown"),
       el("span", { class: "muted", text: `generation ${dash(data.generation)}, in force ${dash(data.inForce)}` })),
-    data.message ? el("p", { class: "err-text", text: data.message }) : null,
+    data.message && !problems.length ? el("p", { class: "err-text", text: data.message }) : null,
     data.error ? el("p", { class: "err-text", text: data.error }) : null,
     problems.length ? el("ul", {}, problems) : null,
     el("div", { class: "legend", text: "Bars: used within min (blue), borrowed beyond min (orange), the black mark is min; the bar's end is max. Units: holding quota first, then waiting ones in the order the queue takes them." }),
