@@ -89,6 +89,12 @@ class State:
             live = self.members[name] = MemberLive.new(name)
         return live
 
+    def reset_member(self, name: str) -> MemberLive:
+        """A member's watched state from scratch (its watches start over)."""
+        live = self.members[name] = MemberLive.new(name)
+        self.bump()
+        return live
+
     def forget_member(self, name: str) -> None:
         self.members.pop(name, None)
         self.bump()

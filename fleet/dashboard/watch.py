@@ -106,7 +106,9 @@ class Watches:
         if old is not None:
             old.cancel()
         self._schedulers[name] = scheduler
-        self.state.member(name)
+        # The new informers list everything again: start from nothing, so nothing deleted
+        # meanwhile lingers.
+        self.state.reset_member(name)
         self._members[name] = asyncio.create_task(
             self._run_member(name, scheduler == KOORDINATOR), name=f"member-{name}"
         )
