@@ -227,6 +227,7 @@ def test_the_quota_view_shows_the_second_queued_job_waiting(
             queue.SECOND,
         )
         _shot(browser, "jobs")
+        _show(browser, dashboard, "quotas")
 
         # The first finishes; the open page shows the second taking its turn.
         first_member = demo.target("PyTorchJob", queue.FIRST)

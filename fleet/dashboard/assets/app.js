@@ -143,7 +143,9 @@ function jobView(data) {
     const q = new URLSearchParams({ kind: data.kind });
     if (logReplica) q.set("replica", logReplica);
     const answer = await (await fetch(`/api/jobs/${encodeURIComponent(data.namespace)}/${encodeURIComponent(data.name)}/log?${q}`)).json();
-    logBox.textContent = answer.error ? `error: ${answer.error}` : (answer.log || "(empty)");
+    // The page may have been redrawn meanwhile (a change arrived): write to the box shown now.
+    const shown = document.getElementById("log");
+    if (shown) shown.textContent = answer.error ? `error: ${answer.error}` : (answer.log || "(empty)");
   };
   return el("div", { "data-job-page": `${data.namespace}/${data.name}` },
     el("a", { href: "#/jobs", text: "← jobs" }),
