@@ -182,7 +182,7 @@ function bar(b) {
   return el("div", { class: "bar", "data-resource": b.resource },
     el("span", { text: b.resource }),
     el("div", { class: "track", title: `used ${b.text.used}, min ${b.text.min}, max ${b.text.max}, borrowed ${b.text.borrowed}` },
-      el("div", { class: "fill", style: `width:${(100 * own) / scale}%` }),
+      own ? el("div", { class: "fill", style: `width:${(100 * own) / scale}%` }) : null,
       b.borrowed ? el("div", { class: "fill borrow", style: `left:${(100 * own) / scale}%;width:${(100 * b.borrowed) / scale}%` }) : null,
       b.min ? el("div", { class: "minmark", style: `left:${(100 * b.min) / scale}%` }) : null),
     el("span", { class: "muted", text: `${b.text.used} used · min ${b.text.min} · max ${b.text.max}${b.borrowed ? ` · borrows ${b.text.borrowed}` : ""}` }));
