@@ -50,7 +50,9 @@ function fleetView(data) {
     el("div", { class: "err-text", text: `${kind}: ${why}` }));
   const cards = data.members.map((m) => {
     const g = m.gpus;
-    const grid = el("div", { class: "grid", "data-member-grid": m.name },
+    // Unreachable: its nodes as last seen, dimmed.
+    const grid = el("div", { class: `grid${m.reachable === false ? " stale" : ""}`, "data-member-grid": m.name,
+                             title: m.reachable === false ? "as last seen: the member does not answer" : null },
       m.nodes.map((n) => n.error
         ? el("div", { class: "node err", title: `${n.name}: ${n.error}`, text: "!" })
         : n.gpus > 0
