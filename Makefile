@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit bench clean
+.PHONY: demo test lint unit bench clean browser
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "fleet needs Python >= 3.11")'
@@ -25,8 +25,20 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The dashboard's browser tests drive Debian's headless Chromium (chromium, chromium-driver):
+# installed here when missing, as root with apt-get (as on CI; idempotent). Where that cannot
+# be done, those tests are skipped and say why.
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium and chromium-driver for the dashboard's browser tests (once) ..."; \
+	  { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+	  || echo "could not install chromium: the dashboard's browser tests will be skipped"; \
+	else echo "no chromium and chromedriver, and no root apt-get: the dashboard's browser tests will be skipped"; fi
+
 # Lint and types first (seconds), then every test; the sandbox is built on first use.
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest
 
 # Only the tests that need no sandbox and no Go build (seconds).

@@ -23,9 +23,12 @@ _RENDER_CASES = {
         "controller.extraArgs={--verbose}",
     ),
 }
+_DASHBOARD = ("dashboard.enabled=true", "dashboard.ingress.enabled=true")
 
 
-@pytest.mark.parametrize("values", _RENDER_CASES.values(), ids=_RENDER_CASES.keys())
+@pytest.mark.parametrize(
+    "values", [*_RENDER_CASES.values(), _DASHBOARD], ids=[*_RENDER_CASES.keys(), "dashboard"]
+)
 def test_every_rendered_object_is_accepted_by_the_api_server(live: Fleet, values):
     rendered = render_chart(NAMESPACE, *values)
     kinds = sorted(o["kind"] for o in rendered)
@@ -52,6 +55,28 @@ def test_the_deployment_passes_flags_the_controller_has(values):
     args = build_parser().parse_args(pod["containers"][0]["args"])  # exits on an unknown flag
     assert args.lease_namespace == NAMESPACE
     assert pod["serviceAccountName"] == rendered["ServiceAccount"]["metadata"]["name"]
+
+
+@pytest.mark.toolchain
+def test_the_dashboard_is_off_by_default_and_read_only_when_on():
+    assert not [o for o in render_chart(NAMESPACE) if "dashboard" in o["metadata"]["name"]]
+    rendered = [
+        o for o in render_chart(NAMESPACE, *_DASHBOARD) if "dashboard" in o["metadata"]["name"]
+    ]
+    kinds = {o["kind"]: o for o in rendered}
+    assert set(kinds) >= {"Deployment", "Service", "Ingress", "ClusterRole", "Role"}
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    args = build_parser().parse_args(pod["containers"][0]["args"])  # exits on an unknown flag
+    assert (args.host, args.port) == ("0.0.0.0", 8765)
+    assert pod["serviceAccountName"] == kinds["ServiceAccount"]["metadata"]["name"]
+    verbs = {
+        v
+        for o in rendered
+        if o["kind"] in ("ClusterRole", "Role")
+        for r in o["rules"]
+        for v in r["verbs"]
+    }
+    assert verbs <= {"get", "list", "watch"}
 
 
 def test_the_end_to_end_controller_runs_as_the_charts_service_account(live: Fleet):

@@ -129,6 +129,19 @@ def _cmd_controller(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dashboard(args: argparse.Namespace) -> int:
+    from fleet.dashboard.serve import serve
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return asyncio.run(serve(args.kubeconfig, args.context, args.host, args.port))
+    except KeyboardInterrupt:
+        return 0
+
+
 def _cmd_install(args: argparse.Namespace) -> int:
     from fleet.install import install_crds
     from fleet.kube import SyncKubeClient, load
@@ -306,6 +319,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ctl.add_argument("-v", "--verbose", action="store_true")
     ctl.set_defaults(func=_cmd_controller)
+    dash = sub.add_parser(
+        "dashboard",
+        help="serve a read-only web page of the fleet, live (docs/dashboard.md)",
+    )
+    _fleet_flags(dash)
+    dash.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; the page has no login)",
+    )
+    dash.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    dash.add_argument("-v", "--verbose", action="store_true")
+    dash.set_defaults(func=_cmd_dashboard)
     inst = sub.add_parser("install", help="apply fleet's CRDs to the fleet API server")
     _fleet_flags(inst)
     inst.set_defaults(func=_cmd_install)

@@ -18,6 +18,7 @@ from fleet.controller import copies, reserving
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
+from fleet.controller.metrics import seconds_since_created
 from fleet.controller.status_mirror import binding_conditions
 from fleet.kube import ApiError, Conflict, NotFound, Obj
 
@@ -70,6 +71,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
             created = await _create(shell, job, member, desired)
             if created is not None:
                 log.info("%s: created in %s", key, member.name)
+                _dispatched(shell, job)
                 return created
         existing = await client.get(key.api_version, key.kind, key.name, key.namespace)
         if existing is not None and not copies.is_ours(existing, job.uid):
@@ -105,7 +107,17 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         raise
     if existing is None:
         log.info("%s: created in %s", key, member.name)
+        _dispatched(shell, job)
     return applied
+
+
+def _dispatched(shell: Shell, job: Job) -> None:
+    """A copy was created: on the gang's first placement, the time from its creation on the
+    fleet (fleet_dispatch_seconds)."""
+    if len(job.life.stays) == 1:
+        waited = seconds_since_created(job.workload, shell.clock.now())
+        if waited is not None:
+            shell.metrics.dispatch_seconds.observe(waited)
 
 
 async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj | None:

@@ -1,174 +1,222 @@
-"""Prometheus-style metrics, rendered in the text exposition format on /metrics.
+"""The controller's metrics, served on /metrics in Prometheus' text format by prometheus_client.
 
-Small on purpose: counters by one label, gauges, and a histogram of decision times are all the
-controller reports, so no client library is needed.
+prometheus_client renders what a hand-written exposition got wrong: values past a million in
+full (`1234567`, not `1.23457e+06`, which made a busy counter look frozen), label values escaped
+(a quote or backslash in a cluster name), and the process' own CPU and memory. Each `Metrics`
+has its own registry, so two controllers in one test process do not share counters.
+
+The small wrappers keep one label per counter (the controller's call sites say
+`metrics.dispatches.inc(cluster)`) and let tests read a value back without scraping.
 """
 
 from __future__ import annotations
 
-import bisect
-import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fleet.api import parse_time, to_epoch
+
+# `<name>_created` series double every counter and answer no question fleet has.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+#: Histogram buckets for waits that range from a second to hours (queue wait, placement).
+WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600)
 
 
 class Counter:
-    def __init__(self, name: str, help_: str, label: str) -> None:
-        self.name, self.help, self.label = name, help_, label
-        self.values: dict[str, float] = defaultdict(float)
+    """A counter with one label."""
+
+    def __init__(self, registry: CollectorRegistry, name: str, help_: str, label: str) -> None:
+        self.name, self.label = name, label
+        self._metric = prometheus_client.Counter(name, help_, [label], registry=registry)
 
     def inc(self, value: str, amount: float = 1.0) -> None:
-        self.values[value] += amount
+        self._metric.labels(value).inc(amount)
 
-    def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
-        lines += [
-            f'{self.name}{{{self.label}="{k}"}} {v:g}' for k, v in sorted(self.values.items())
-        ]
-        return lines
+    @property
+    def values(self) -> dict[str, float]:
+        """Label value -> count, for tests and the dashboard."""
+        return {
+            s.labels[self.label]: s.value
+            for m in self._metric.collect()
+            for s in m.samples
+            if s.name.endswith("_total")
+        }
 
 
 class Gauge:
-    def __init__(self, name: str, help_: str) -> None:
-        self.name, self.help, self.value = name, help_, 0.0
+    def __init__(self, registry: CollectorRegistry, name: str, help_: str) -> None:
+        self._metric = prometheus_client.Gauge(name, help_, registry=registry)
 
     def set(self, value: float) -> None:
-        self.value = value
+        self._metric.set(value)
 
-    def render(self) -> list[str]:
-        return [
-            f"# HELP {self.name} {self.help}",
-            f"# TYPE {self.name} gauge",
-            f"{self.name} {self.value:g}",
-        ]
+    @property
+    def value(self) -> float:
+        return next(s.value for m in self._metric.collect() for s in m.samples)
 
 
 class Histogram:
-    def __init__(self, name: str, help_: str, buckets: tuple[float, ...]) -> None:
-        self.name, self.help, self.buckets = name, help_, buckets
-        self.counts = [0] * (len(buckets) + 1)
-        self.sum = 0.0
+    def __init__(
+        self, registry: CollectorRegistry, name: str, help_: str, buckets: tuple[float, ...]
+    ) -> None:
+        self.name = name
+        self._metric = prometheus_client.Histogram(name, help_, buckets=buckets, registry=registry)
 
     def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.buckets, value)] += 1
-        self.sum += value
+        self._metric.observe(value)
 
-    def render(self) -> list[str]:
-        lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
-        running = 0
-        for bound, count in zip(self.buckets, self.counts, strict=False):
-            running += count
-            lines.append(f'{self.name}_bucket{{le="{bound:g}"}} {running}')
-        running += self.counts[-1]
-        lines += [
-            f'{self.name}_bucket{{le="+Inf"}} {running}',
-            f"{self.name}_sum {self.sum:g}",
-            f"{self.name}_count {running}",
-        ]
-        return lines
+    def _sample(self, suffix: str) -> float:
+        return next(
+            s.value for m in self._metric.collect() for s in m.samples if s.name.endswith(suffix)
+        )
+
+    @property
+    def sum(self) -> float:
+        return self._sample("_sum")
+
+    @property
+    def count(self) -> float:
+        return self._sample("_count")
 
 
 #: Per API server: requests sent so far, by (verb, resource).
 RequestCounts = Callable[[], Mapping[str, Mapping[tuple[str, str], int]]]
 
 
-def _render_requests(counts: Mapping[str, Mapping[tuple[str, str], int]]) -> list[str]:
-    name = "fleet_api_requests_total"
-    lines = [
-        f"# HELP {name} Requests sent to the fleet and member API servers, by verb and resource.",
-        f"# TYPE {name} counter",
-    ]
-    for server, by_call in sorted(counts.items()):
-        for (verb, resource), n in sorted(by_call.items()):
-            lines.append(f'{name}{{server="{server}",verb="{verb}",resource="{resource}"}} {n}')
-    return lines
+class _ClientCollector(Collector):
+    """The API clients' own tallies, read at scrape time (they count; nothing is copied)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        counts, seconds = self.metrics.request_counts, self.metrics.request_seconds
+        if counts is not None:
+            requests = CounterMetricFamily(
+                "fleet_api_requests",
+                "Requests sent to the fleet and member API servers, by verb and resource.",
+                labels=["server", "verb", "resource"],
+            )
+            for server, by_call in sorted(counts().items()):
+                for (verb, resource), n in sorted(by_call.items()):
+                    requests.add_metric([server, verb, resource], n)
+            yield requests
+        if seconds is not None:
+            waited = CounterMetricFamily(
+                "fleet_api_request_seconds",
+                "Seconds spent waiting for API servers' answers, summed over requests.",
+                labels=["server"],
+            )
+            for server, s in sorted(seconds().items()):
+                waited.add_metric([server], s)
+            yield waited
 
 
-def _render_seconds(seconds: Mapping[str, float]) -> list[str]:
-    name = "fleet_api_request_seconds_total"
-    lines = [
-        f"# HELP {name} Seconds spent waiting for API servers' answers, summed over requests.",
-        f"# TYPE {name} counter",
-    ]
-    lines += [f'{name}{{server="{server}"}} {s:.6f}' for server, s in sorted(seconds.items())]
-    cpu = "process_cpu_seconds_total"
-    lines += [
-        f"# HELP {cpu} CPU time of the controller process (user and system).",
-        f"# TYPE {cpu} counter",
-        f"{cpu} {time.process_time():.6f}",
-    ]
-    return lines
+def seconds_since_created(obj: Mapping[str, Any], now: float) -> float | None:
+    """Seconds from an object's creationTimestamp to `now` (None without a readable one)."""
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return max(0.0, now - to_epoch(parse_time(stamp)))
+    except ValueError:
+        return None
 
 
 class Metrics:
     def __init__(self) -> None:
+        self.registry = registry = CollectorRegistry(auto_describe=True)
         self.dispatches = Counter(
-            "fleet_dispatches_total", "Gangs placed in a member cluster.", "cluster"
+            registry, "fleet_dispatches_total", "Gangs placed in a member cluster.", "cluster"
         )
         self.failovers = Counter(
+            registry,
             "fleet_failovers_total",
             "Failovers, by reason (ApplicationFailure, ClusterLost, TaintUntolerated).",
             "reason",
         )
         self.purges = Counter(
+            registry,
             "fleet_old_copies_deleted_total",
             "Copies deleted from clusters a job moved away from (incl. fenced stale copies).",
             "cluster",
         )
         self.orphans = Counter(
+            registry,
             "fleet_orphaned_copies_deleted_total",
             "Member copies deleted by the sweep because their fleet object was gone.",
             "cluster",
         )
-        self.pending = Gauge("fleet_pending_jobs", "Gang jobs waiting for a cluster that fits.")
-        self.reconciles = Counter(
-            "fleet_reconciles_total", "Reconciles of fleet workloads, by outcome.", "outcome"
+        self.pending = Gauge(
+            registry, "fleet_pending_jobs", "Gang jobs waiting for a cluster that fits."
         )
-        self.leader = Gauge("fleet_leader", "1 while this replica is the active controller.")
+        self.reconciles = Counter(
+            registry,
+            "fleet_reconciles_total",
+            "Reconciles of fleet workloads, by outcome.",
+            "outcome",
+        )
+        self.leader = Gauge(
+            registry, "fleet_leader", "1 while this replica is the active controller."
+        )
         self.decision_seconds = Histogram(
+            registry,
             "fleet_placement_decision_seconds",
             "Time to decide one gang's placement.",
             (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
         )
-
+        self.placement_seconds = Histogram(
+            registry,
+            "fleet_placement_seconds",
+            "From a job's creation to fleet choosing its member (first placement only; includes "
+            "time queued and time held for capacity).",
+            WAIT_BUCKETS,
+        )
+        self.dispatch_seconds = Histogram(
+            registry,
+            "fleet_dispatch_seconds",
+            "From a job's creation on the fleet to its copy created in the member (first "
+            "placement only).",
+            WAIT_BUCKETS,
+        )
+        self.queue_wait_seconds = Histogram(
+            registry,
+            "fleet_queue_wait_seconds",
+            "From a QueueUnit's creation to its first dequeue (Kube Queue).",
+            WAIT_BUCKETS,
+        )
         self.reservation_attempts = Counter(
+            registry,
             "fleet_reservation_attempts_total",
             "Gangs whose capacity fleet started reserving in a member (Koordinator Reservations).",
             "cluster",
         )
         self.reservation_failures = Counter(
+            registry,
             "fleet_reservation_failures_total",
             "Reservations given up, by kind: Failed (one failed or expired) or Timeout (the "
             "bounded wait ran out).",
             "kind",
         )
         self.reservation_seconds = Histogram(
+            registry,
             "fleet_reservation_available_seconds",
             "From reserving a gang to every Reservation Available.",
             (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
         )
+        registry.register(_ClientCollector(self))
+        # process_cpu_seconds_total and the process' memory, from /proc (Linux only).
+        ProcessCollector(registry=registry)
 
     #: Set by the controller: the request counts of its clients, and their waiting time.
     request_counts: RequestCounts | None = None
     request_seconds: Callable[[], Mapping[str, float]] | None = None
 
     def render(self) -> str:
-        parts: list[Counter | Gauge | Histogram] = [
-            self.dispatches,
-            self.failovers,
-            self.purges,
-            self.orphans,
-            self.pending,
-            self.reconciles,
-            self.leader,
-            self.decision_seconds,
-            self.reservation_attempts,
-            self.reservation_failures,
-            self.reservation_seconds,
-        ]
-        lines = [line for p in parts for line in p.render()]
-        if self.request_counts is not None:
-            lines += _render_requests(self.request_counts())
-        if self.request_seconds is not None:
-            lines += _render_seconds(self.request_seconds())
-        return "\n".join(lines) + "\n"
+        return prometheus_client.generate_latest(self.registry).decode()

@@ -93,6 +93,7 @@ class Controller:
             self.queue,
             bindings=self.triggers.bindings,
             workloads=self.triggers.workloads,
+            metrics=self.metrics,
         )
         self.shell = Shell(
             fleet=fleet,

@@ -16,6 +16,7 @@ from fleet.api import PendingReason, rules_of_placement
 from fleet.api import constants as c
 from fleet.controller import reserving
 from fleet.controller.context import Job, Shell, save
+from fleet.controller.metrics import seconds_since_created
 from fleet.controller.status_mirror import (
     binding_conditions,
     mark_created,
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 async def schedule(shell: Shell, job: Job) -> str | None:
     """Place the gang; the chosen cluster, or None when it waits (the binding says why)."""
     now = shell.clock.now()
+    first = not job.life.stays  # its first placement: fleet_placement_seconds counts it
     rules = rules_of_placement(job.binding.spec.placement)
     estimator = estimator_named(job.binding.spec.estimator or shell.settings.estimator)
     mix = _mix(shell, job)
@@ -99,6 +101,10 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         raise
     shell.triggers.track(job.key, cluster=chosen.cluster, evicting=_evicting(life))
     shell.metrics.dispatches.inc(chosen.cluster)
+    if first:
+        waited = seconds_since_created(job.workload, now)
+        if waited is not None:
+            shell.metrics.placement_seconds.observe(waited)
     shell.metrics.pending.set(len(shell.triggers.pending))
     await shell.events.record(
         job.workload, "ScheduleBindingSucceed", result_message, component=job.scheduler_name(shell)

@@ -130,7 +130,8 @@ def _container(container: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _seen(obj: Obj) -> SeenReservation:
+def seen_reservation(obj: Obj) -> SeenReservation:
+    """What a member's Reservation says: its phase, node, and why it is not (yet) usable."""
     status = obj.get("status") or {}
     conditions = status.get("conditions") or []
     message = "; ".join(
@@ -156,10 +157,10 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
         for body in reservation_objects(job, plan, shell.settings.fleet_id):
             name = body["metadata"]["name"]
             if name in existing:
-                seen[name] = _seen(existing[name])
+                seen[name] = seen_reservation(existing[name])
                 continue
             try:
-                seen[name] = _seen(await client.create(body))
+                seen[name] = seen_reservation(await client.create(body))
                 created += 1
             except Conflict:  # made by another fleet or left by someone: not ours to use
                 seen[name] = SeenReservation("Failed", None, "exists and is not fleet's")

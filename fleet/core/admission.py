@@ -86,6 +86,7 @@ __all__ = [
     "UnitSpec",
     "UnitState",
     "WaitReason",
+    "order_key",
 ]
 
 Phase = Literal["Enqueued", "Dequeued", "Running", "Succeed", "Failed", "TimeoutBackoff"]
@@ -267,6 +268,13 @@ class QuotaUsage:
 OrderKey = tuple[int, float, str]
 
 
+def order_key(policy: str, spec: UnitSpec) -> OrderKey:
+    """A unit's place in its queue: priority (higher first; ignored by FIFO), then submission
+    time, then key. Sorting waiting units by it gives the order the queue takes them in."""
+    priority = 0 if policy == FIFO else -spec.priority
+    return (priority, spec.submitted, spec.key)
+
+
 class _Unit:
     __slots__ = (
         "attempts",
@@ -376,8 +384,7 @@ class _Line:
                     del self._lows[resource]
 
     def order_of(self, spec: UnitSpec) -> OrderKey:
-        priority = 0 if self.policy == FIFO else -spec.priority
-        return (priority, spec.submitted, spec.key)
+        return order_key(self.policy, spec)
 
     def add(self, unit: _Unit) -> None:
         key = self.order_of(unit.spec)

@@ -198,6 +198,8 @@ async def test_max_jobs_1_the_second_job_waits_until_the_first_finishes():
     assert phase(world, first) == "Succeed"
     await work(world)
     assert phase(world, second) == "Dequeued"
+    # Each first dequeue reports its wait: the first job, then the second.
+    assert world.metrics.queue_wait_seconds.count == 2
     assert second in world.queue.added
     await world.reconcile(second)
     assert placed_on(world, second) == "member-1" and phase(world, second) == "Running"

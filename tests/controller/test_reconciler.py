@@ -127,6 +127,9 @@ async def test_place_writes_the_decision_first_then_creates_the_member_copy():
     assert reservation is not None
     assert member.member.snapshot.total_free("nvidia.com/gpu") == 4 - GPUS_NEEDED
     assert world.metrics.dispatches.values == {"member-1": 1}
+    # First placement and first copy: each wait from creation observed once.
+    assert world.metrics.placement_seconds.count == 1
+    assert world.metrics.dispatch_seconds.count == 1
     # The copy: this fleet's, of this job.
     copy = member.copy("job")
     assert copy is not None

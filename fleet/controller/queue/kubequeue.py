@@ -25,6 +25,7 @@ from fleet.controller.cache import Newest
 from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
+from fleet.controller.metrics import Metrics
 from fleet.controller.queue import passes, queues, tree
 from fleet.controller.queue.tree import InForce
 from fleet.controller.queue.units import UNIT, Units, job_of, key_of, spec_of, state_of
@@ -64,8 +65,11 @@ class KubeQueue:
         *,
         bindings: Newest[WorkloadKey],
         workloads: Newest[WorkloadKey],
+        metrics: Metrics | None = None,
     ) -> None:
         self.fleet = fleet
+        #: Where the first dequeue of a unit reports its wait (fleet_queue_wait_seconds).
+        self.metrics = metrics
         #: The controller's caches of bindings and workloads (read by `restore`).
         self.bindings = bindings
         self.workloads = workloads

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from fleet.controller.metrics import seconds_since_created
 from fleet.controller.queue import queues
 from fleet.controller.queue.units import job_of
 from fleet.core.admission import ENQUEUED, TIMEOUT_BACKOFF
@@ -63,6 +64,10 @@ async def save(kq: KubeQueue, now: float) -> None:
         if unit is None:
             continue
         job = job_of(unit)
+        if reason == "Dequeued" and state.attempts == 1 and kq.metrics is not None:
+            waited = seconds_since_created(unit, now)
+            if waited is not None:
+                kq.metrics.queue_wait_seconds.observe(waited)
         log.info("%s: %s (%s)", job, reason, message)
         await kq.events.record(_involved(unit), reason, message, warning=warning)
         kq.jobs.add(job)

@@ -1,0 +1,53 @@
+"""`fleet dashboard`: connect with the user's kubeconfig, start the watches, serve the page."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from aiohttp import web
+
+from fleet.amc.members import dial
+from fleet.dashboard.server import amc_log_reader, make_app
+from fleet.dashboard.state import State
+from fleet.dashboard.watch import Watches, amc_connector
+from fleet.kube import KubeClient, KubeconfigError, load
+
+
+async def serve(kubeconfig: str | None, context: str | None, host: str, port: int) -> int:
+    """Serve until interrupted; 1 with one error line when the kubeconfig cannot be used."""
+    try:
+        connection = load(kubeconfig, context)
+    except KubeconfigError as e:
+        print(
+            f"error: cannot use the fleet's kubeconfig: {e} (pass --kubeconfig or set KUBECONFIG)",
+            file=sys.stderr,
+        )
+        return 1
+    fleet = KubeClient(connection, name="fleet")
+    sync = dial(connection, "fleet")
+    state = State()
+    watches = Watches(state, fleet, amc_connector(sync))
+    watches.start()
+    runner = web.AppRunner(make_app(state, read_log=amc_log_reader(sync)), shutdown_timeout=1)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as e:
+        print(f"error: cannot listen on {host}:{port}: {e.strerror}", file=sys.stderr)
+        await watches.stop()
+        await runner.cleanup()
+        await fleet.aclose()
+        sync.close()
+        return 1
+    bound = runner.addresses[0]
+    print(f"fleet dashboard: http://{bound[0]}:{bound[1]}/ (Ctrl-C stops it)", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await watches.stop()
+        await runner.cleanup()
+        await fleet.aclose()
+        sync.close()
+    return 0

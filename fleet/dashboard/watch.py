@@ -1,0 +1,177 @@
+"""The dashboard's watches: the fleet's objects, and each member's nodes, pods and Reservations.
+
+Members are reached exactly as `kubectl amc` reaches them (fleet.amc.members: the MemberCluster's
+kubeconfig Secret, read with the user's own credentials and validated by fleet.kubeconfig), so
+the user's RBAC applies: a member whose Secret the user may not read is shown as unreachable,
+with the 403. Each member is watched by its own informers (fleet.kube.Informer): a member that
+does not answer is marked unreachable and retried with backoff while everything else goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+
+from fleet.amc.errors import MemberUnavailable
+from fleet.amc.members import Fleet
+from fleet.dashboard.state import FLEET_KINDS, MEMBER_CLUSTER, RESERVATION, Obj, State
+from fleet.kube import Informer, KubeClient, SyncKubeClient, identity
+
+log = logging.getLogger(__name__)
+
+#: How a member's client is made (tests give an in-memory API server, or refuse).
+ConnectMember = Callable[[str], Awaitable[KubeClient]]
+
+#: Seconds between tries to reach a member whose kubeconfig could not be used.
+RETRY_SECONDS = 10.0
+KOORDINATOR = "Koordinator"
+
+
+def amc_connector(fleet: SyncKubeClient) -> ConnectMember:
+    """Members as `kubectl amc` reaches them: through the kubeconfig in their Secret."""
+
+    async def connect(name: str) -> KubeClient:
+        def resolve() -> KubeClient:
+            with ExitStack() as stack:
+                connection = Fleet(fleet, stack).connect(name).connection
+            return KubeClient(connection, name=name)
+
+        return await asyncio.to_thread(resolve)
+
+    return connect
+
+
+def _scheduler(obj: Obj) -> str | None:
+    status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    found = (status.get("gangScheduler") if isinstance(status, dict) else None) or (
+        spec.get("gangScheduler") if isinstance(spec, dict) else None
+    )
+    return str(found) if found else None
+
+
+class Watches:
+    """Informers on the fleet, and one task per member that keeps its informers running."""
+
+    def __init__(
+        self,
+        state: State,
+        fleet: KubeClient,
+        connect: ConnectMember,
+        *,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
+        self.state = state
+        self.fleet = fleet
+        self.connect = connect
+        self.retry_seconds = retry_seconds
+        self._tasks: list[asyncio.Task[None]] = []
+        self._members: dict[str, asyncio.Task[None]] = {}
+        self._schedulers: dict[str, str | None] = {}
+        self._clients: dict[str, KubeClient] = {}
+
+    def start(self) -> None:
+        for kind in FLEET_KINDS:
+            informer = Informer(
+                self.fleet,
+                *kind,
+                functools.partial(self._fleet_event, kind),
+                on_health=functools.partial(self.state.fleet_health, kind),
+            )
+            self._tasks.append(asyncio.create_task(informer.run(), name=f"watch-{kind[1]}"))
+
+    def _fleet_event(self, kind: tuple[str, str], event: str, obj: Obj) -> None:
+        self.state.fleet_event(kind, event, obj)
+        if kind != MEMBER_CLUSTER:
+            return
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if not name:
+            return
+        if event == "DELETED":
+            task = self._members.pop(name, None)
+            if task is not None:
+                task.cancel()
+            self._schedulers.pop(name, None)
+            self.state.forget_member(name)
+            return
+        scheduler = _scheduler(obj)
+        if name in self._members and self._schedulers.get(name) == scheduler:
+            return
+        # New, or its scheduler changed (Reservations are watched on Koordinator members).
+        old = self._members.pop(name, None)
+        if old is not None:
+            old.cancel()
+        self._schedulers[name] = scheduler
+        # The new informers list everything again: start from nothing, so nothing deleted
+        # meanwhile lingers.
+        self.state.reset_member(name)
+        self._members[name] = asyncio.create_task(
+            self._run_member(name, scheduler == KOORDINATOR), name=f"member-{name}"
+        )
+
+    async def _client(self, name: str) -> KubeClient:
+        client = self._clients.get(name)
+        if client is None:
+            while True:
+                try:
+                    client = await self.connect(name)
+                    break
+                except MemberUnavailable as e:
+                    self.state.member_health(name, False, e.problem.message)
+                except Exception as e:  # anything else about this member stays with it
+                    self.state.member_health(name, False, f"{name}: {e}")
+                await asyncio.sleep(self.retry_seconds)
+            self._clients[name] = client
+        return client
+
+    async def _run_member(self, name: str, reservations: bool) -> None:
+        client = await self._client(name)
+        state = self.state
+
+        def health(ok: bool, why: str) -> None:
+            state.member_health(name, ok, f"{name}: {why}" if why else "")
+
+        informers = [
+            Informer(
+                client,
+                "v1",
+                "Node",
+                lambda event, obj: state.node_event(name, event, obj),
+                on_health=health,
+                keep=identity,
+            ),
+            Informer(
+                client,
+                "v1",
+                "Pod",
+                lambda event, obj: state.pod_event(name, event, obj),
+                on_health=health,
+                keep=identity,
+            ),
+        ]
+        if reservations:
+            state.member(name).reservations = {}
+            informers.append(
+                Informer(
+                    client,
+                    *RESERVATION,
+                    lambda event, obj: state.reservation_event(name, event, obj),
+                    keep=identity,
+                )
+            )
+        await asyncio.gather(*(i.run() for i in informers))
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks, *self._members.values()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for client in self._clients.values():
+            await client.aclose()
+        self._clients.clear()

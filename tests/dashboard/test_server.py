@@ -1,0 +1,189 @@
+"""The dashboard's server without a browser: its watches fed by in-memory API servers (the
+fleet, a reachable member, a member that cannot be reached) and its JSON endpoints asked over
+HTTP, malformed objects included."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from fleet.amc.errors import MemberProblem, MemberUnavailable
+from fleet.dashboard.server import make_app
+from fleet.dashboard.state import State
+from fleet.dashboard.watch import Watches
+from fleet.kube import KubeClient
+from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
+from tests.dashboard.objects import (
+    NOW,
+    NS,
+    RUNNING,
+    WAITING,
+    binding,
+    member_cluster,
+    node,
+    placed,
+    pod,
+    reservation,
+)
+
+#: The fixture's loop is the session's (asyncio_default_fixture_loop_scope); so are the tests'.
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def _until(what: str, check: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never: {what}")
+
+
+@dataclass
+class Dashboard:
+    fleet: MemoryApi
+    member: MemoryApi
+    state: State
+    http: TestClient  # type: ignore[type-arg]
+    logs: list[tuple[str, str, str, str | None]]
+
+    async def get(self, path: str) -> dict:  # type: ignore[type-arg]
+        response = await self.http.get(path)
+        body: dict = await response.json()  # type: ignore[type-arg]
+        body["_status"] = response.status
+        return body
+
+
+@pytest.fixture
+async def dashboard() -> AsyncIterator[Dashboard]:
+    fleet = MemoryApi()
+    fleet.put(member_cluster("member-1"))
+    fleet.put(member_cluster("member-2", ready=False))
+    fleet.put(member_cluster("member-k", scheduler="Koordinator"))
+    fleet.put(binding("held", **WAITING))
+    fleet.put(placed(RUNNING))
+    # Malformed: no spec at all.
+    fleet.put(
+        {
+            "apiVersion": "fleet.dev/v1alpha1",
+            "kind": "GangBinding",
+            "metadata": {"name": "pytorchjob-broken", "namespace": NS},
+        }
+    )
+    member = MemoryApi(MEMBER_KINDS, server="https://member-1.test", namespaces=(NS,))
+    member.put(node("gpu-a", 8))
+    member.put(node("gpu-b", 8))
+    member.put(pod("train-worker-0", "gpu-a", 6))
+    koord = MemoryApi(MEMBER_KINDS, server="https://member-k.test")
+    koord.put(reservation("fleet-uid-worker-0", "Available", "node-1"))
+
+    async def connect(name: str) -> KubeClient:
+        if name == "member-2":
+            raise MemberUnavailable(MemberProblem(name, f"{name}: dial tcp: connection refused"))
+        return (member if name == "member-1" else koord).client(name)
+
+    logs: list[tuple[str, str, str, str | None]] = []
+
+    async def read_log(ns: str, kind: str, name: str, replica: str | None) -> str:
+        logs.append((ns, kind, name, replica))
+        return "epoch 1 loss 0.5\n"
+
+    state = State()
+    watches = Watches(state, fleet.client("fleet"), connect, retry_seconds=3600)
+    watches.start()
+    app = make_app(state, read_log=read_log, clock=lambda: NOW)
+    async with TestClient(TestServer(app)) as http:
+        await _until(
+            "every member seen",
+            lambda: (
+                len(state.members) == 3
+                and state.members["member-1"].reachable is True
+                and state.members["member-2"].reachable is False
+                and bool(state.members["member-k"].reservations)
+            ),
+        )
+        yield Dashboard(fleet, member, state, http, logs)
+    await watches.stop()
+
+
+async def test_fleet_view_over_http_with_an_unreachable_member(dashboard: Dashboard) -> None:
+    view = await dashboard.get("/api/fleet")
+
+    rows = {m["name"]: m for m in view["members"]}
+    assert rows["member-1"]["status"] == "Ready"
+    assert rows["member-1"]["gpus"] == {
+        "total": 16,
+        "free": 10,
+        "largestFree": 8,
+        "source": "watch",
+    }
+    assert rows["member-2"]["status"] == "Unreachable"
+    assert rows["member-2"]["problem"] == "member-2: dial tcp: connection refused"
+    assert view["version"] == dashboard.state.version
+
+
+async def test_jobs_and_a_job_page_with_a_malformed_binding(dashboard: Dashboard) -> None:
+    jobs = {j["name"]: j for j in (await dashboard.get("/api/jobs"))["jobs"]}
+    assert jobs["held"]["phase"] == "Pending" and jobs["train"]["member"] == "member-1"
+    assert "cannot be read" in jobs["pytorchjob-broken"]["error"]
+
+    page = await dashboard.get(f"/api/jobs/{NS}/train")
+    assert [p["name"] for p in page["pods"]] == ["train-worker-0"]
+    assert page["pods"][0]["member"] == "member-1" and page["pods"][0]["node"] == "gpu-a"
+
+    held = await dashboard.get(f"/api/jobs/{NS}/held")
+    assert [(r["cluster"], r["code"]) for r in held["pendingReasons"]] == [
+        ("member-1", "Insufficient"),
+        ("member-2", "NotReady"),
+    ]
+
+    broken = await dashboard.get(f"/api/jobs/{NS}/pytorchjob-broken")
+    assert broken["_status"] == 200 and "cannot be read" in broken["error"]
+    missing = await dashboard.get(f"/api/jobs/{NS}/nope")
+    assert missing["_status"] == 404 and "no gang job" in missing["error"]
+
+
+async def test_a_jobs_log_is_read_as_amc_logs_reads_it(dashboard: Dashboard) -> None:
+    answer = await dashboard.get(f"/api/jobs/{NS}/train/log?kind=PyTorchJob&replica=worker-1")
+    assert answer["log"] == "epoch 1 loss 0.5\n" and answer["error"] == ""
+    assert dashboard.logs == [(NS, "PyTorchJob", "train", "worker-1")]
+
+
+async def test_quotas_and_reservations(dashboard: Dashboard) -> None:
+    quotas = await dashboard.get("/api/quotas")
+    assert quotas["_status"] == 200 and quotas["tree"] is None
+
+    view = await dashboard.get("/api/reservations")
+    rows = {m["name"]: m for m in view["members"]}
+    assert rows["member-k"]["watched"] and not rows["member-1"]["watched"]
+    assert [r["phase"] for r in rows["member-k"]["reservations"]] == ["Available"]
+    assert rows["member-2"]["status"] == "Unreachable"
+
+
+async def test_events_stream_says_when_something_changed(dashboard: Dashboard) -> None:
+    response = await dashboard.http.get("/api/events")
+    assert response.headers["Content-Type"] == "text/event-stream"
+    first = await response.content.readuntil(b"\n\n")
+    assert first.startswith(b"event: change\ndata: ")
+    seen = int(first.split(b"data: ")[1])
+    dashboard.state.node_event("member-1", "ADDED", node("gpu-c", 8))
+    second = await response.content.readuntil(b"\n\n")
+    assert int(second.split(b"data: ")[1]) > seen
+    response.close()
+
+
+async def test_the_page_and_its_assets_are_served_from_the_package(dashboard: Dashboard) -> None:
+    page = await dashboard.http.get("/")
+    html = await page.text()
+    assert (
+        page.status == 200
+        and "/assets/app.js" in html
+        and "http" not in html.split("<body>")[1].replace("http-equiv", "")
+    )
+    for name, kind in (("app.js", "text/javascript"), ("style.css", "text/css")):
+        asset = await dashboard.http.get(f"/assets/{name}")
+        assert asset.status == 200 and asset.content_type == kind
+    assert (await dashboard.http.get("/assets/../state.py")).status == 404
