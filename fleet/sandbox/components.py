@@ -491,15 +491,15 @@ def trainer_controller(otc: Toolchain, c: ClusterLayout) -> Component:
     )
 
 
-def kuberay_operator(otc: Toolchain, c: ClusterLayout, gang_scheduler_name: str) -> Component:
+def kuberay_operator(otc: Toolchain, c: ClusterLayout) -> Component:
     """The KubeRay operator: RayClusters into a head pod and worker pods, RayJobs into a
-    RayCluster plus a submitter Job.
+    RayCluster plus a submitter Job once that cluster is ready.
 
-    On coscheduling members it runs with `--batch-scheduler=scheduler-plugins`: every Ray pod
-    gets schedulerName `scheduler-plugins-scheduler`, and a RayCluster labelled
-    `ray.io/gang-scheduling-enabled` gets a PodGroup (head + the worker groups' desired
-    replicas). An empty `gang_scheduler_name` (Koordinator members) leaves batch scheduling off.
-    Its webhook is off unless ENABLE_WEBHOOKS=true, as in its Helm chart, so none is served.
+    It runs without a batch scheduler on every member. Its scheduler-plugins integration
+    (`--batch-scheduler=scheduler-plugins`) makes PodGroups for RayClusters only: with it, every
+    RayJob is refused at submission ("currently only RayCluster is supported", v1.5.1 and
+    v1.6.0 alike), so the gang of a Ray job is written by fleet, like a JobSet's. Its webhook is
+    off unless ENABLE_WEBHOOKS=true, as in its Helm chart, so none is served.
     """
     return Component(
         name=f"{c.name}/kuberay-operator",
@@ -510,7 +510,6 @@ def kuberay_operator(otc: Toolchain, c: ClusterLayout, gang_scheduler_name: str)
             f"--health-probe-bind-address=127.0.0.1:{c.ports['kuberay_probe']}",
             "--enable-leader-election=false",
             "--log-stdout-encoder=console",
-            *(["--batch-scheduler=scheduler-plugins"] if gang_scheduler_name else []),
         ],
         log=c.log("kuberay-operator"),
         ports=[c.ports["kuberay_metrics"], c.ports["kuberay_probe"]],

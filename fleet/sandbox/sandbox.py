@@ -597,7 +597,7 @@ def _operator_component(
         return comp.jobset_controller(otc, layout)
     if operator == "trainer":
         return comp.trainer_controller(otc, layout)
-    return comp.kuberay_operator(otc, layout, gang)
+    return comp.kuberay_operator(otc, layout)
 
 
 class _Where:

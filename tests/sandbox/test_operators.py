@@ -115,8 +115,8 @@ def test_kuberay_runs_a_rayjob_then_fails_it_with_its_submitter(clusters, namesp
     )
     submitter = _wait_running(member, namespace, f"{BATCH_JOB_NAME_LABEL}=rj", 1)
     assert member.get(*RAYJOB, "rj", namespace)["status"]["jobDeploymentStatus"] == "Running"
-    for pod in ray_pods:
-        assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
+    roles = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in ray_pods)
+    assert roles == ["head", "worker", "worker"]
 
     # A failed submission (no retries in this RayJob) fails the RayJob.
     name = submitter[0]["metadata"]["name"]
