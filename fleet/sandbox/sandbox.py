@@ -8,6 +8,7 @@ controller, or (`scheduler: koordinator`) koord-scheduler.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import functools
@@ -293,10 +294,18 @@ class Sandbox:
         t0 = time.monotonic()
         installing = "installing CRDs and fake nodes"
         progress(f"{installing} in {', '.join(names)}")
-        with Heartbeat(progress, installing, detail=lambda: f"now in {where.cluster}"):
-            for name in names:
-                where.at("installing CRDs and nodes", name)
-                self._bootstrap(layouts[name], tcs, config)
+        # Every cluster at once: the job operators' CRDs are large (a ClusterTrainingRuntime
+        # embeds a whole JobSet), and one cluster after the other tripled this step.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
+            pending = {n: pool.submit(self._bootstrap, layouts[n], tcs, config) for n in names}
+
+            def waiting() -> str:
+                return "waiting for " + ", ".join(n for n, f in pending.items() if not f.done())
+
+            with Heartbeat(progress, installing, detail=waiting):
+                for name, future in pending.items():
+                    where.at("installing CRDs and nodes", name)
+                    future.result()
         progress(
             f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
             f"created in {time.monotonic() - t0:.1f}s"
