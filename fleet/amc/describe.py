@@ -25,7 +25,7 @@ from fleet.amc.members import Fleet
 from fleet.amc.output import NONE, age, cell, columns, fields
 from fleet.api import GangBinding, binding_name
 from fleet.api import constants as c
-from fleet.core.jobstate import job_state
+from fleet.core.kinds import state_of
 from fleet.kube import KubeError, NotFound, Obj, Resource, SyncKubeClient
 
 #: Pod events shown at most (the newest): a large job's pods can have hundreds.
@@ -210,7 +210,7 @@ def _fleet_part(view: Description, now: datetime) -> list[str]:
                 ("Kind", f"{res.kind} ({res.api_version})"),
                 ("Created", f"{created} ({age(created, now)} ago)" if created else None),
                 ("Claimed by", claimed),
-                ("State (fleet)", job_state(status)),
+                ("State (fleet)", state_of(res.api_version, res.kind, status)),
             ]
         ),
         _conditions(status.get("conditions") or [], now, ""),
@@ -393,7 +393,7 @@ def _member_part(view: Description, now: datetime) -> list[str]:
         fields(
             [
                 ("Managed by", managed_by(meta) or "nobody (not a fleet's copy)"),
-                ("State", job_state(status)),
+                ("State", state_of(view.resource.api_version, view.resource.kind, status)),
                 ("Replicas", _replica_statuses(status)),
                 ("Started", status.get("startTime")),
                 ("Completed", status.get("completionTime")),

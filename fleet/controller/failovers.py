@@ -23,7 +23,7 @@ from fleet.controller.status_mirror import (
     with_job_condition,
 )
 from fleet.core import failover, lifecycle
-from fleet.core.jobstate import JobState, job_state
+from fleet.core.jobstate import JobState
 from fleet.core.taints import no_execute_grace
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def copy_state(shell: Shell, job: Job, cluster: str | None) -> JobState | None:
     found = member.job(key.api_version, key.kind, key.namespace, key.name)
     if found is None or not copies.is_ours(found, job.uid):
         return None
-    return job_state(found.get("status"))
+    return job.kind.state(found.get("status"))
 
 
 # -- copies left behind ----------------------------------------------------------------------

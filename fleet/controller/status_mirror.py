@@ -18,13 +18,10 @@ from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.core import lifecycle
-from fleet.core.jobstate import job_state
 from fleet.kube import Obj
 
 #: The fleet-side condition fleet puts in front of the mirrored member conditions.
 FLEET_CONDITION = c.CONDITION_SCHEDULED
-#: Member status fields copied to the fleet object as they are.
-MIRRORED_FIELDS = ("replicaStatuses", "startTime", "completionTime", "lastReconcileTime")
 
 
 def conditions_of(obj: Obj) -> list[dict[str, Any]]:
@@ -126,10 +123,10 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     ):
         copy = seen
     member_status = dict(copy.get("status") or {})
-    state = job_state(member_status)
+    state = job.kind.state(member_status)
     scheduled = condition_of(conditions_of(job.workload), FLEET_CONDITION)
     result = job.binding.condition(c.CONDITION_SCHEDULED)
-    mirrored: dict[str, Any] = {k: member_status.get(k) for k in MIRRORED_FIELDS}
+    mirrored: dict[str, Any] = {k: member_status.get(k) for k in job.kind.mirrored_fields}
     mirrored["conditions"] = with_fleet_condition(
         list(member_status.get("conditions") or []),
         "True",

@@ -12,7 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.core import kind_jobset, kind_raycluster, kind_rayjob
 from fleet.core.errors import FieldError
+from fleet.core.jobstate import JobState, job_state
+from fleet.core.podset import PodSet, job_pods
 
 #: Where Kubeflow training jobs keep their gang minimum.
 RUN_POLICY_MIN_AVAILABLE = "spec.runPolicy.schedulingPolicy.minAvailable"
@@ -36,33 +39,35 @@ class SingleTemplate:
 
 
 @dataclass(frozen=True, slots=True)
+class PodSets:
+    """A kind whose pod templates are found by code: `read(obj)` lists them in role order,
+    raising FieldError (naming the field) on bad input. `minimum_source` says, for
+    explanations, where the gang minimum comes from when the sets give one."""
+
+    read: Callable[[Mapping[str, Any]], list[PodSet]]
+    minimum_source: str = "all replicas"
+
+
+#: Reads the one state word of a member copy from its status (see `jobstate`).
+StateReader = Callable[[Mapping[str, Any] | None], JobState]
+
+
+@dataclass(frozen=True, slots=True)
 class Kind:
     api_version: str
     kind: str
-    layout: RoleMap | SingleTemplate
+    layout: RoleMap | SingleTemplate | PodSets
     min_available: str | None = RUN_POLICY_MIN_AVAILABLE
-
-
-def optional_count(spec: Mapping[str, Any], key: str, field: str) -> int | None:
-    """A non-negative integer field of `spec`, or None when absent."""
-    value = spec.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FieldError(f"{field}.{key}", f"expected an integer, got {value!r}")
-    if value < 0:
-        raise FieldError(f"{field}.{key}", f"must not be negative, got {value}")
-    return value
-
-
-def job_pods(spec: Mapping[str, Any]) -> int:
-    """Pods a batch/v1 Job runs at once: the Job controller's `wantActive` before any success.
-
-    parallelism (default 1), capped by completions when set (Indexed and NonIndexed alike)."""
-    parallelism = optional_count(spec, "parallelism", "spec")
-    completions = optional_count(spec, "completions", "spec")
-    pods = 1 if parallelism is None else parallelism
-    return pods if completions is None else min(pods, completions)
+    #: The member copy's state (default: Kubeflow-style conditions, batch Job's active pods).
+    state: StateReader = job_state
+    #: Status fields copied from the member copy to the fleet object as they are (conditions
+    #: are always mirrored, with fleet's own in front).
+    mirrored_fields: tuple[str, ...] = (
+        "replicaStatuses",
+        "startTime",
+        "completionTime",
+        "lastReconcileTime",
+    )
 
 
 KINDS: tuple[Kind, ...] = (
@@ -80,6 +85,30 @@ KINDS: tuple[Kind, ...] = (
     Kind("kubeflow.org/v1", "PaddleJob", RoleMap("spec.paddleReplicaSpecs", ("Master", "Worker"))),
     Kind("kubeflow.org/v1", "JAXJob", RoleMap("spec.jaxReplicaSpecs", ("Worker",))),
     Kind("batch/v1", "Job", SingleTemplate("spec.template", job_pods), min_available=None),
+    Kind(
+        kind_jobset.API_VERSION,
+        kind_jobset.KIND,
+        PodSets(kind_jobset.pod_sets),
+        min_available=None,
+        state=kind_jobset.state,
+        mirrored_fields=kind_jobset.MIRRORED_FIELDS,
+    ),
+    Kind(
+        kind_rayjob.API_VERSION,
+        kind_rayjob.KIND,
+        PodSets(kind_rayjob.pod_sets, "the head and each worker group's minReplicas"),
+        min_available=None,
+        state=kind_rayjob.state,
+        mirrored_fields=kind_rayjob.MIRRORED_FIELDS,
+    ),
+    Kind(
+        kind_raycluster.API_VERSION,
+        kind_raycluster.KIND,
+        PodSets(kind_raycluster.pod_sets, "the head and each worker group's minReplicas"),
+        min_available=None,
+        state=kind_raycluster.state,
+        mirrored_fields=kind_raycluster.MIRRORED_FIELDS,
+    ),
 )
 
 _BY_TYPE = {(k.api_version, k.kind): k for k in KINDS}
@@ -89,6 +118,12 @@ def find_kind(api_version: str, kind: str) -> Kind | None:
     return _BY_TYPE.get((api_version, kind))
 
 
+def state_of(api_version: str, kind: str, status: Mapping[str, Any] | None) -> JobState:
+    """The state of a job of any kind from its status (Kubeflow-style for unknown kinds)."""
+    found = find_kind(api_version, kind)
+    return (found.state if found else job_state)(status)
+
+
 def supported() -> list[str]:
     return [f"{k.api_version}/{k.kind}" for k in KINDS]
 
@@ -96,6 +131,11 @@ def supported() -> list[str]:
 def pod_templates(kind: Kind, obj: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """`(role, template)` for every pod template of `obj`; the dicts are `obj`'s own, so a
     caller holding a copy can edit them in place."""
+    if isinstance(kind.layout, PodSets):
+        try:
+            return [(s.name, s.template) for s in kind.layout.read(obj)]
+        except FieldError:
+            return []
     spec_path = kind.layout.field.split(".")
     node: Any = obj
     for part in spec_path:

@@ -20,7 +20,7 @@ from typing import Any
 from fleet.core.constraints import ANYWHERE, PodConstraints
 from fleet.core.errors import FieldError, ObjectError
 from fleet.core.explain import plural
-from fleet.core.kinds import Kind, RoleMap, SingleTemplate, find_kind, supported
+from fleet.core.kinds import Kind, PodSets, RoleMap, SingleTemplate, find_kind, supported
 from fleet.core.requests import pod_requests
 from fleet.core.resources import EMPTY, Resources, display_rank
 
@@ -202,8 +202,17 @@ def _interpret(obj: Mapping[str, Any], ref: WorkloadRef, kind: Kind) -> Gang:
     spec = _mapping(obj.get("spec"), "spec")
     templates: list[tuple[str, str, int, Mapping[str, Any], str]] = []  # name, role, n, tpl, path
     layout = kind.layout
+    effective: dict[str, Mapping[str, Any]] = {}
+    default_min: tuple[int, str] | None = None
     if isinstance(layout, RoleMap):
         templates = _role_templates(obj, layout)
+    elif isinstance(layout, PodSets):
+        sets = layout.read(obj)
+        templates = [(s.name, s.name, s.pods, s.template, s.path) for s in sets]
+        effective = {s.name: s.effective_spec for s in sets if s.effective_spec is not None}
+        if any(s.minimum is not None for s in sets):
+            least = sum(s.pods if s.minimum is None else min(s.minimum, s.pods) for s in sets)
+            default_min = (least, layout.minimum_source)
     else:
         assert isinstance(layout, SingleTemplate)
         tpl = _mapping(_at(obj, layout.field), layout.field)
@@ -216,14 +225,15 @@ def _interpret(obj: Mapping[str, Any], ref: WorkloadRef, kind: Kind) -> Gang:
             Component(
                 name=name,
                 replicas=replicas,
-                requests=pod_requests(pod_spec, f"{path}.spec"),
+                requests=pod_requests(effective.get(name, pod_spec), f"{path}.spec"),
                 constraints=PodConstraints.from_pod_spec(pod_spec, f"{path}.spec"),
                 role=role,
             )
         )
     total = sum(c.replicas for c in components)
-    min_member, source = _min_member(obj, kind, templates, total)
-    return Gang(ref, tuple(components), min_member, isinstance(layout, RoleMap), source)
+    min_member, source = _min_member(obj, kind, templates, total, default_min)
+    multi_role = not isinstance(layout, SingleTemplate)
+    return Gang(ref, tuple(components), min_member, multi_role, source)
 
 
 def _role_templates(
@@ -266,6 +276,7 @@ def _min_member(
     kind: Kind,
     templates: Sequence[tuple[str, str, int, Mapping[str, Any], str]],
     total: int,
+    default: tuple[int, str] | None = None,
 ) -> tuple[int, str]:
     candidates: list[tuple[object, str]] = []
     if kind.min_available is not None:
@@ -282,7 +293,7 @@ def _min_member(
                 candidates.append(found)
                 break
     if not candidates:
-        return total, "all replicas"
+        return default or (total, "all replicas")
     raw, where = candidates[0]
     value = _as_count(raw, where)
     if value < 1:
