@@ -66,6 +66,7 @@ def member_copy(
         run_policy = out["spec"].setdefault("runPolicy", {})
         run_policy.setdefault("schedulingPolicy", {})["minAvailable"] = min_member
     pod_group_labels = gang_scheduler in (None, KOORDINATOR)
+    fleet_pod_group = kind.fleet_pod_group and gang_scheduler == COSCHEDULING
     for role, template in pod_templates(kind, out):
         template_meta = template.setdefault("metadata", {})
         labels = template_meta.setdefault("labels", {})
@@ -74,11 +75,48 @@ def member_copy(
         if pod_group_labels and not own_koordinator_gang:
             labels.setdefault(c.POD_GROUP_NAME_LABEL, meta["name"])
             labels.setdefault(c.POD_GROUP_MIN_AVAILABLE_LABEL, str(min_member))
+        if fleet_pod_group:
+            labels.setdefault(c.COSCHEDULING_POD_GROUP_LABEL, meta["name"])
         labels[c.FLEET_UID_LABEL] = uid
         labels[c.ROLE_LABEL] = role.lower()
         if scheduler_name:
             template.setdefault("spec", {}).setdefault("schedulerName", scheduler_name)
     return stamped(out)
+
+
+def pod_group(
+    member_obj: Mapping[str, Any], kind: Kind, *, min_member: int, gang_scheduler: str | None
+) -> dict[str, Any] | None:
+    """The scheduler-plugins PodGroup fleet writes beside a copy whose member's operator makes
+    none (`Kind.fleet_pod_group`) on a coscheduling member; None otherwise. It is owned by the
+    member copy, so the member's garbage collector deletes it with the copy."""
+    if not (kind.fleet_pod_group and gang_scheduler == COSCHEDULING):
+        return None
+    meta = member_obj["metadata"]
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "labels": {
+                k: v
+                for k, v in (meta.get("labels") or {}).items()
+                if k in (c.MANAGED_BY_LABEL, c.FLEET_UID_LABEL)
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": member_obj["apiVersion"],
+                    "kind": member_obj["kind"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"minMember": min_member},
+    }
 
 
 #: MemberCluster.spec.gangScheduler values.

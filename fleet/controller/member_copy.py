@@ -70,6 +70,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
             created = await _create(shell, job, member, desired)
             if created is not None:
                 log.info("%s: created in %s", key, member.name)
+                await _apply_pod_group(job, member, created)
                 return created
         existing = await client.get(key.api_version, key.kind, key.name, key.namespace)
         if existing is not None and not copies.is_ours(existing, job.uid):
@@ -105,7 +106,23 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         raise
     if existing is None:
         log.info("%s: created in %s", key, member.name)
+    await _apply_pod_group(job, member, applied)
     return applied
+
+
+async def _apply_pod_group(job: Job, member: Member, copy: Obj) -> None:
+    """The PodGroup fleet writes for kinds whose operator makes none (coscheduling members)."""
+    group = copies.pod_group(
+        copy, job.kind, min_member=job.gang.min_member, gang_scheduler=member.gang_scheduler
+    )
+    if group is None:
+        return
+    client = member.client
+    assert client is not None
+    try:
+        await client.apply(group, field_manager=FIELD_MANAGER)
+    except ApiError as e:
+        log.warning("%s: PodGroup not written in %s: %s", job.key, member.name, e)
 
 
 async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj | None:

@@ -22,6 +22,15 @@ KIND = "JobSet"
 MIRRORED_FIELDS = ("replicatedJobsStatus", "terminalState", "restarts", "restartsCountTowardsMax")
 
 
+#: Labels the JobSet controller puts on its pods: the JobSet, and the replicated job (role).
+NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+ROLE_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+def pods_of(copy: Mapping[str, Any]) -> str | None:
+    return f"{NAME_LABEL}={(copy.get('metadata') or {}).get('name')}"
+
+
 def pod_sets(obj: Mapping[str, Any]) -> list[PodSet]:
     spec = mapping_at(obj, "spec", "")
     jobs = spec.get("replicatedJobs")

@@ -43,6 +43,16 @@ WAIT_GCS_READY = {
 }
 
 
+#: Labels KubeRay puts on a cluster's pods: the cluster, and the group (`headgroup` or the
+#: worker group's name).
+CLUSTER_LABEL = "ray.io/cluster"
+ROLE_LABEL = "ray.io/group"
+
+
+def pods_of(copy: Mapping[str, Any]) -> str | None:
+    return f"{CLUSTER_LABEL}={(copy.get('metadata') or {}).get('name')}"
+
+
 def cluster_pod_sets(spec: Mapping[str, Any], path: str) -> list[PodSet]:
     """The head and the worker groups of a RayCluster spec found at `path`."""
     head_spec = mapping_at(spec, "headGroupSpec", path)

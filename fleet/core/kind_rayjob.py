@@ -13,7 +13,7 @@ from typing import Any
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
-from fleet.core.kind_raycluster import cluster_pod_sets
+from fleet.core.kind_raycluster import CLUSTER_LABEL, cluster_pod_sets
 from fleet.core.podset import PodSet, mapping_at
 
 API_VERSION = "ray.io/v1"
@@ -41,6 +41,12 @@ _STATES: dict[str, JobState] = {
     "Retrying": "Restarting",
     "Initializing": "Created",
 }
+
+
+def pods_of(copy: Mapping[str, Any]) -> str | None:
+    """The pods of the RayCluster the RayJob made (None until it has one)."""
+    cluster = (copy.get("status") or {}).get("rayClusterName")
+    return f"{CLUSTER_LABEL}={cluster}" if cluster else None
 
 
 def pod_sets(obj: Mapping[str, Any]) -> list[PodSet]:

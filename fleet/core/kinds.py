@@ -68,6 +68,14 @@ class Kind:
         "completionTime",
         "lastReconcileTime",
     )
+    #: On a coscheduling member fleet writes this kind's gang itself, a scheduler-plugins
+    #: PodGroup and its label on every template: the member's operator makes none for it.
+    fleet_pod_group: bool = False
+    #: The label selector of the pods the member's operator makes for a copy (from the copy:
+    #: a RayJob's pods are its RayCluster's); None for the training operator's pod names.
+    pods_of: Callable[[Mapping[str, Any]], str | None] | None = None
+    #: The pod label naming a pod's role (replicated job, head or worker group).
+    role_label: str | None = None
 
 
 KINDS: tuple[Kind, ...] = (
@@ -92,6 +100,9 @@ KINDS: tuple[Kind, ...] = (
         min_available=None,
         state=kind_jobset.state,
         mirrored_fields=kind_jobset.MIRRORED_FIELDS,
+        fleet_pod_group=True,
+        pods_of=kind_jobset.pods_of,
+        role_label=kind_jobset.ROLE_LABEL,
     ),
     Kind(
         kind_rayjob.API_VERSION,
@@ -100,6 +111,9 @@ KINDS: tuple[Kind, ...] = (
         min_available=None,
         state=kind_rayjob.state,
         mirrored_fields=kind_rayjob.MIRRORED_FIELDS,
+        fleet_pod_group=True,
+        pods_of=kind_rayjob.pods_of,
+        role_label=kind_raycluster.ROLE_LABEL,
     ),
     Kind(
         kind_raycluster.API_VERSION,
@@ -108,6 +122,9 @@ KINDS: tuple[Kind, ...] = (
         min_available=None,
         state=kind_raycluster.state,
         mirrored_fields=kind_raycluster.MIRRORED_FIELDS,
+        fleet_pod_group=True,
+        pods_of=kind_raycluster.pods_of,
+        role_label=kind_raycluster.ROLE_LABEL,
     ),
 )
 
