@@ -48,6 +48,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         not_ready=members.not_ready(),
         taints=members.taints(),
         tolerations=rules.tolerations,
+        lacking=members.lacking(job.key.api_version, job.key.kind),
     )
     shell.metrics.decision_seconds.observe(time.perf_counter() - started)
     decision = result.decision

@@ -35,10 +35,12 @@ NOT_READY = "NotReady"
 FAILED_OVER = "FailedOver"
 TAINTED = "TaintUntolerated"
 AFFINITY = "ClusterAffinity"
+#: The member does not run the job's kind (its CRD is not there, so no operator serves it).
+KIND_MISSING = "KindNotServed"
 INSUFFICIENT = "Insufficient"
 OUTRANKED = "Outranked"
 #: Every rejection code, in the order the filters apply.
-CODES = (NOT_READY, FAILED_OVER, TAINTED, AFFINITY, INSUFFICIENT, OUTRANKED)
+CODES = (NOT_READY, KIND_MISSING, FAILED_OVER, TAINTED, AFFINITY, INSUFFICIENT, OUTRANKED)
 _PURE = (NODES, SUM)
 
 
@@ -150,14 +152,17 @@ def place(
     tolerations: Sequence[Toleration] = (),
     scorer: Scorer = best_fit,
     explain_all: bool = False,
+    lacking: Mapping[str, str] | None = None,
 ) -> Decision:
     """Pick one cluster for `gang` (see the module docstring for the order of work).
 
     `failed_over` maps cluster -> reason the job left it; `not_ready` lists clusters (or maps
     them to a reason) that must not receive work now; `taints` maps cluster -> its taints, which
-    the policy's `tolerations` must tolerate.
+    the policy's `tolerations` must tolerate; `lacking` maps cluster -> why it cannot run the
+    gang's kind at all.
     """
     failed_over = failed_over or {}
+    lacking = lacking or {}
     taints = taints or {}
     rejections: list[Rejection] = []
     ranked: list[tuple[tuple[float, float], str, Score, ClusterSnapshot]] = []
@@ -179,6 +184,9 @@ def place(
             rejections.append(
                 Rejection(name, f"not ready ({why})" if why else "not ready", NOT_READY)
             )
+            continue
+        if name in lacking:
+            rejections.append(Rejection(name, clip(lacking[name]), KIND_MISSING))
             continue
         if name in failed_over:
             why = failed_over[name]
@@ -312,6 +320,7 @@ def place_in_groups(
     not_ready: Collection[str] | Mapping[str, str] = (),
     taints: Mapping[str, Sequence[Taint]] | None = None,
     tolerations: Sequence[Toleration] = (),
+    lacking: Mapping[str, str] | None = None,
 ) -> GroupDecision:
     """Karmada's `clusterAffinities`: try each group in order, from `start_at` (the group the
     previous placement used, so a failover searches its current group first, then the later
@@ -334,6 +343,7 @@ def place_in_groups(
             not_ready=not_ready,
             taints=taints,
             tolerations=tolerations,
+            lacking=lacking,
         )
 
     if not groups:

@@ -167,6 +167,7 @@ def jobset(
     gpus: int = 1,
     cpu: str = "1",
     restart_policy: str = "Never",
+    node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A JobSet (jobset.x-k8s.io/v1alpha2): a `leader` replicated job of `leaders` one-pod
     Jobs and a `worker` one of `workers` Jobs with `worker_pods` pods each."""
@@ -186,6 +187,7 @@ def jobset(
                             "containers": [
                                 _container("trainer", cpu, gpus, "docker.io/library/busybox:1.36")
                             ],
+                            **({"nodeSelector": dict(node_selector)} if node_selector else {}),
                         }
                     },
                 }
@@ -298,11 +300,17 @@ def trainjob(
 _RAY_IMAGE = "docker.io/rayproject/ray:2.46.0"
 
 
-def _ray_cluster_spec(workers: int, gpus: int, cpu: str) -> dict[str, Any]:
+def _ray_cluster_spec(
+    workers: int, gpus: int, cpu: str, node_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
     head = _container("ray-head", cpu, 0, _RAY_IMAGE)
     worker = _container("ray-worker", cpu, gpus, _RAY_IMAGE)
+    extra = {"nodeSelector": dict(node_selector)} if node_selector else {}
     return {
-        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [head]}}},
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [head], **extra}},
+        },
         "workerGroupSpecs": [
             {
                 "groupName": "workers",
@@ -310,7 +318,7 @@ def _ray_cluster_spec(workers: int, gpus: int, cpu: str) -> dict[str, Any]:
                 "minReplicas": workers,
                 "maxReplicas": workers,
                 "rayStartParams": {},
-                "template": {"spec": {"containers": [worker]}},
+                "template": {"spec": {"containers": [worker], **extra}},
             }
         ],
     }
@@ -339,6 +347,7 @@ def rayjob(
     gpus: int = 1,
     cpu: str = "1",
     submitter_backoff_limit: int = 0,
+    node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A RayJob (ray.io/v1): its own RayCluster (a head and `workers` workers) and an
     entrypoint the operator submits from a submitter Job once the cluster is ready. The
@@ -351,7 +360,7 @@ def rayjob(
             "entrypoint": "python -c 'import ray; ray.init(); print(ray.cluster_resources())'",
             "shutdownAfterJobFinishes": True,
             "submitterConfig": {"backoffLimit": submitter_backoff_limit},
-            "rayClusterSpec": _ray_cluster_spec(workers, gpus, cpu),
+            "rayClusterSpec": _ray_cluster_spec(workers, gpus, cpu, node_selector),
         },
     }
     if namespace:

@@ -77,6 +77,9 @@ class MemberConnection:
         self._probe_interval = probe_interval
         self._crd_retry = crd_retry
         self._job_kinds = tuple(job_kinds)
+        #: The dispatchable kinds the member did not serve when last looked for (None until
+        #: every kind has been looked for once).
+        self.missing_kinds: set[tuple[str, str]] | None = None
         #: False once closed: nothing this connection produces reaches the member any more.
         self.alive = True
         self.tasks: list[asyncio.Task[None]] = []
@@ -182,6 +185,7 @@ class MemberConnection:
                     asyncio.create_task(informer.run(), name=f"member-{self.member}-{kind}")
                 )
                 pending.discard((api_version, kind))
+            self.missing_kinds = set(pending)
             if pending:
                 await asyncio.sleep(self._crd_retry)  # a CRD installed later is found then
 

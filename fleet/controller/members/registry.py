@@ -130,6 +130,16 @@ class MemberRegistry:
             if not m.ready
         }
 
+    def lacking(self, api_version: str, kind: str) -> dict[str, str]:
+        """The members known not to serve a kind, each with the sentence placement gives."""
+        plural = kind.lower() + "s"
+        group = api_version.split("/")[0] if "/" in api_version else "core"
+        return {
+            name: f"does not run {kind}: no {plural}.{group} CRD in the member"
+            for name, m in self.members.items()
+            if m.lacks(api_version, kind)
+        }
+
     def taints(self) -> dict[str, tuple[Taint, ...]]:
         return {name: m.taints for name, m in self.members.items() if m.taints}
 
