@@ -19,6 +19,7 @@ from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.controller.status_mirror import binding_conditions
+from fleet.core.kinds import PodSets
 from fleet.kube import ApiError, Conflict, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,29 @@ async def _propagate_dependencies(shell: Shell, job: Job, member: Member) -> Non
             {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
         )
         await client.apply(copy, field_manager=FIELD_MANAGER)
+    await _propagate_needed(shell, job, member)
+
+
+async def _propagate_needed(shell: Shell, job: Job, member: Member) -> None:
+    """What the kind reads its gang from (a TrainJob's runtime) goes along too, created in the
+    member when it has none of that name: one it has already (a ClusterTrainingRuntime its
+    admins installed, another job's) is left as it is."""
+    client = member.client
+    assert client is not None
+    layout = job.kind.layout
+    if not isinstance(layout, PodSets) or layout.needs is None:
+        return
+    for api_version, dep_kind, namespace, name in layout.needs(job.workload):
+        source = await shell.fleet.get(api_version, dep_kind, name, namespace or None)
+        if source is None:
+            continue  # the gang could not have been read: it is not placed
+        copy = copies.dependency_copy(
+            {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
+        )
+        if not namespace:
+            copy["metadata"].pop("namespace", None)
+        with contextlib.suppress(Conflict):
+            await client.create(copy)
 
 
 async def _not_applied(shell: Shell, job: Job, cluster: str, reason: str, message: str) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.core import kind_jobset, kind_raycluster, kind_rayjob
+from fleet.core import kind_jobset, kind_raycluster, kind_rayjob, kind_trainjob
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState, job_state
 from fleet.core.podset import PodSet, job_pods
@@ -38,14 +38,22 @@ class SingleTemplate:
     component: str = "pod"
 
 
+#: Objects a kind's gang is read from besides the job itself, as the shell fetched them from
+#: the fleet: (kind, namespace or "", name) -> the object, or None when it does not exist.
+Needed = Mapping[tuple[str, str, str], Mapping[str, Any] | None]
+
+
 @dataclass(frozen=True, slots=True)
 class PodSets:
-    """A kind whose pod templates are found by code: `read(obj)` lists them in role order,
-    raising FieldError (naming the field) on bad input. `minimum_source` says, for
-    explanations, where the gang minimum comes from when the sets give one."""
+    """A kind whose pod templates are found by code: `read(obj, needed)` lists them in role
+    order, raising FieldError (naming the field) on bad input. `minimum_source` says, for
+    explanations, where the gang minimum comes from when the sets give one. `needs(obj)` names
+    the other objects (apiVersion, kind, namespace, name) the gang is read from (a TrainJob's
+    runtime); such a kind's pod templates are not in the job, so fleet labels none."""
 
-    read: Callable[[Mapping[str, Any]], list[PodSet]]
+    read: Callable[[Mapping[str, Any], Needed], list[PodSet]]
     minimum_source: str = "all replicas"
+    needs: Callable[[Mapping[str, Any]], list[tuple[str, str, str, str]]] | None = None
 
 
 #: Reads the one state word of a member copy from its status (see `jobstate`).
@@ -96,7 +104,7 @@ KINDS: tuple[Kind, ...] = (
     Kind(
         kind_jobset.API_VERSION,
         kind_jobset.KIND,
-        PodSets(kind_jobset.pod_sets),
+        PodSets(lambda obj, _needed: kind_jobset.pod_sets(obj)),
         min_available=None,
         state=kind_jobset.state,
         mirrored_fields=kind_jobset.MIRRORED_FIELDS,
@@ -105,9 +113,20 @@ KINDS: tuple[Kind, ...] = (
         role_label=kind_jobset.ROLE_LABEL,
     ),
     Kind(
+        kind_trainjob.API_VERSION,
+        kind_trainjob.KIND,
+        PodSets(kind_trainjob.pod_sets_with, needs=kind_trainjob.needs),
+        min_available=None,
+        state=kind_trainjob.state,
+        mirrored_fields=kind_trainjob.MIRRORED_FIELDS,
+    ),
+    Kind(
         kind_rayjob.API_VERSION,
         kind_rayjob.KIND,
-        PodSets(kind_rayjob.pod_sets, "the head and each worker group's minReplicas"),
+        PodSets(
+            lambda obj, _needed: kind_rayjob.pod_sets(obj),
+            "the head and each worker group's minReplicas",
+        ),
         min_available=None,
         state=kind_rayjob.state,
         mirrored_fields=kind_rayjob.MIRRORED_FIELDS,
@@ -118,7 +137,10 @@ KINDS: tuple[Kind, ...] = (
     Kind(
         kind_raycluster.API_VERSION,
         kind_raycluster.KIND,
-        PodSets(kind_raycluster.pod_sets, "the head and each worker group's minReplicas"),
+        PodSets(
+            lambda obj, _needed: kind_raycluster.pod_sets(obj),
+            "the head and each worker group's minReplicas",
+        ),
         min_available=None,
         state=kind_raycluster.state,
         mirrored_fields=kind_raycluster.MIRRORED_FIELDS,
@@ -149,8 +171,10 @@ def pod_templates(kind: Kind, obj: Mapping[str, Any]) -> list[tuple[str, dict[st
     """`(role, template)` for every pod template of `obj`; the dicts are `obj`'s own, so a
     caller holding a copy can edit them in place."""
     if isinstance(kind.layout, PodSets):
+        if kind.layout.needs is not None:
+            return []
         try:
-            return [(s.name, s.template) for s in kind.layout.read(obj)]
+            return [(s.name, s.template) for s in kind.layout.read(obj, {})]
         except FieldError:
             return []
     spec_path = kind.layout.field.split(".")

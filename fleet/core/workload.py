@@ -20,7 +20,7 @@ from typing import Any
 from fleet.core.constraints import ANYWHERE, PodConstraints
 from fleet.core.errors import FieldError, ObjectError
 from fleet.core.explain import plural
-from fleet.core.kinds import Kind, PodSets, RoleMap, SingleTemplate, find_kind, supported
+from fleet.core.kinds import Kind, Needed, PodSets, RoleMap, SingleTemplate, find_kind, supported
 from fleet.core.requests import pod_requests
 from fleet.core.resources import EMPTY, Resources, display_rank
 
@@ -159,8 +159,9 @@ class Gang:
         return {}
 
 
-def gang_from_workload(obj: Mapping[str, Any]) -> Gang:
-    """Interpret a workload object (plain dict) as a gang.
+def gang_from_workload(obj: Mapping[str, Any], needed: Needed | None = None) -> Gang:
+    """Interpret a workload object (plain dict) as a gang; `needed` holds the other objects
+    its kind reads the gang from (`kinds.PodSets.needs`: a TrainJob's runtime).
 
     Raises `WorkloadError` for an unknown kind or a malformed spec; the message names the object
     and the field path (e.g. `spec.tfReplicaSpecs.Worker.replicas`).
@@ -174,7 +175,7 @@ def gang_from_workload(obj: Mapping[str, Any]) -> Gang:
             f"unsupported kind {ref.api_version}/{ref.kind} (supported: {', '.join(supported())})",
         )
     try:
-        return _interpret(obj, ref, kind)
+        return _interpret(obj, ref, kind, needed or {})
     except WorkloadError:
         raise
     except FieldError as err:
@@ -198,7 +199,7 @@ def _ref(obj: Mapping[str, Any]) -> WorkloadRef:
     return ref
 
 
-def _interpret(obj: Mapping[str, Any], ref: WorkloadRef, kind: Kind) -> Gang:
+def _interpret(obj: Mapping[str, Any], ref: WorkloadRef, kind: Kind, needed: Needed) -> Gang:
     spec = _mapping(obj.get("spec"), "spec")
     templates: list[tuple[str, str, int, Mapping[str, Any], str]] = []  # name, role, n, tpl, path
     layout = kind.layout
@@ -207,7 +208,7 @@ def _interpret(obj: Mapping[str, Any], ref: WorkloadRef, kind: Kind) -> Gang:
     if isinstance(layout, RoleMap):
         templates = _role_templates(obj, layout)
     elif isinstance(layout, PodSets):
-        sets = layout.read(obj)
+        sets = layout.read(obj, needed)
         templates = [(s.name, s.name, s.pods, s.template, s.path) for s in sets]
         effective = {s.name: s.effective_spec for s in sets if s.effective_spec is not None}
         if any(s.minimum is not None for s in sets):
