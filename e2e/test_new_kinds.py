@@ -1,7 +1,7 @@
-"""JobSet and RayJob through the whole flow on real members with their real operators.
+"""JobSet, RayJob and TrainJob through the whole flow on real members with their real operators.
 
-member-2 and member-3 run the JobSet controller and KubeRay (OPERATOR_MEMBERS); member-1 runs
-neither and is refused for these kinds with a reason. Each test: the gang is held whole while
+member-2 and member-3 run the JobSet controller, Trainer and KubeRay (OPERATOR_MEMBERS);
+member-1 runs none of them and is refused for these kinds with a reason. Each test: the gang is held whole while
 no member can hold it, dispatched whole when capacity arrives, all its pods Running in one
 member, failed over when it fails there, and `kubectl amc get pod -M` shows its pods.
 """
@@ -22,6 +22,8 @@ from fleet.testing.workloads import (
     gang_policy,
     jobset,
     rayjob,
+    training_runtime,
+    trainjob,
 )
 
 from .conftest import MEMBERS, Fleet
@@ -199,4 +201,56 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
             and _running(moved, namespace, f"{RAY_CLUSTER_LABEL}={c['rayClusterName']}", 4)
         ),
         what="head and 3 workers Running in member-3",
+    )
+
+
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+
+
+def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
+    live: Fleet, namespace, add_nodes, capsys
+):
+    """The runtime is defined on the fleet and taken along (propagateDeps); Trainer makes the
+    coscheduling PodGroup from its podGroupPolicy."""
+    here = {"test": namespace}
+    live.api.create(_policy(namespace, TRAINJOB))
+    live.api.create(training_runtime("torch", namespace=namespace, gpus=2, node_selector=here))
+    # 3 trainer nodes x 2 GPUs: 6 GPUs; member-2 has 4.
+    add_nodes("member-2", count=1, gpu=4, labels=here)
+    live.api.create(trainjob("tj", "torch", namespace=namespace, nodes=3))
+    reasons = wait_until(
+        lambda: (p := _pending(live, namespace, "trainjob", "tj")) and len(p) == 3 and p,
+        what="pending reasons for every member",
+    )
+    assert reasons["member-1"] == "KindNotServed"
+    assert _copies(live, namespace, TRAINJOB, "tj") == []
+
+    add_nodes("member-3", count=1, gpu=8, labels=here)
+    first = wait_until(lambda: _target(live, namespace, "trainjob", "tj"), what="placement")
+    assert first == "member-3"
+    member = live.clusters[first]
+    assert member.get("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "torch", namespace)
+    selector = f"{JOBSET_NAME_LABEL}=tj"
+    wait_until(lambda: _running(member, namespace, selector, 3), what="3 trainer nodes Running")
+    assert member.get(*PODGROUP, "tj", namespace)["spec"]["minMember"] == 3
+    assert _amc_pods(namespace, live, capsys).count(first) == 3
+
+    add_nodes("member-2", count=1, gpu=4, labels=here)
+    for pod in member.pods(namespace, selector):
+        member.patch(
+            "v1",
+            "Pod",
+            pod["metadata"]["name"],
+            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
+            namespace,
+        )
+    second = wait_until(
+        lambda: (t := _target(live, namespace, "trainjob", "tj")) != first and t,
+        timeout=90,
+        what="failover",
+    )
+    assert second == "member-2"
+    wait_until(
+        lambda: _running(live.clusters[second], namespace, selector, 3),
+        what="3 trainer nodes Running in member-2",
     )

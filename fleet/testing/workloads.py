@@ -218,6 +218,7 @@ def training_runtime(
     gpus: int = 1,
     cpu: str = "1",
     coscheduling: bool = True,
+    node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Trainer v2 (Cluster)TrainingRuntime for PyTorch: one `node` replicated job whose pods
     are the trainer nodes (numNodes, from the TrainJob), gang-scheduled by scheduler-plugins
@@ -235,8 +236,16 @@ def training_runtime(
                                 "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
                             },
                             "spec": {
+                                # a failed node fails the job at once (no pod retries)
+                                "backoffLimit": 0,
                                 "template": {
                                     "spec": {
+                                        "restartPolicy": "Never",
+                                        **(
+                                            {"nodeSelector": dict(node_selector)}
+                                            if node_selector
+                                            else {}
+                                        ),
                                         "containers": [
                                             {
                                                 **_container(
@@ -247,9 +256,9 @@ def training_runtime(
                                                 ),
                                                 "command": ["torchrun", "/workspace/train.py"],
                                             }
-                                        ]
+                                        ],
                                     }
-                                }
+                                },
                             },
                         },
                     }
