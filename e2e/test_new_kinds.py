@@ -1,9 +1,10 @@
-"""JobSet, RayJob and TrainJob through the whole flow on real members with their real operators.
+"""JobSet, RayJob and TrainJob through the whole flow, on members with their real operators.
 
 member-2 and member-3 run the JobSet controller, Trainer and KubeRay (OPERATOR_MEMBERS);
-member-1 runs none of them and is refused for these kinds with a reason. Each test: the gang is held whole while
-no member can hold it, dispatched whole when capacity arrives, all its pods Running in one
-member, failed over when it fails there, and `kubectl amc get pod -M` shows its pods.
+member-1 runs none of them and is refused for these kinds with a reason. Each test: the gang
+is held whole while no member can hold it, dispatched whole when capacity arrives, all its pods
+Running in one member, failed over when it fails there, and `kubectl amc get pod -M` shows
+its pods.
 """
 
 from __future__ import annotations
