@@ -35,6 +35,7 @@ from fleet.controller.status_mirror import (
 )
 from fleet.core import lifecycle
 from fleet.core.admission import DEQUEUED, RUNNING, TERMINAL, TIMEOUT_BACKOFF, UnitState
+from fleet.core.kinds import find_kind, pod_templates
 from fleet.kube import ApiError, Obj
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
 
 async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, str | None]:
     """The job's PriorityClass value (0 when it names none, or one that does not exist)."""
-    name = _priority_class(workload.get("spec") or {})
+    name = _priority_class(workload)
     if not name:
         return 0, None
     if name not in kq.priorities:
@@ -232,16 +233,16 @@ async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, st
     return kq.priorities[name], name
 
 
-def _priority_class(spec: Mapping[str, Any]) -> str | None:
+def _priority_class(workload: Mapping[str, Any]) -> str | None:
     """runPolicy.schedulingPolicy.priorityClass, else the first pod template's
-    priorityClassName (Kubeflow's replica specs, or a batch Job's template)."""
+    priorityClassName (wherever the kind keeps its templates: Kubeflow's replica specs, a batch
+    Job's template, a JobSet's replicated jobs, a Ray cluster's groups)."""
+    spec = workload.get("spec") or {}
     scheduling = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
     if scheduling.get("priorityClass"):
         return str(scheduling["priorityClass"])
-    templates = [spec.get("template")]
-    for field, value in spec.items():
-        if field.endswith("ReplicaSpecs") and isinstance(value, Mapping):
-            templates += [r.get("template") for r in value.values() if isinstance(r, Mapping)]
+    kind = find_kind(str(workload.get("apiVersion")), str(workload.get("kind")))
+    templates = [t for _role, t in pod_templates(kind, workload)] if kind else []
     for template in templates:
         if isinstance(template, Mapping):
             name = (template.get("spec") or {}).get("priorityClassName")
