@@ -68,7 +68,7 @@ def _amc_pods(namespace: str, live: Fleet, capsys: pytest.CaptureFixture[str]) -
     args = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     assert main(["get", "pod", "-M", "-n", namespace, *args]) == 0
     out = capsys.readouterr().out
-    return [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
+    return [line.split()[1] for line in out.splitlines()[1:] if line.strip()]
 
 
 def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
