@@ -15,6 +15,7 @@ import pytest
 
 from fleet.amc.cli import main
 from fleet.testing.kube import ClusterClient, wait_until
+from fleet.testing.pytest_plugin import OPERATOR_MEMBERS
 from fleet.testing.workloads import (
     BATCH_JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
@@ -27,7 +28,7 @@ from fleet.testing.workloads import (
     trainjob,
 )
 
-from .conftest import MEMBERS, Fleet
+from .conftest import Fleet
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 RAYJOB = ("ray.io/v1", "RayJob")
@@ -52,7 +53,8 @@ def _pending(live: Fleet, namespace: str, kind: str, name: str) -> dict[str, str
 
 
 def _copies(live: Fleet, namespace: str, api: tuple[str, str], name: str) -> list[str]:
-    return [m for m in MEMBERS if live.clusters[m].get(*api, name, namespace) is not None]
+    """Members holding a copy (a member without the kind's CRD holds none)."""
+    return [m for m in OPERATOR_MEMBERS if live.clusters[m].get(*api, name, namespace) is not None]
 
 
 def _running(client: ClusterClient, namespace: str, selector: str, count: int) -> bool:
