@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fleet.core.kinds import supported
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
 from fleet.sandbox.toolchain import OPERATOR_PARTS, ensure_operators
 
@@ -168,7 +169,11 @@ def _cmd_toolchain(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fleet", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="fleet",
+        description=__doc__,
+        epilog="kinds fleet dispatches: " + ", ".join(supported()),
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     sandbox = sub.add_parser(

@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from fleet.api import constants as c
-from fleet.core.kinds import KINDS
+from fleet.core.kinds import ADAPTERS
 from fleet.kube import Resource
 
 #: (API group, kind) of everything fleet propagates: the workloads and what `propagateDeps`
 #: takes along (`fleet.api.constants.DEPENDENCY_KINDS`).
 PROPAGATED: Final = frozenset(
-    {(k.api_version.rpartition("/")[0], k.kind) for k in KINDS}
+    {(k.api_version.rpartition("/")[0], k.kind) for k in ADAPTERS}
     | {(api.rpartition("/")[0], kind) for kind, api in c.DEPENDENCY_KINDS.items()}
 )
 

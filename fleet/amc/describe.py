@@ -25,7 +25,7 @@ from fleet.amc.members import Fleet
 from fleet.amc.output import NONE, age, cell, columns, fields
 from fleet.api import GangBinding, binding_name
 from fleet.api import constants as c
-from fleet.core.kinds import state_of
+from fleet.core.kinds import adapter_for
 from fleet.kube import KubeError, NotFound, Obj, Resource, SyncKubeClient
 
 #: Pod events shown at most (the newest): a large job's pods can have hundreds.
@@ -210,7 +210,7 @@ def _fleet_part(view: Description, now: datetime) -> list[str]:
                 ("Kind", f"{res.kind} ({res.api_version})"),
                 ("Created", f"{created} ({age(created, now)} ago)" if created else None),
                 ("Claimed by", claimed),
-                ("State (fleet)", state_of(res.api_version, res.kind, status)),
+                ("State (fleet)", _state(res, status)),
             ]
         ),
         _conditions(status.get("conditions") or [], now, ""),
@@ -364,6 +364,13 @@ def _binding_part(view: Description, now: datetime) -> list[str]:
     return out
 
 
+def _state(res: Resource, status: Mapping[str, Any]) -> str:
+    """The state word the kind's adapter reads from a status (`-` for a kind fleet does not
+    dispatch)."""
+    adapter = adapter_for(res.api_version, res.kind)
+    return adapter.state(status) if adapter is not None else "-"
+
+
 def _replica_statuses(status: Mapping[str, Any]) -> str | None:
     replicas = status.get("replicaStatuses") or {}
     parts = []
@@ -393,7 +400,7 @@ def _member_part(view: Description, now: datetime) -> list[str]:
         fields(
             [
                 ("Managed by", managed_by(meta) or "nobody (not a fleet's copy)"),
-                ("State", state_of(view.resource.api_version, view.resource.kind, status)),
+                ("State", _state(view.resource, status)),
                 ("Replicas", _replica_statuses(status)),
                 ("Started", status.get("startTime")),
                 ("Completed", status.get("completionTime")),

@@ -1,10 +1,11 @@
 """`kubectl amc logs`: a job's pod log, read through the API server of the member it runs in.
 
 The job's GangBinding says which member holds it, so nobody has to find the member and switch
-contexts first. Kubeflow's training operator names pods `<job>-<replica type, lowercased>-
-<index>` (`pytorch-test-worker-0`); the gang's roles and sizes come from the binding, so a
-replica that does not exist is refused with the ones that do. Other kinds (batch/v1 Job) name
-their pods at random: those are found by their owner, the member copy.
+contexts first. How the member names the pods is the kind adapter's to say (`pod_name`):
+Kubeflow's training operator names them `<job>-<replica type, lowercased>-<index>`
+(`pytorch-test-worker-0`); the gang's roles and sizes come from the binding, so a replica that
+does not exist is refused with the ones that do. Kinds whose pods are named at random (batch/v1
+Job) are found by their owner, the member copy.
 
 The member's API server reads the log from the node's kubelet (`pods/<pod>/log`), exactly as
 `kubectl logs` does against that member.
@@ -24,11 +25,9 @@ from fleet.amc.errors import EXIT_OK, AmcError, MemberUnavailable
 from fleet.amc.members import Fleet
 from fleet.api import GangBinding, GangComponent, binding_name
 from fleet.api import constants as c
-from fleet.core.kinds import Kind, find_kind
+from fleet.core.kinds import KindAdapter, adapter_for
 from fleet.kube import NotFound, Obj, SyncKubeClient
 
-#: Roles whose pod's log is the job's own story, in the order they are preferred.
-COORDINATORS: Final = ("master", "chief", "launcher")
 #: kubectl's annotation naming the container `kubectl logs` reads by default.
 DEFAULT_CONTAINER_ANNOTATION: Final = "kubectl.kubernetes.io/default-container"
 #: How many pending reasons an unplaced job's error quotes.
@@ -63,33 +62,37 @@ class LogsRequest:
         return cls(word, name, namespace, replica, container, follow, tail)
 
 
-def replica_pods(job: str, components: Sequence[GangComponent]) -> list[str]:
-    """Every pod name the training operator gives a job's replicas, role by role."""
+def replica_pods(adapter: KindAdapter, job: str, components: Sequence[GangComponent]) -> list[str]:
+    """Every pod name the member's operator gives a job's replicas, role by role."""
     return [
-        f"{job}-{component.name.lower()}-{index}"
+        adapter.pod_name(job, component.name.lower(), index)
         for component in components
         for index in range(component.replicas)
     ]
 
 
-def replica_pod(job: str, components: Sequence[GangComponent], replica: str | None) -> str:
+def replica_pod(
+    adapter: KindAdapter, job: str, components: Sequence[GangComponent], replica: str | None
+) -> str:
     """The pod of `replica` (`worker-1`, `Worker-1`, `ps`: index 0), or of the job's default
-    replica: its master, chief or launcher, else worker-0, else the first role's first pod."""
+    replica: the first of the kind's `log_roles` it has (master, chief, launcher, worker), else
+    the first role's first pod. Only for kinds whose pods are named (`names_pods`)."""
     roles = {component.name.lower(): component for component in components}
     if replica is None:
-        preferred = [r for r in (*COORDINATORS, "worker") if roles.get(r)]
+        preferred = [r for r in adapter.log_roles if roles.get(r)]
         role = preferred[0] if preferred else next(iter(roles), "")
         if not role or not roles[role].replicas:
             raise AmcError(f"{job} has no replicas to read a log from")
-        return f"{job}-{role}-0"
+        return adapter.pod_name(job, role, 0)
     match = _REPLICA.match(replica.strip())
     role = match.group("role").lower() if match else ""
     index = int(match.group("index") or 0) if match else 0
     component = roles.get(role)
     if component is None or index >= component.replicas:
-        have = ", ".join(f"{p.removeprefix(job + '-')}" for p in replica_pods(job, components))
+        pods = replica_pods(adapter, job, components)
+        have = ", ".join(f"{p.removeprefix(job + '-')}" for p in pods)
         raise AmcError(f"{job} has no replica {replica!r} (replicas: {have or 'none'})")
-    return f"{job}-{role}-{index}"
+    return adapter.pod_name(job, role, index)
 
 
 def default_container(pod: Obj) -> tuple[str | None, list[str]]:
@@ -152,20 +155,21 @@ def _owned_pods(client: SyncKubeClient, owner_uid: str, namespace: str | None) -
     )
 
 
-def _operator_pod(
+def _labelled_pod(
     client: SyncKubeClient,
     request: LogsRequest,
     kind: tuple[str, str],
-    entry: Kind,
+    adapter: KindAdapter,
     components: Sequence[GangComponent],
 ) -> Obj:
-    """A pod the member's operator made for the copy (JobSet, Ray), found by the labels it
-    puts on them; `replica` is `<role>-<index>` (`worker-1`, `head`), a pod name or an index."""
+    """A pod the member's operator made for the copy (JobSet, Ray, TrainJob), found by the
+    labels it puts on them (`KindAdapter.pods_of`); `replica` is `<role>-<index>` (`worker-1`,
+    `head`), a pod name or an index."""
     ns, member = request.namespace, client.name
     copy = client.get(*kind, request.name, ns)
     if copy is None:
         raise AmcError(f"{kind[1]} {ns}/{request.name} is not in {member} (yet)")
-    selector = entry.pods_of(copy) if entry.pods_of else None
+    selector = adapter.pods_of(copy)
     listed = client.list("v1", "Pod", ns, label_selector=selector) if selector else {}
     pods: list[Obj] = list(listed.get("items") or [])
     if not pods:
@@ -173,10 +177,9 @@ def _operator_pod(
     order = [component.name.lower() for component in components]
 
     def role(pod: Obj) -> str:
-        value = str(
-            ((pod.get("metadata") or {}).get("labels") or {}).get(entry.role_label or "", "")
-        )
-        return next((name for name in order if value.lower().startswith(name)), value.lower())
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        value = str(labels.get(adapter.role_label or "", "")).lower()
+        return next((name for name in order if value.startswith(name)), value)
 
     def rank(pod: Obj) -> tuple[int, str]:
         r = role(pod)
@@ -213,11 +216,11 @@ def _pick_pod(
     ns = request.namespace
     member = client.name
     components = binding.spec.gang.components
-    entry = find_kind(*kind)
-    if entry is not None and entry.pods_of is not None:
-        return _operator_pod(client, request, kind, entry, components)
-    if all(component.name != "pod" for component in components):
-        name = replica_pod(request.name, components, request.replica)
+    adapter = adapter_for(*kind)
+    if adapter is not None and adapter.role_label is not None:
+        return _labelled_pod(client, request, kind, adapter, components)
+    if adapter is not None and adapter.names_pods:
+        name = replica_pod(adapter, request.name, components, request.replica)
         pod = client.get("v1", "Pod", name, ns)
         if pod is None:
             raise AmcError(

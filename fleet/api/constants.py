@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from fleet.core import gangmarks
+
 # --- API groups -----------------------------------------------------------------------------
 POLICY_GROUP: Final = "policy.one.alibabacloud.com"
 """ACK One's policy group; PropagationPolicy and ClusterPropagationPolicy live here."""
@@ -76,18 +78,17 @@ DEPENDENCY_KINDS: Final = {
 that `kubectl amc` shows an ADOPTION column for)."""
 
 # --- Gang labels and annotations member schedulers understand -----------------------------
-POD_GROUP_NAME_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/name"
-"""ACK / Koordinator pod label: the gang (PodGroup) the pod belongs to."""
-POD_GROUP_MIN_AVAILABLE_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/min-available"
-"""ACK / Koordinator pod label: how many pods of the gang must be schedulable together."""
-COSCHEDULING_POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
-"""scheduler-plugins coscheduling pod label naming a PodGroup (scheduling.x-k8s.io/v1alpha1)."""
-KOORDINATOR_GANG_NAME_ANNOTATION: Final = "gang.scheduling.koordinator.sh/name"
-KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION: Final = "gang.scheduling.koordinator.sh/min-available"
-KOORDINATOR_GANG_TOTAL_NUMBER_ANNOTATION: Final = "gang.scheduling.koordinator.sh/total-number"
-KOORDINATOR_GANG_GROUPS_ANNOTATION: Final = "gang.scheduling.koordinator.sh/groups"
-VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
-"""Volcano pod annotation naming its PodGroup (scheduling.volcano.sh/v1beta1)."""
+# One copy, in the core (`fleet.core.gangmarks`: the kind adapters write them).
+POD_GROUP_NAME_LABEL = gangmarks.POD_GROUP_NAME_LABEL
+POD_GROUP_MIN_AVAILABLE_LABEL = gangmarks.POD_GROUP_MIN_AVAILABLE_LABEL
+COSCHEDULING_POD_GROUP_LABEL = gangmarks.COSCHEDULING_POD_GROUP_LABEL
+KOORDINATOR_GANG_NAME_ANNOTATION = gangmarks.KOORDINATOR_GANG_NAME_ANNOTATION
+KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION: Final = (
+    gangmarks.KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION
+)
+KOORDINATOR_GANG_TOTAL_NUMBER_ANNOTATION = gangmarks.KOORDINATOR_GANG_TOTAL_NUMBER_ANNOTATION
+KOORDINATOR_GANG_GROUPS_ANNOTATION = gangmarks.KOORDINATOR_GANG_GROUPS_ANNOTATION
+VOLCANO_GROUP_NAME_ANNOTATION = gangmarks.VOLCANO_GROUP_NAME_ANNOTATION
 
 # --- Well-known MemberCluster labels Karmada's fieldSelector fields map to -----------------
 REGION_LABEL: Final = "topology.kubernetes.io/region"

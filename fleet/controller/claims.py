@@ -29,8 +29,8 @@ from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy
 from fleet.controller.policies import AnyPolicy
 from fleet.controller.status_mirror import set_scheduled_condition
-from fleet.core.kinds import Needed, PodSets, find_kind
-from fleet.core.workload import Gang, WorkloadError, gang_from_workload
+from fleet.core.kinds import Needed, adapter_for, gang_from_workload
+from fleet.core.workload import Gang, WorkloadError
 from fleet.kube import ApiError, Obj, merge_patch
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,11 @@ async def interpret(shell: Shell, workload: Obj) -> Gang | None:
 async def needed_by(shell: Shell, workload: Obj) -> Needed:
     """The objects on the fleet the workload's kind reads its gang from (a TrainJob's
     runtime), None for those that do not exist."""
-    kind = find_kind(str(workload.get("apiVersion")), str(workload.get("kind")))
-    layout = kind.layout if kind is not None else None
-    if not isinstance(layout, PodSets) or layout.needs is None:
-        return {}
+    adapter = adapter_for(str(workload.get("apiVersion")), str(workload.get("kind")))
     out: dict[tuple[str, str, str], Obj | None] = {}
-    for api_version, dep_kind, namespace, name in layout.needs(workload):
-        out[(dep_kind, namespace, name)] = await shell.fleet.get(
-            api_version, dep_kind, name, namespace or None
+    for api_version, kind, namespace, name in adapter.needs(workload) if adapter else []:
+        out[(kind, namespace, name)] = await shell.fleet.get(
+            api_version, kind, name, namespace or None
         )
     return out
 

@@ -20,7 +20,7 @@ from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
 from fleet.core import lifecycle
 from fleet.core.failover import FailoverSettings
-from fleet.core.kinds import Kind
+from fleet.core.kinds import KindAdapter
 from fleet.core.workload import Gang
 from fleet.kube import KubeClient, Obj
 
@@ -49,7 +49,7 @@ class Job:
     the core's lifecycle value), and its gang."""
 
     key: WorkloadKey
-    kind: Kind
+    kind: KindAdapter
     workload: Obj
     binding: GangBinding
     life: lifecycle.Binding

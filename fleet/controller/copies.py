@@ -1,9 +1,10 @@
 """The member copy of a fleet workload, and the dependencies it takes along (pure).
 
-Pure: the fleet object and the gang go in, the object to create in the member comes out. The
-copy carries labels that mark it as the fleet's (and carry the fleet object's UID, so a restarted
-controller adopts it and a recreated fleet object never does), and the gang written in what the
-member's scheduler understands (see `member_copy`).
+Pure: the fleet object and the gang go in, the object to create in the member comes out. What
+is kind-specific (the server-set fields dropped, where the gang goes for the member's
+scheduler) is the kind's adapter's (`fleet.core.kinds`); this adds fleet's own marks: labels
+that mark the copy as the fleet's (and carry the fleet object's UID, so a restarted controller
+adopts it and a recreated fleet object never does), on the copy and on every pod template.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fleet.api import constants as c
-from fleet.core.kinds import Kind, pod_templates
+from fleet.core.kinds import KindAdapter
 
 #: Metadata that belongs to the fleet object only.
 _DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -28,7 +29,7 @@ def member_labels(fleet_uid: str, fleet_id: str) -> dict[str, str]:
 
 def member_copy(
     workload: Mapping[str, Any],
-    kind: Kind,
+    kind: KindAdapter,
     *,
     min_member: int,
     binding: str,
@@ -38,89 +39,24 @@ def member_copy(
 ) -> dict[str, Any]:
     """The object fleet creates in the chosen member for `workload`.
 
-    The gang is written in what the member's scheduler understands (`gang_scheduler`, the
-    MemberCluster's, declared or detected): `runPolicy.schedulingPolicy.minAvailable` for every
-    Kubeflow job (the training operator makes a coscheduling or Volcano PodGroup from it), and for
-    Koordinator, or a member whose scheduler is unknown, ACK's pod-group labels, from which the
-    scheduler makes the PodGroup itself. A user's own gang labels and annotations (GangGroup,
-    match-policy, ...) are kept as they are, never overwritten.
+    The kind's adapter builds the copy and writes the gang in what the member's scheduler
+    understands (`gang_scheduler`, the MemberCluster's, declared or detected; see the kind's
+    module); fleet's labels, the binding annotation and the member's schedulerName go on top.
     """
-    meta = workload["metadata"]
-    uid = meta["uid"]
-    annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k not in _DROP_ANNOTATIONS
-    }
-    annotations[c.BINDING_ANNOTATION] = binding
-    out: dict[str, Any] = {
-        "apiVersion": workload["apiVersion"],
-        "kind": workload["kind"],
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta.get("namespace"),
-            "labels": {**(meta.get("labels") or {}), **member_labels(uid, fleet_id)},
-            "annotations": annotations,
-        },
-        "spec": copy.deepcopy(workload.get("spec") or {}),
-    }
-    if kind.min_available is not None:
-        run_policy = out["spec"].setdefault("runPolicy", {})
-        run_policy.setdefault("schedulingPolicy", {})["minAvailable"] = min_member
-    pod_group_labels = gang_scheduler in (None, KOORDINATOR)
-    fleet_pod_group = kind.fleet_pod_group and gang_scheduler == COSCHEDULING
-    for role, template in pod_templates(kind, out):
-        template_meta = template.setdefault("metadata", {})
-        labels = template_meta.setdefault("labels", {})
-        pod_annotations = template_meta.get("annotations") or {}
-        own_koordinator_gang = c.KOORDINATOR_GANG_NAME_ANNOTATION in pod_annotations
-        if pod_group_labels and not own_koordinator_gang:
-            labels.setdefault(c.POD_GROUP_NAME_LABEL, meta["name"])
-            labels.setdefault(c.POD_GROUP_MIN_AVAILABLE_LABEL, str(min_member))
-        if fleet_pod_group:
-            labels.setdefault(c.COSCHEDULING_POD_GROUP_LABEL, meta["name"])
+    uid = workload["metadata"]["uid"]
+    out = kind.member_copy(workload, min_member=min_member, gang_scheduler=gang_scheduler)
+    meta = out["metadata"]
+    meta["labels"].update(member_labels(uid, fleet_id))
+    for key in _DROP_ANNOTATIONS:
+        meta["annotations"].pop(key, None)
+    meta["annotations"][c.BINDING_ANNOTATION] = binding
+    for t in kind.templates(out):
+        labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
         labels[c.FLEET_UID_LABEL] = uid
-        labels[c.ROLE_LABEL] = role.lower()
+        labels[c.ROLE_LABEL] = t.component
         if scheduler_name:
-            template.setdefault("spec", {}).setdefault("schedulerName", scheduler_name)
+            t.template.setdefault("spec", {}).setdefault("schedulerName", scheduler_name)
     return stamped(out)
-
-
-def pod_group(
-    member_obj: Mapping[str, Any], kind: Kind, *, min_member: int, gang_scheduler: str | None
-) -> dict[str, Any] | None:
-    """The scheduler-plugins PodGroup fleet writes beside a copy whose member's operator makes
-    none (`Kind.fleet_pod_group`) on a coscheduling member; None otherwise. It is owned by the
-    member copy, so the member's garbage collector deletes it with the copy."""
-    if not (kind.fleet_pod_group and gang_scheduler == COSCHEDULING):
-        return None
-    meta = member_obj["metadata"]
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {
-            "name": meta["name"],
-            "namespace": meta.get("namespace"),
-            "labels": {
-                k: v
-                for k, v in (meta.get("labels") or {}).items()
-                if k in (c.MANAGED_BY_LABEL, c.FLEET_UID_LABEL)
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": member_obj["apiVersion"],
-                    "kind": member_obj["kind"],
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {"minMember": min_member},
-    }
-
-
-#: MemberCluster.spec.gangScheduler values.
-COSCHEDULING, KOORDINATOR, VOLCANO = "Coscheduling", "Koordinator", "Volcano"
 
 
 def _digest(obj: Mapping[str, Any]) -> str:
@@ -152,11 +88,11 @@ def is_ours(member_obj: Mapping[str, Any], fleet_uid: str) -> bool:
 DEPENDENCY_KINDS = c.DEPENDENCY_KINDS
 
 
-def dependencies(workload: Mapping[str, Any], kind: Kind) -> list[tuple[str, str]]:
+def dependencies(workload: Mapping[str, Any], kind: KindAdapter) -> list[tuple[str, str]]:
     """(kind, name) of every ConfigMap, Secret, ServiceAccount and PVC the pod templates use."""
     found: set[tuple[str, str]] = set()
-    for _role, template in pod_templates(kind, workload):
-        found.update(_pod_dependencies(template.get("spec") or {}))
+    for t in kind.templates(workload):
+        found.update(_pod_dependencies(t.template.get("spec") or {}))
     return sorted(found)
 
 

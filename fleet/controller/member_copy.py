@@ -19,7 +19,6 @@ from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.controller.status_mirror import binding_conditions
-from fleet.core.kinds import PodSets
 from fleet.kube import ApiError, Conflict, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -113,17 +112,23 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
 
 async def _apply_pod_group(job: Job, member: Member, copy: Obj) -> None:
     """The PodGroup fleet writes for kinds whose operator makes none (coscheduling members)."""
-    group = copies.pod_group(
-        copy, job.kind, min_member=job.gang.min_member, gang_scheduler=member.gang_scheduler
+    group = job.kind.pod_group(
+        copy, min_member=job.gang.min_member, gang_scheduler=member.gang_scheduler
     )
     if group is None:
         return
+    group["metadata"]["labels"] = copies.member_labels(job.uid, copy_fleet_id(copy))
     client = member.client
     assert client is not None
     try:
         await client.apply(group, field_manager=FIELD_MANAGER)
     except ApiError as e:
         log.warning("%s: PodGroup not written in %s: %s", job.key, member.name, e)
+
+
+def copy_fleet_id(copy: Obj) -> str:
+    """The fleet id a copy of ours carries (its managed-by label)."""
+    return str(((copy.get("metadata") or {}).get("labels") or {}).get(c.MANAGED_BY_LABEL, ""))
 
 
 async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj | None:
@@ -212,10 +217,7 @@ async def _propagate_needed(shell: Shell, job: Job, member: Member) -> None:
     admins installed, another job's) is left as it is."""
     client = member.client
     assert client is not None
-    layout = job.kind.layout
-    if not isinstance(layout, PodSets) or layout.needs is None:
-        return
-    for api_version, dep_kind, namespace, name in layout.needs(job.workload):
+    for api_version, dep_kind, namespace, name in job.kind.needs(job.workload):
         source = await shell.fleet.get(api_version, dep_kind, name, namespace or None)
         if source is None:
             continue  # the gang could not have been read: it is not placed

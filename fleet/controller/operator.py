@@ -38,7 +38,7 @@ from fleet.controller.settings import Settings
 from fleet.controller.sweep import sweep_forever
 from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
-from fleet.core.kinds import KINDS
+from fleet.core.kinds import ADAPTERS
 from fleet.kube import (
     ApiError,
     Connection,
@@ -308,7 +308,7 @@ def build_registry(controller: Controller, connection: Connection) -> kopf.Opera
         deleted = event.get("type") == "DELETED"
         controller.triggers.workload_changed(copy.deepcopy(dict(body)), deleted=deleted)
 
-    for kind in KINDS:
+    for kind in ADAPTERS:
         kopf.on.event(kind.api_version, kind.kind, registry=registry)(workload_event)
 
     @kopf.on.event(c.POLICY_API_VERSION, "PropagationPolicy", registry=registry)

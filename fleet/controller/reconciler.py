@@ -25,7 +25,7 @@ from fleet.controller.bindings import BindingGone, lifecycle_of
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue import gate
-from fleet.core.kinds import find_kind
+from fleet.core.kinds import adapter_for
 from fleet.kube import Obj, Unreachable
 
 #: Failures a reconcile expects now and then, worth a log line rather than a traceback.
@@ -50,7 +50,7 @@ class Reconciler:
 
     async def _reconcile(self, key: WorkloadKey) -> None:
         shell = self.shell
-        kind = find_kind(key.api_version, key.kind)
+        kind = adapter_for(key.api_version, key.kind)
         if kind is None:
             return
         workload = await self._workload(key)

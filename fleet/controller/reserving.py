@@ -29,11 +29,11 @@ from typing import Any
 
 from fleet.api import constants as c
 from fleet.controller.context import Job, Shell, save
-from fleet.controller.copies import KOORDINATOR, member_labels
+from fleet.controller.copies import member_labels
 from fleet.controller.members import Member
 from fleet.controller.status_mirror import binding_conditions
 from fleet.core import lifecycle
-from fleet.core.kinds import pod_templates
+from fleet.core.gangmarks import KOORDINATOR
 from fleet.core.reservation import (
     DEFAULT_RETRY_AFTER_SECONDS,
     DEFAULT_TTL_SECONDS,
@@ -74,7 +74,7 @@ def wanted(member: Member | None, policy: str | None = None) -> bool:
 
 def reservation_objects(job: Job, plan: ReservationPlan, fleet_id: str) -> list[dict[str, Any]]:
     """The Reservations of `plan`, as created in the member (pure)."""
-    templates = {role.lower(): tpl for role, tpl in pod_templates(job.kind, job.workload)}
+    templates = {t.component: t.template for t in job.kind.templates(job.workload)}
     return [
         _reservation(job, plan, planned, templates.get(planned.role.lower()) or {}, fleet_id)
         for planned in plan.reservations

@@ -126,7 +126,7 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     state = job.kind.state(member_status)
     scheduled = condition_of(conditions_of(job.workload), FLEET_CONDITION)
     result = job.binding.condition(c.CONDITION_SCHEDULED)
-    mirrored: dict[str, Any] = {k: member_status.get(k) for k in job.kind.mirrored_fields}
+    mirrored: dict[str, Any] = {k: member_status.get(k) for k in job.kind.status_fields}
     mirrored["conditions"] = with_fleet_condition(
         list(member_status.get("conditions") or []),
         "True",

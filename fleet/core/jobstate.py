@@ -1,8 +1,10 @@
 """What a member's copy of a job says about itself: one state word, as `kubectl get` shows it.
 
-Kubeflow jobs report conditions (Created, Running, Restarting, Succeeded, Failed, Suspended);
-batch Jobs report Complete/Failed conditions and active pods. Terminal states win over the
-others, whatever order the conditions come in.
+The words are fleet's (the lifecycle and failover judge by them); which conditions mean which
+word is each kind's (`fleet.core.kinds`): Kubeflow jobs report Created, Running, Restarting,
+Succeeded, Failed, Suspended; batch Jobs Complete/Failed (and, before those, SuccessCriteriaMet
+and FailureTarget) and active pods. Terminal states win over the others, whatever order the
+conditions come in.
 """
 
 from __future__ import annotations
@@ -14,23 +16,13 @@ JobState = Literal[
     "Pending", "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"
 ]
 
-_PRECEDENCE: tuple[tuple[str, JobState], ...] = (
-    ("Failed", "Failed"),
-    ("Succeeded", "Succeeded"),
-    ("Complete", "Succeeded"),
-    ("Suspended", "Suspended"),
-    ("Restarting", "Restarting"),
-    ("Running", "Running"),
-    ("Created", "Created"),
-)
 
-
-def job_state(status: Mapping[str, Any] | None) -> JobState:
-    status = status or {}
+def first_true(
+    status: Mapping[str, Any], precedence: tuple[tuple[str, JobState], ...]
+) -> JobState | None:
+    """The state of the first condition of `precedence` that is True in `status`."""
     true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
-    for condition, state in _PRECEDENCE:
+    for condition, state in precedence:
         if condition in true:
             return state
-    if status.get("active"):
-        return "Running"
-    return "Pending"
+    return None

@@ -67,6 +67,9 @@ class NodePool(BaseModel):
     memory: str = "256Gi"
     gpu: int = Field(default=8, ge=0)
     pods: int = Field(default=110, ge=1)
+    #: Real nodes advertise their disk (the kubelet's root filesystem); pods may ask for it (the
+    #: training operator's MPIJob launcher asks 5Gi), so the fake ones do too.
+    ephemeral_storage: str = "100Gi"
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
 
@@ -177,7 +180,12 @@ class SandboxConfig(BaseModel):
 def node_manifest(member: str, pool: NodePool, index: int) -> dict[str, Any]:
     """A kwok-managed fake node with the pool's shape."""
     name = f"{member}-{pool.name}-{index}"
-    capacity = {"cpu": pool.cpu, "memory": pool.memory, "pods": str(pool.pods)}
+    capacity = {
+        "cpu": pool.cpu,
+        "memory": pool.memory,
+        "ephemeral-storage": pool.ephemeral_storage,
+        "pods": str(pool.pods),
+    }
     if pool.gpu:
         capacity[GPU] = str(pool.gpu)
     return {

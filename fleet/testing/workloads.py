@@ -5,29 +5,32 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from fleet.core.kinds import adapter_for
+
 OUTCOME_LABEL = "sandbox.fleet.dev/outcome"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 
 def outcome_template_patch(job: dict[str, Any], outcome: str) -> dict[str, Any]:
-    """A merge patch giving every replica template of a Kubeflow job the outcome label.
+    """A merge patch giving every pod template of a job (any kind fleet dispatches) the
+    outcome label.
 
-    Label the pods too: kwok acts on pods. The templates matter for the pods the training
-    operator creates again: on backoffLimit it deletes the pods before it writes Failed, and
-    when that write conflicts it loses the failure and starts fresh pods. A job whose code
-    fails would fail there too, so they must carry the outcome as well.
+    Label the pods too: kwok acts on pods. The templates matter for the pods the job's operator
+    creates again: on backoffLimit the training operator deletes the pods before it writes
+    Failed, and when that write conflicts it loses the failure and starts fresh pods; the Job
+    controller replaces failed pods until its backoffLimit. A job whose code fails would fail
+    there too, so they must carry the outcome as well.
     """
-    specs = {
-        key: {
-            replica: {"template": {"metadata": {"labels": {OUTCOME_LABEL: outcome}}}}
-            for replica in value
-        }
-        for key, value in job["spec"].items()
-        if key.endswith("ReplicaSpecs")
-    }
-    if not specs:
-        raise ValueError(f"{job.get('kind')} {job['metadata']['name']} has no replica specs")
-    return {"spec": specs}
+    adapter = adapter_for(job["apiVersion"], job["kind"])
+    if adapter is None:
+        raise ValueError(f"{job.get('kind')} {job['metadata']['name']} is no kind fleet dispatches")
+    patch: dict[str, Any] = {}
+    for t in adapter.templates(job):
+        node = patch
+        for part in t.field.split("."):
+            node = node.setdefault(part, {})
+        node["metadata"] = {"labels": {OUTCOME_LABEL: outcome}}
+    return patch
 
 
 def _template(gpus: int, cpu: str, node_selector: dict[str, str] | None) -> dict[str, Any]:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fleet.amc.adoption import adoption, propagated
 from fleet.api.constants import DEPENDENCY_KINDS
-from fleet.core.kinds import KINDS
+from fleet.core.kinds import ADAPTERS
 from fleet.kube import Resource
 
 
 def test_workloads_and_dependencies_are_propagated_pods_are_not() -> None:
-    for kind in KINDS:
+    for kind in ADAPTERS:
         assert propagated(Resource(kind.api_version, kind.kind, kind.kind.lower() + "s", True))
     for kind, api_version in DEPENDENCY_KINDS.items():
         assert propagated(Resource(api_version, kind, kind.lower() + "s", True))

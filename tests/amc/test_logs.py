@@ -17,6 +17,9 @@ from fleet.amc.errors import EXIT_ERROR, EXIT_OK, AmcError
 from fleet.amc.logs import LogsRequest, default_container, replica_pod
 from fleet.amc.members import Fleet
 from fleet.api import GangComponent
+from fleet.core.kinds import KindAdapter
+from fleet.core.kinds.kubeflow import PYTORCHJOB, TFJOB
+from fleet.core.kinds.mpijob import MPIJOB
 from tests.amc.samples import BINDING, FAILED_OVER, JOB, NS, binding, job
 from tests.amc.world import World
 from tests.kube.fakes import status
@@ -26,36 +29,36 @@ LOG = "2026-03-01T11:59:00Z stdout F Train Epoch: 1 [0/60000]\nloss=2.30\n"
 
 PYTORCH = [GangComponent(name="Master", replicas=1), GangComponent(name="Worker", replicas=2)]
 TF = [GangComponent(name="PS", replicas=1), GangComponent(name="Worker", replicas=4)]
+MPI = [GangComponent(name="Launcher", replicas=1), GangComponent(name="Worker", replicas=2)]
 
 
 @pytest.mark.parametrize(
-    ("components", "replica", "pod"),
+    ("adapter", "components", "replica", "pod"),
     [
-        (PYTORCH, None, "job-master-0"),
-        (PYTORCH, "worker-1", "job-worker-1"),
-        (PYTORCH, "Worker-1", "job-worker-1"),
-        (PYTORCH, "worker", "job-worker-0"),
-        (TF, None, "job-worker-0"),  # no master or chief: worker-0, not the parameter server
-        (TF, "ps-0", "job-ps-0"),
-        ([GangComponent(name="Chief", replicas=1), *TF], None, "job-chief-0"),
-        (
-            [GangComponent(name="Launcher", replicas=1), GangComponent(name="Worker", replicas=2)],
-            None,
-            "job-launcher-0",
-        ),
-        ([GangComponent(name="Evaluator", replicas=1)], None, "job-evaluator-0"),
+        (PYTORCHJOB, PYTORCH, None, "job-master-0"),
+        (PYTORCHJOB, PYTORCH, "worker-1", "job-worker-1"),
+        (PYTORCHJOB, PYTORCH, "Worker-1", "job-worker-1"),
+        (PYTORCHJOB, PYTORCH, "worker", "job-worker-0"),
+        (TFJOB, TF, None, "job-worker-0"),  # no master or chief: worker-0, not the parameter server
+        (TFJOB, TF, "ps-0", "job-ps-0"),
+        (TFJOB, [GangComponent(name="Chief", replicas=1), *TF], None, "job-chief-0"),
+        (TFJOB, [GangComponent(name="Evaluator", replicas=1)], None, "job-evaluator-0"),
+        # The training operator's MPIJob launcher is one pod, named without an index.
+        (MPIJOB, MPI, None, "job-launcher"),
+        (MPIJOB, MPI, "launcher", "job-launcher"),
+        (MPIJOB, MPI, "worker-1", "job-worker-1"),
     ],
 )
 def test_pods_are_named_as_the_training_operator_names_them(
-    components: list[GangComponent], replica: str | None, pod: str
+    adapter: KindAdapter, components: list[GangComponent], replica: str | None, pod: str
 ) -> None:
-    assert replica_pod("job", components, replica) == pod
+    assert replica_pod(adapter, "job", components, replica) == pod
 
 
 @pytest.mark.parametrize("replica", ["worker-2", "chief", "worker-x", "-1"])
 def test_a_replica_the_gang_does_not_have_is_refused_with_the_ones_it_has(replica: str) -> None:
     with pytest.raises(AmcError) as error:
-        replica_pod("job", PYTORCH, replica)
+        replica_pod(PYTORCHJOB, "job", PYTORCH, replica)
     assert str(error.value) == (
         f"job has no replica {replica!r} (replicas: master-0, worker-0, worker-1)"
     )

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from fleet.core.kinds import KINDS
+from fleet.core.kinds import ADAPTERS
 from fleet.kube import Connection, KubeClient
 
 Obj = dict[str, Any]
@@ -43,7 +43,7 @@ class Kind:
 
 
 def _job_kinds() -> list[Kind]:
-    return [Kind(k.api_version, k.kind, k.kind.lower() + "s") for k in KINDS]
+    return [Kind(k.api_version, k.kind, k.kind.lower() + "s") for k in ADAPTERS]
 
 
 CORE_KINDS = [

@@ -30,7 +30,7 @@ from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
 from fleet.controller.settings import Settings
 from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
-from fleet.core.kinds import find_kind
+from fleet.core.kinds import adapter_for
 from fleet.core.taints import Taint
 from fleet.kube import Informer, KubeClient, Obj, object_key
 from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
@@ -211,7 +211,7 @@ class World:
     def _fleet_event(self, event: str, obj: Obj) -> None:
         deleted = event == "DELETED"
         api_version, kind = obj.get("apiVersion", ""), obj.get("kind", "")
-        if find_kind(api_version, kind) is not None:
+        if adapter_for(api_version, kind) is not None:
             self.triggers.workload_changed(obj, deleted=deleted)
         elif (api_version, kind) == BINDING:
             self.triggers.binding_changed(key_of_binding(obj), obj, deleted=deleted)

@@ -6,10 +6,10 @@ import copy
 
 from fleet.api import constants as c
 from fleet.controller import copies
-from fleet.core.kinds import find_kind
+from fleet.core.kinds import adapter_for
 from fleet.testing.workloads import pytorchjob
 
-PYTORCH = find_kind("kubeflow.org/v1", "PyTorchJob")
+PYTORCH = adapter_for("kubeflow.org/v1", "PyTorchJob")
 
 
 def _fleet_job() -> dict:

@@ -1,24 +1,11 @@
-"""Small pure parts of the controller: job state, the policy index, and fleet's job condition."""
+"""Small pure parts of the controller: the policy index, and fleet's job condition."""
 
 from __future__ import annotations
 
 from fleet.api import PropagationPolicy, placement_rules
 from fleet.controller.policies import PolicyIndex
 from fleet.controller.status_mirror import with_fleet_condition
-from fleet.core.jobstate import job_state
 from fleet.testing.workloads import gang_policy, pytorchjob
-
-
-def test_job_state_prefers_terminal_conditions_whatever_their_order():
-    def cond(t: str, s: str = "True") -> dict:
-        return {"type": t, "status": s}
-
-    assert job_state(None) == "Pending"
-    assert job_state({"conditions": [cond("Created")]}) == "Created"
-    assert job_state({"conditions": [cond("Succeeded"), cond("Running", "False")]}) == "Succeeded"
-    assert job_state({"conditions": [cond("Failed"), cond("Running")]}) == "Failed"
-    assert job_state({"conditions": [cond("Complete")]}) == "Succeeded"  # batch/v1 Job
-    assert job_state({"active": 2}) == "Running"
 
 
 def test_policy_affinity_becomes_the_engines_rules():

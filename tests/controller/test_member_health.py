@@ -54,8 +54,9 @@ def test_verdict_a_broken_watch_counts_only_once_it_stays_broken_past_the_grace(
 ):
     sources = in_sync()
     sources["Node"].report(False, "watch closed", broke_at)
-    ready, reason, message = verdict((True, ""), sources, broke_at + after, grace=GRACE)
-    if after <= GRACE:
+    now = broke_at + after
+    ready, reason, message = verdict((True, ""), sources, now, grace=GRACE)
+    if now - broke_at <= GRACE:  # what the verdict sees (1.1 + 15.0 - 1.1 > 15.0 in floats)
         assert ready and reason == c.REASON_CLUSTER_READY
     else:
         assert not ready and reason == c.REASON_CLUSTER_NOT_READY

@@ -7,10 +7,11 @@ from hypothesis import strategies as st
 from fleet.core.assignment import Assignment
 from fleet.core.constraints import PodConstraints
 from fleet.core.estimate import NODES, SUM, estimator_named
+from fleet.core.kinds import gang_from_workload
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, Toleration
-from fleet.core.workload import Component, Gang, gang_from_workload
+from fleet.core.workload import Component, Gang
 
 from .builders import cluster, node, pod
 from .exhaustive import assert_valid, exists_assignment

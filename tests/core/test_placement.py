@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 from fleet.core.assignment import Assignment
 from fleet.core.constraints import PodConstraints
 from fleet.core.estimate import NODES, SUM
+from fleet.core.kinds import gang_from_workload
 from fleet.core.placement import (
     AFFINITY,
     FAILED_OVER,
@@ -17,7 +18,7 @@ from fleet.core.resources import Resources
 from fleet.core.selectors import LabelSelector, Requirement
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, Toleration
-from fleet.core.workload import Component, Gang, gang_from_workload
+from fleet.core.workload import Component, Gang
 
 from .builders import GiB, cluster, node, pod
 from .exhaustive import assert_valid, exists_assignment

@@ -3,15 +3,10 @@ from typing import Any
 
 import pytest
 
+from fleet.core.kinds import gang_from_workload
+from fleet.core.kinds.adapter import ANNOTATION_MIN_AVAILABLE, LABEL_MIN_AVAILABLE
 from fleet.core.resources import Resources
-from fleet.core.workload import (
-    ANNOTATION_MIN_AVAILABLE,
-    LABEL_MIN_AVAILABLE,
-    Component,
-    Gang,
-    WorkloadError,
-    gang_from_workload,
-)
+from fleet.core.workload import Component, Gang, WorkloadError
 
 from .seeds import pytorchjob, tfjob
 

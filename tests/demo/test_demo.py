@@ -20,10 +20,10 @@ from fleet.api.matching import match_policy
 from fleet.cli import main as fleet_main
 from fleet.core.estimate import NODES, SUM
 from fleet.core.inventory import node_from_k8s
+from fleet.core.kinds import gang_from_workload
 from fleet.core.placement import INSUFFICIENT, place
 from fleet.core.quota import check_tree
 from fleet.core.snapshot import ClusterSnapshot
-from fleet.core.workload import gang_from_workload
 from fleet.demo import STORIES, seeds
 from fleet.demo.layout import DEMO_CONFIG
 from fleet.demo.runner import Demo, Story, select, tell

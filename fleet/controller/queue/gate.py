@@ -20,8 +20,6 @@ Every decision is the core's (`fleet.core.admission`); this module reads and wri
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 from fleet.api import constants as c
 from fleet.controller.context import Job, Shell, save
@@ -35,7 +33,6 @@ from fleet.controller.status_mirror import (
 )
 from fleet.core import lifecycle
 from fleet.core.admission import DEQUEUED, RUNNING, TERMINAL, TIMEOUT_BACKOFF, UnitState
-from fleet.core.kinds import find_kind, pod_templates
 from fleet.kube import ApiError, Obj
 
 log = logging.getLogger(__name__)
@@ -162,10 +159,10 @@ async def _create(shell: Shell, kq: KubeQueue, job: Job, key: str) -> Obj:
     meta = workload["metadata"]
     tree = kq.admission.tree
     quota = tree.quota_for(meta.get("namespace") or "", meta.get("labels")) if tree else None
-    priority, priority_class = await _priority(shell, kq, workload)
+    priority, priority_class = await _priority(shell, kq, job)
     unit = new_unit(
         workload,
-        job.gang,
+        job.kind.charge(job.gang),
         queue=kq.queue_of.get(quota or ""),
         priority=priority,
         priority_class=priority_class,
@@ -216,9 +213,10 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
         await _write(kq, key, text, now)
 
 
-async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, str | None]:
-    """The job's PriorityClass value (0 when it names none, or one that does not exist)."""
-    name = _priority_class(workload)
+async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | None]:
+    """The job's PriorityClass value (0 when it names none, or one that does not exist); which
+    class a job names is its kind adapter's to say."""
+    name = job.kind.priority_class(job.workload)
     if not name:
         return 0, None
     if name not in kq.priorities:
@@ -231,24 +229,6 @@ async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, st
             return 0, name
         kq.priorities[name] = int(found.get("value") or 0)
     return kq.priorities[name], name
-
-
-def _priority_class(workload: Mapping[str, Any]) -> str | None:
-    """runPolicy.schedulingPolicy.priorityClass, else the first pod template's
-    priorityClassName (wherever the kind keeps its templates: Kubeflow's replica specs, a batch
-    Job's template, a JobSet's replicated jobs, a Ray cluster's groups)."""
-    spec = workload.get("spec") or {}
-    scheduling = (spec.get("runPolicy") or {}).get("schedulingPolicy") or {}
-    if scheduling.get("priorityClass"):
-        return str(scheduling["priorityClass"])
-    kind = find_kind(str(workload.get("apiVersion")), str(workload.get("kind")))
-    templates = [t for _role, t in pod_templates(kind, workload)] if kind else []
-    for template in templates:
-        if isinstance(template, Mapping):
-            name = (template.get("spec") or {}).get("priorityClassName")
-            if name:
-                return str(name)
-    return None
 
 
 __all__ = ["QUEUED_MESSAGE", "admit", "observe", "placed", "queued", "release"]

@@ -22,7 +22,6 @@ from fleet.core.admission import PHASES, UnitSpec, UnitState
 from fleet.core.errors import FieldError
 from fleet.core.quota import QUOTA_NAME_LABELS
 from fleet.core.resources import Resources
-from fleet.core.workload import Gang
 from fleet.kube import ApiError, KubeClient, Obj
 
 log = logging.getLogger(__name__)
@@ -50,14 +49,6 @@ def job_of(unit: Mapping[str, Any]) -> WorkloadKey:
     ref = (unit.get("spec") or {}).get("consumerRef") or {}
     namespace = ref.get("namespace") or (unit.get("metadata") or {}).get("namespace") or ""
     return WorkloadKey.of_reference({**ref, "namespace": namespace})
-
-
-def gang_total(gang: Gang) -> Resources:
-    """Every replica of every role: what the unit asks of its quota."""
-    total = Resources({})
-    for component in gang.components:
-        total = total + component.requests * component.replicas
-    return total
 
 
 def _epoch(value: Any) -> float | None:
@@ -126,9 +117,10 @@ def status_of(
 
 
 def new_unit(
-    job: Obj, gang: Gang, *, queue: str | None, priority: int, priority_class: str | None
+    job: Obj, charge: Resources, *, queue: str | None, priority: int, priority_class: str | None
 ) -> QueueUnit:
-    """A new unit for `job`, owned by it, carrying the job's quota label if it has one."""
+    """A new unit for `job`, owned by it, asking `charge` of its quota (the kind adapter's
+    `charge`), carrying the job's quota label if it has one."""
     meta = job["metadata"]
     ref = ObjectReference(
         api_version=job["apiVersion"],
@@ -138,7 +130,7 @@ def new_unit(
         uid=meta["uid"],
     )
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in QUOTA_NAME_LABELS}
-    resource: ResourceList = dict(gang_total(gang).quantities())
+    resource: ResourceList = dict(charge.quantities())
     unit = QueueUnit.for_job(
         ref,
         resource=resource,

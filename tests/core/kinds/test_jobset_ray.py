@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
-from fleet.core import kind_jobset, kind_raycluster, kind_rayjob
-from fleet.core.kinds import find_kind, pod_templates, state_of
+from fleet.core.kinds import adapter_for, gang_from_workload
+from fleet.core.kinds.jobset import JOBSET
+from fleet.core.kinds.raycluster import RAYCLUSTER
+from fleet.core.kinds.rayjob import RAYJOB
 from fleet.core.resources import Resources
-from fleet.core.workload import WorkloadError, gang_from_workload
+from fleet.core.workload import WorkloadError
 from fleet.testing.workloads import jobset, raycluster, rayjob
 
 
@@ -187,16 +189,13 @@ def test_bad_ray_objects_name_the_field(make, edit, field, reason):
 
 def test_pod_templates_are_the_objects_own_dicts():
     for obj in (_named(jobset("j")), _named(rayjob("j")), _named(raycluster("j"))):
-        kind = find_kind(obj["apiVersion"], obj["kind"])
-        assert kind is not None
+        adapter = adapter_for(obj["apiVersion"], obj["kind"])
+        assert adapter is not None
         held = copy.deepcopy(obj)
-        for _role, template in pod_templates(kind, held):
-            template.setdefault("metadata", {})["labels"] = {"x": "y"}
+        for t in adapter.templates(held):
+            t.template.setdefault("metadata", {})["labels"] = {"x": "y"}
         assert held != obj
-        assert all(t["metadata"]["labels"] == {"x": "y"} for _r, t in pod_templates(kind, held))
-    # a malformed object has no templates to label (its gang was refused already)
-    kind = find_kind(kind_jobset.API_VERSION, kind_jobset.KIND)
-    assert kind is not None and pod_templates(kind, {"spec": {}}) == []
+        assert all(t.template["metadata"]["labels"] == {"x": "y"} for t in adapter.templates(held))
 
 
 def _cond(kind: str, status: str = "True") -> dict[str, str]:
@@ -204,24 +203,20 @@ def _cond(kind: str, status: str = "True") -> dict[str, str]:
 
 
 def test_jobset_state():
-    assert kind_jobset.state(None) == "Pending"
-    assert kind_jobset.state({"replicatedJobsStatus": [{"name": "w", "active": 2}]}) == "Running"
-    assert kind_jobset.state({"conditions": [_cond("Completed")]}) == "Succeeded"
-    assert kind_jobset.state({"terminalState": "Failed"}) == "Failed"
-    assert kind_jobset.state({"conditions": [_cond("Failed"), _cond("Suspended")]}) == "Failed"
-    assert kind_jobset.state({"conditions": [_cond("Suspended")]}) == "Suspended"
+    assert JOBSET.state(None) == "Pending"
+    assert JOBSET.state({"replicatedJobsStatus": [{"name": "w", "active": 2}]}) == "Running"
+    assert JOBSET.state({"conditions": [_cond("Completed")]}) == "Succeeded"
+    assert JOBSET.state({"terminalState": "Failed"}) == "Failed"
+    assert JOBSET.state({"conditions": [_cond("Failed"), _cond("Suspended")]}) == "Failed"
+    assert JOBSET.state({"conditions": [_cond("Suspended")]}) == "Suspended"
 
 
 def test_ray_states():
-    assert kind_rayjob.state({"jobDeploymentStatus": "Initializing"}) == "Created"
-    assert kind_rayjob.state({"jobDeploymentStatus": "Running"}) == "Running"
-    assert kind_rayjob.state({"jobDeploymentStatus": "Complete"}) == "Succeeded"
-    assert kind_rayjob.state({"jobDeploymentStatus": "Failed"}) == "Failed"
-    assert kind_rayjob.state({}) == "Pending"
-    assert kind_raycluster.state({"state": "ready"}) == "Running"
-    assert kind_raycluster.state({"state": "suspended"}) == "Suspended"
-    assert kind_raycluster.state(None) == "Pending"
-    assert state_of("ray.io/v1", "RayJob", {"jobDeploymentStatus": "Failed"}) == "Failed"
-    assert state_of("kubeflow.org/v1", "PyTorchJob", {"conditions": [_cond("Running")]}) == (
-        "Running"
-    )
+    assert RAYJOB.state({"jobDeploymentStatus": "Initializing"}) == "Created"
+    assert RAYJOB.state({"jobDeploymentStatus": "Running"}) == "Running"
+    assert RAYJOB.state({"jobDeploymentStatus": "Complete"}) == "Succeeded"
+    assert RAYJOB.state({"jobDeploymentStatus": "Failed"}) == "Failed"
+    assert RAYJOB.state({}) == "Pending"
+    assert RAYCLUSTER.state({"state": "ready"}) == "Running"
+    assert RAYCLUSTER.state({"state": "suspended"}) == "Suspended"
+    assert RAYCLUSTER.state(None) == "Pending"

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from fleet.core import kind_trainjob
-from fleet.core.kinds import find_kind, pod_templates
+from fleet.core.kinds import gang_from_workload
+from fleet.core.kinds.trainjob import ANCESTOR_LABEL, TRAINJOB
 from fleet.core.resources import Resources
-from fleet.core.workload import WorkloadError, gang_from_workload
+from fleet.core.workload import WorkloadError
 from fleet.testing.workloads import training_runtime, trainjob
 
 
@@ -38,7 +38,7 @@ def test_cluster_runtime_and_the_runtimes_own_node_count():
     runtime["spec"]["mlPolicy"]["numNodes"] = 4
     gang = gang_from_workload(_job(None, cluster=True), _needed(runtime, cluster=True))
     assert gang.total_replicas == 4
-    assert kind_trainjob.needs(_job(None, cluster=True)) == [
+    assert TRAINJOB.needs(_job(None, cluster=True)) == [
         ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime", "", "torch")
     ]
 
@@ -57,7 +57,7 @@ def test_initializer_jobs_are_part_of_the_gang():
     init = {
         "name": "dataset-initializer",
         "template": {
-            "metadata": {"labels": {kind_trainjob.ANCESTOR_LABEL: "dataset-initializer"}},
+            "metadata": {"labels": {ANCESTOR_LABEL: "dataset-initializer"}},
             "spec": {"template": {"spec": {"containers": [{"name": "dataset-initializer"}]}}},
         },
     }
@@ -127,13 +127,13 @@ def test_bad_trainjobs_and_runtimes_name_the_field(edit, field, reason):
 
 
 def test_no_templates_of_its_own_to_label():
-    kind = find_kind(kind_trainjob.API_VERSION, kind_trainjob.KIND)
-    assert kind is not None and pod_templates(kind, _job(2)) == []
+    assert TRAINJOB.templates(_job(2)) == []
+    assert TRAINJOB.priority_class(_job(2)) is None
 
 
 def test_state():
     cond = lambda t: {"type": t, "status": "True"}  # noqa: E731
-    assert kind_trainjob.state(None) == "Pending"
-    assert kind_trainjob.state({"jobsStatus": [{"name": "node", "active": 2}]}) == "Running"
-    assert kind_trainjob.state({"conditions": [cond("Complete")]}) == "Succeeded"
-    assert kind_trainjob.state({"conditions": [cond("Failed"), cond("Suspended")]}) == "Failed"
+    assert TRAINJOB.state(None) == "Pending"
+    assert TRAINJOB.state({"jobsStatus": [{"name": "node", "active": 2}]}) == "Running"
+    assert TRAINJOB.state({"conditions": [cond("Complete")]}) == "Succeeded"
+    assert TRAINJOB.state({"conditions": [cond("Failed"), cond("Suspended")]}) == "Failed"

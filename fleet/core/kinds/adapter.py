@@ -1,0 +1,395 @@
+"""What fleet knows about one kind of workload: the adapter every kind module provides.
+
+An adapter answers, for its kind and from plain values only (no I/O):
+
+* `templates(obj)`: where the pod templates are and how many pods each stands for (a clear
+  `FieldError` naming the field on bad input); `pod_spec(obj, t)` the pod spec the member's
+  operator will actually create from a template, so placement counts what it adds where fleet
+  can know it (an MPIJob launcher's init container); `min_member(...)` the gang minimum;
+  `gang(obj)` puts these together (generic);
+* `member_copy(...)`: the object to create in the member: the spec without the fields the
+  fleet's API server set (they would be refused there), and the gang written in what the
+  member's gang scheduler understands (`fleet.core.gangmarks`);
+* `state(status)`: one state word for the status mirror and failover, and `status_fields`, the
+  status fields mirrored onto the fleet object as they are;
+* `pod_name(job, component, index)` and `log_roles`: how `kubectl amc` names replicas and
+  finds their pods (None: the member names pods at random, found by their owner);
+* `priority_class(obj)` and `charge(gang)`: what the queue orders by and charges.
+
+The shell (controller, `kubectl amc`) asks the adapter and never looks inside a kind's spec
+itself. Adding a kind is one module in this package and one line in the registry
+(`fleet.core.kinds.ADAPTERS`); see docs/kinds.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from fleet.core import gangmarks
+from fleet.core.constraints import PodConstraints
+from fleet.core.errors import FieldError
+from fleet.core.jobstate import JobState, first_true
+from fleet.core.requests import pod_requests
+from fleet.core.resources import EMPTY, Resources
+from fleet.core.workload import Component, Gang, WorkloadRef
+
+#: Objects a kind's gang is read from besides the job itself, as the shell fetched them from
+#: the fleet: (kind, namespace or "", name) -> the object, or None when it does not exist.
+Needed = Mapping[tuple[str, str, str], Mapping[str, Any] | None]
+
+#: The pod-template label and annotation a user may give the gang minimum with.
+LABEL_MIN_AVAILABLE = gangmarks.POD_GROUP_MIN_AVAILABLE_LABEL
+ANNOTATION_MIN_AVAILABLE = gangmarks.KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplate:
+    """One pod template of a workload: `replicas` pods of one role.
+
+    `template` is the object's own dict, so a caller holding a copy edits it in place."""
+
+    #: The gang component's name: the role lowercased (`worker`), or `pod` for one template.
+    component: str
+    #: The role as the kind spells it (`Worker`); empty for a kind with one template.
+    role: str
+    replicas: int
+    template: dict[str, Any]
+    #: Where the template is, for error messages: `spec.pytorchReplicaSpecs.Worker.template`.
+    field: str
+
+
+class KindAdapter:
+    """The generic parts of an adapter; a kind module subclasses it (or configures it) and
+    overrides what its kind does differently."""
+
+    api_version: str
+    kind: str
+    #: Kubeflow-style jobs print per-role replicas (`{c:0,[{master 1} {worker 2}]}`);
+    #: single-template kinds print a replica count (`{c:4}`), as Karmada does.
+    multi_role: ClassVar[bool] = True
+    #: The spec field that gives the gang minimum, if the kind has one.
+    min_available_field: ClassVar[str | None] = None
+    #: Conditions that decide the state word, strongest first.
+    state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
+    #: Member status fields copied to the fleet object as they are (besides conditions).
+    status_fields: ClassVar[tuple[str, ...]] = ()
+    #: Whether the member's operator names pods by role and index (`pod_name`); if not, they
+    #: are found by their owner, the member copy.
+    names_pods: ClassVar[bool] = False
+    #: Components whose pod's log is the job's own story, preferred in order (`amc logs`).
+    log_roles: ClassVar[tuple[str, ...]] = ()
+    #: For the docs' table (docs/kinds.md, checked by a test): where the gang is read from,
+    #: what the copy drops, and what the member's operator adds to the pods (counted or not).
+    #: On a coscheduling member fleet writes this kind's gang itself, a scheduler-plugins
+    #: PodGroup beside the copy and its label on every template: the member's operator makes
+    #: none for it (JobSet, Ray).
+    fleet_pod_group: ClassVar[bool] = False
+    #: The pod label naming a pod's role (replicated job, Ray group), for `amc logs` of kinds
+    #: whose pods are found by `pods_of`.
+    role_label: ClassVar[str | None] = None
+    doc_gang: str = ""
+    doc_dropped: str = "nothing"
+    doc_added: str = "nothing"
+
+    @property
+    def type(self) -> tuple[str, str]:
+        """(apiVersion, kind)."""
+        return (self.api_version, self.kind)
+
+    def __str__(self) -> str:
+        return f"{self.api_version}/{self.kind}"
+
+    # -- reading the gang ------------------------------------------------------------------
+
+    def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
+        """Every pod template of `obj`, in the order the minimum set is filled (coordinators
+        first). Raises `FieldError` naming the field when the spec is malformed."""
+        raise NotImplementedError
+
+    def templates_with(self, obj: Mapping[str, Any], needed: Needed) -> list[PodTemplate]:
+        """The templates the gang is read from: `templates(obj)`, unless the kind keeps them in
+        another object (`needs`)."""
+        return self.templates(obj)
+
+    def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
+        """The pod spec the member's operator creates from `template`: by default the
+        template's own. A kind whose operator adds containers fleet can know overrides it."""
+        return mapping(template.template.get("spec"), f"{template.field}.spec")
+
+    def min_member(
+        self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int
+    ) -> tuple[int, str]:
+        """(gang minimum, where it came from): the kind's minAvailable field, else the gang
+        label or annotation on the templates (roles that set it must agree), else all."""
+        found: tuple[object, str] | None = None
+        if self.min_available_field is not None:
+            value = at(obj, self.min_available_field)
+            if value is not None:
+                found = (value, self.min_available_field)
+        if found is None:
+            found = _from_templates(templates, "labels", LABEL_MIN_AVAILABLE)
+        if found is None:
+            found = _from_templates(templates, "annotations", ANNOTATION_MIN_AVAILABLE)
+        if found is None:
+            return total, "all replicas"
+        raw, where = found
+        value = as_count(raw, where)
+        if value < 1:
+            raise FieldError(where, f"must be at least 1, got {value}")
+        if value > total:
+            raise FieldError(where, f"{value} is larger than the {total} replicas of the job")
+        return value, where
+
+    def needs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+        """(apiVersion, kind, namespace or "", name) of the other objects the gang is read from
+        (a TrainJob's runtime): the shell fetches them from the fleet for `gang`. None, by
+        default."""
+        return []
+
+    def gang(self, obj: Mapping[str, Any], ref: WorkloadRef, needed: Needed | None = None) -> Gang:
+        """`obj` as a gang (raises `FieldError`; `kinds.gang_from_workload` names the object).
+        `needed` holds what `needs` named, as fetched (None for what does not exist)."""
+        mapping(obj.get("spec"), "spec")
+        templates = self.templates_with(obj, needed or {})
+        components = []
+        for t in templates:
+            spec = self.pod_spec(obj, t)
+            components.append(
+                Component(
+                    name=t.component,
+                    replicas=t.replicas,
+                    requests=pod_requests(spec, f"{t.field}.spec"),
+                    constraints=PodConstraints.from_pod_spec(spec, f"{t.field}.spec"),
+                    role=t.role,
+                )
+            )
+        total = sum(c.replicas for c in components)
+        min_member, source = self.min_member(obj, templates, total)
+        return Gang(ref, tuple(components), min_member, self.multi_role, source)
+
+    # -- the member copy -------------------------------------------------------------------
+
+    def member_copy(
+        self, workload: Mapping[str, Any], *, min_member: int, gang_scheduler: str | None
+    ) -> dict[str, Any]:
+        """The member copy's apiVersion, kind, name, namespace, the user's labels and
+        annotations and spec, without what the fleet's API server set, with the gang written
+        for `gang_scheduler` (None: unknown). The shell adds fleet's own marks."""
+        meta = workload["metadata"]
+        out: dict[str, Any] = {
+            "apiVersion": workload["apiVersion"],
+            "kind": workload["kind"],
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": dict(meta.get("annotations") or {}),
+            },
+            "spec": copy.deepcopy(workload.get("spec") or {}),
+        }
+        self.drop_server_set(out)
+        self.place_gang(
+            out, name=meta["name"], min_member=min_member, gang_scheduler=gang_scheduler
+        )
+        return out
+
+    def drop_server_set(self, copy_obj: dict[str, Any]) -> None:
+        """Remove from a copy what the fleet's API server defaulted and a member's would
+        refuse or set differently. Nothing, by default."""
+
+    def place_gang(
+        self, copy_obj: dict[str, Any], *, name: str, min_member: int, gang_scheduler: str | None
+    ) -> None:
+        """Write the gang into the copy. By default ACK's pod-group labels on every template
+        when the member runs Koordinator or its scheduler is unknown; a user's own gang labels
+        (or Koordinator gang annotation) are kept, never overwritten."""
+        if self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING:
+            for t in self.templates(copy_obj):
+                labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
+                labels.setdefault(gangmarks.COSCHEDULING_POD_GROUP_LABEL, name)
+            return
+        if not gangmarks.writes_pod_group_labels(gang_scheduler):
+            return
+        for t in self.templates(copy_obj):
+            pod_group_labels(t.template, name, min_member)
+
+    def pod_group(
+        self, member_obj: Mapping[str, Any], *, min_member: int, gang_scheduler: str | None
+    ) -> dict[str, Any] | None:
+        """The scheduler-plugins PodGroup fleet writes beside a copy of a `fleet_pod_group`
+        kind on a coscheduling member (None otherwise), owned by the member copy so the
+        member's garbage collector deletes it with the copy. Fleet's labels go on top."""
+        if not (self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING):
+            return None
+        meta = member_obj["metadata"]
+        return {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "ownerReferences": [
+                    {
+                        "apiVersion": member_obj["apiVersion"],
+                        "kind": member_obj["kind"],
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {"minMember": min_member},
+        }
+
+    # -- state -------------------------------------------------------------------------------
+
+    def state(self, status: Mapping[str, Any] | None) -> JobState:
+        """The state word of a copy with this status: the strongest True condition of
+        `state_conditions`, else Running while pods are active, else Pending."""
+        status = status or {}
+        found = first_true(status, self.state_conditions)
+        if found is not None:
+            return found
+        return "Running" if status.get("active") else "Pending"
+
+    # -- kubectl amc -------------------------------------------------------------------------
+
+    def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
+        """The label selector of the pods the member's operator made for a copy, for kinds
+        whose pods carry the job's name in a label (JobSet, Ray); None: by name or owner."""
+        return None
+
+    def pod_name(self, job: str, component: str, index: int) -> str:
+        """The name the member's operator gives pod `index` of `component` (only asked when
+        `names_pods`)."""
+        raise NotImplementedError(f"{self} names its pods at random")
+
+    # -- the queue ---------------------------------------------------------------------------
+
+    def priority_class(self, obj: Mapping[str, Any]) -> str | None:
+        """The PriorityClass the job names: the first template's priorityClassName."""
+        try:
+            templates = self.templates(obj)
+        except FieldError:
+            return None
+        for t in templates:
+            name = (t.template.get("spec") or {}).get("priorityClassName")
+            if name:
+                return str(name)
+        return None
+
+    def charge(self, gang: Gang) -> Resources:
+        """What the job's queue unit asks of its quota: every replica of every role."""
+        total = EMPTY
+        for component in gang.components:
+            total = total + component.requests * component.replicas
+        return total
+
+
+# -- helpers the kind modules share ----------------------------------------------------------
+
+
+def pod_group_labels(template: dict[str, Any], name: str, min_member: int) -> None:
+    """ACK's pod-group labels on one template, unless the user gave a Koordinator gang (or
+    these labels) already."""
+    meta = template.setdefault("metadata", {})
+    labels = meta.setdefault("labels", {})
+    if gangmarks.KOORDINATOR_GANG_NAME_ANNOTATION in (meta.get("annotations") or {}):
+        return
+    labels.setdefault(gangmarks.POD_GROUP_NAME_LABEL, name)
+    labels.setdefault(gangmarks.POD_GROUP_MIN_AVAILABLE_LABEL, str(min_member))
+
+
+def optional_count(spec: Mapping[str, Any], key: str, field: str) -> int | None:
+    """A non-negative integer field of `spec`, or None when absent."""
+    value = spec.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(f"{field}.{key}", f"expected an integer, got {value!r}")
+    if value < 0:
+        raise FieldError(f"{field}.{key}", f"must not be negative, got {value}")
+    return value
+
+
+def as_count(raw: object, field: str) -> int:
+    """An integer, or its decimal string (labels and annotations are strings)."""
+    if isinstance(raw, bool):
+        raise FieldError(field, f"expected an integer, got {raw!r}")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and raw.strip().isdigit() and raw.strip().isascii():
+        return int(raw.strip())
+    raise FieldError(field, f"expected an integer, got {raw!r}")
+
+
+def at(obj: Mapping[str, Any], path: str) -> Any:
+    """The value at a dotted path, None when any step is missing."""
+    node: Any = obj
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def mapping(value: object, field: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FieldError(field, f"expected an object, got {value!r}")
+    return value
+
+
+def template_at(obj: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """The pod template at `field` (an object, or a FieldError naming the field)."""
+    value = at(obj, field)
+    if not isinstance(value, dict):
+        raise FieldError(field, f"expected a pod template, got {value!r}")
+    return value
+
+
+def _from_templates(
+    templates: Sequence[PodTemplate], meta_key: str, key: str
+) -> tuple[object, str] | None:
+    """The value of a pod-template label/annotation; roles that set it must agree."""
+    first: tuple[object, str] | None = None
+    for t in templates:
+        meta = t.template.get("metadata") or {}
+        values = meta.get(meta_key) if isinstance(meta, Mapping) else None
+        if not isinstance(values, Mapping) or key not in values:
+            continue
+        where = f"{t.field}.metadata.{meta_key}.{key}"
+        if first is None:
+            first = (values[key], where)
+        elif values[key] != first[0]:
+            raise FieldError(where, f"{values[key]!r} disagrees with {first[1]} = {first[0]!r}")
+    return first
+
+
+def object_at(parent: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    """`parent[key]`, which must be an object; the error names `path.key`."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        what = "missing" if value is None else f"expected an object, got {value!r}"
+        raise FieldError(f"{path}.{key}" if path else key, what)
+    return value
+
+
+def name_at(parent: Mapping[str, Any], key: str, path: str) -> str:
+    """`parent[key]`, which must be a non-empty string."""
+    value = parent.get(key)
+    if not isinstance(value, str) or not value:
+        raise FieldError(f"{path}.{key}", f"expected a name, got {value!r}")
+    return value
+
+
+def job_pods(spec: Mapping[str, Any], field: str) -> int:
+    """Pods a batch/v1 Job spec runs at once: parallelism (default 1) capped by completions,
+    the Job controller's `wantActive` before any pod succeeded."""
+    parallelism = optional_count(spec, "parallelism", field)
+    completions = optional_count(spec, "completions", field)
+    pods = 1 if parallelism is None else parallelism
+    return pods if completions is None else min(pods, completions)
