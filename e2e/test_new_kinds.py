@@ -64,13 +64,23 @@ def _running(client: ClusterClient, namespace: str, selector: str, count: int) -
     )
 
 
-def _amc_pods(namespace: str, live: Fleet, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    """`kubectl amc get pod -M -n <ns>`: the CLUSTER column of each pod row."""
+def _amc_pods(
+    namespace: str, live: Fleet, capsys: pytest.CaptureFixture[str]
+) -> set[tuple[str, str]]:
+    """`kubectl amc get pod -M -n <ns>`: (NAME, CLUSTER) of each pod row."""
     capsys.readouterr()
     args = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     assert main(["get", "pod", "-M", "-n", namespace, *args]) == 0
     out = capsys.readouterr().out
-    return [line.split()[1] for line in out.splitlines()[1:] if line.strip()]
+    return {tuple(line.split()[:2]) for line in out.splitlines()[1:] if line.strip()}  # type: ignore[misc]
+
+
+def _shown_in(
+    member: ClusterClient, namespace: str, selector: str, shown: set[tuple[str, str]]
+) -> bool:
+    """Every pod of `selector` in `member` is a row of `kubectl amc get pod -M`, in it."""
+    pods = {(p["metadata"]["name"], member.name) for p in member.pods(namespace, selector)}
+    return bool(pods) and pods <= shown
 
 
 def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
@@ -108,7 +118,7 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
         ),
         what="the JobSet's status mirrored on the fleet",
     )
-    assert _amc_pods(namespace, live, capsys).count(first) == 5
+    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
 
     # It fails in member-3 (its pods exit 1, no retries): it moves to member-2, now big enough.
     add_nodes("member-2", count=1, gpu=4, labels=here)
@@ -174,7 +184,9 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
         ),
         what="Running mirrored on the fleet RayJob",
     )
-    assert _amc_pods(namespace, live, capsys).count(first) == 5
+    assert _shown_in(
+        member, namespace, f"{RAY_CLUSTER_LABEL}={cluster}", _amc_pods(namespace, live, capsys)
+    )
 
     # The submission fails (no retries): the RayJob is Failed there and moves to member-3.
     add_nodes("member-3", count=1, gpu=4, labels=here)
@@ -236,7 +248,7 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     selector = f"{JOBSET_NAME_LABEL}=tj"
     wait_until(lambda: _running(member, namespace, selector, 3), what="3 trainer nodes Running")
     assert member.get(*PODGROUP, "tj", namespace)["spec"]["minMember"] == 3
-    assert _amc_pods(namespace, live, capsys).count(first) == 3
+    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
 
     add_nodes("member-2", count=1, gpu=4, labels=here)
     for pod in member.pods(namespace, selector):
