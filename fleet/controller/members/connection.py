@@ -53,6 +53,8 @@ class ConnectionEvents(Protocol):
 
     def detected(self, gang_scheduler: str | None) -> None: ...
 
+    def kinds_found(self) -> None: ...
+
     def probed(self, ok: bool, why: str, version: str | None) -> None: ...
 
 
@@ -185,7 +187,10 @@ class MemberConnection:
                     asyncio.create_task(informer.run(), name=f"member-{self.member}-{kind}")
                 )
                 pending.discard((api_version, kind))
-            self.missing_kinds = set(pending)
+            before, self.missing_kinds = self.missing_kinds, set(pending)
+            if before and before - self.missing_kinds:
+                # A CRD installed since: gangs held for want of the kind may go there now.
+                self._guard(self._events.kinds_found)()
             if pending:
                 await asyncio.sleep(self._crd_retry)  # a CRD installed later is found then
 

@@ -355,6 +355,9 @@ class _MemberEvents:
             self.member.detected_gang_scheduler = gang_scheduler
             self.registry.listener.capacity_changed(self.member.name)
 
+    def kinds_found(self) -> None:
+        self.registry.listener.capacity_changed(self.member.name)
+
     def probed(self, ok: bool, why: str, version: str | None) -> None:
         self.member.probe = (ok, why)
         if version:
