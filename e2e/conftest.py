@@ -16,14 +16,17 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.amc import main
+from fleet.api import binding_name
+from fleet.core.kinds import adapter_for
 from fleet.install import SECRETS_NAMESPACE, install_crds, join, single_context
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import Sandbox
 from fleet.sandbox.process import free_ports
 from fleet.testing.chart import RBAC_KINDS, render_chart, service_account_kubeconfig
 from fleet.testing.controller import ControllerProcess
-from fleet.testing.kube import ClusterClient, job_condition, wait_until
-from fleet.testing.workloads import JOB_NAME_LABEL, gang_policy, pytorchjob
+from fleet.testing.kube import ClusterClient, wait_until
+from fleet.testing.workloads import gang_policy, pytorchjob
 
 MEMBERS = ("member-1", "member-2", "member-3")
 PYTORCHJOB = ("kubeflow.org/v1", "PyTorchJob")
@@ -115,19 +118,30 @@ class Fleet:
 
     # -- questions ----------------------------------------------------------------------------
 
-    def binding(self, namespace: str, name: str, kind: str = "pytorchjob") -> dict[str, Any] | None:
-        return self.api.get(*BINDING, f"{kind}-{name}", namespace)
+    def binding(
+        self, namespace: str, name: str, kind: tuple[str, str] = PYTORCHJOB
+    ) -> dict[str, Any] | None:
+        return self.api.get(*BINDING, binding_name(kind[1], name), namespace)
 
-    def target(self, namespace: str, name: str) -> str | None:
-        clusters = ((self.binding(namespace, name) or {}).get("spec") or {}).get("clusters") or []
+    def target(self, namespace: str, name: str, kind: tuple[str, str] = PYTORCHJOB) -> str | None:
+        binding = self.binding(namespace, name, kind) or {}
+        clusters = (binding.get("spec") or {}).get("clusters") or []
         return clusters[0]["name"] if clusters else None
 
     def copies(self, namespace: str, name: str, api: tuple[str, str] = PYTORCHJOB) -> list[str]:
         """Members holding a copy of the job, in name order."""
         return [m for m in MEMBERS if self.clusters[m].get(*api, name, namespace) is not None]
 
-    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.api.get(*PYTORCHJOB, name, namespace)
+    def job(
+        self, namespace: str, name: str, kind: tuple[str, str] = PYTORCHJOB
+    ) -> dict[str, Any] | None:
+        return self.api.get(*kind, name, namespace)
+
+    def fleet_state(self, namespace: str, name: str, kind: tuple[str, str]) -> str:
+        """The state word the kind's adapter reads from the fleet job's (mirrored) status."""
+        adapter = adapter_for(*kind)
+        assert adapter is not None
+        return adapter.state((self.job(namespace, name, kind) or {}).get("status"))
 
     def state(self, namespace: str, name: str) -> str | None:
         conditions = ((self.job(namespace, name) or {}).get("status") or {}).get("conditions")
@@ -142,22 +156,45 @@ class Fleet:
             )
         ]
 
-    def wait_running(self, namespace: str, name: str, member: str, timeout: float = 90) -> None:
+    def wait_running(
+        self,
+        namespace: str,
+        name: str,
+        member: str,
+        timeout: float = 90,
+        kind: tuple[str, str] = PYTORCHJOB,
+        pods: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Wait until the job's pods (`pods` of them, if given) all run in `member` and the
+        fleet job says Running; the pods then."""
         client = self.clusters[member]
+        adapter = adapter_for(*kind)
+        assert adapter is not None
 
-        def running() -> bool:
-            pods = client.pods(namespace, f"{JOB_NAME_LABEL}={name}")
-            return bool(pods) and all(p["status"].get("phase") == "Running" for p in pods)
+        def running() -> list[dict[str, Any]] | None:
+            found = client.pods(namespace, adapter.pod_selector(name))
+            if pods is not None and len(found) != pods:
+                return None
+            ok = bool(found) and all(p["status"].get("phase") == "Running" for p in found)
+            return found if ok else None
 
-        wait_until(running, timeout=timeout, what=f"{name} running in {member}")
+        found = wait_until(running, timeout=timeout, what=f"{name} running in {member}")
         wait_until(
-            lambda: job_condition(self.job(namespace, name), "Running"),
+            lambda: self.fleet_state(namespace, name, kind) == "Running",
             timeout=timeout,
             what=f"{name} Running on the fleet",
         )
+        return found
 
-    def mark(self, member: str, namespace: str, job: str, outcome: str) -> None:
-        self.clusters[member].mark_job(PYTORCHJOB, job, namespace, outcome)
+    def mark(
+        self,
+        member: str,
+        namespace: str,
+        job: str,
+        outcome: str,
+        kind: tuple[str, str] = PYTORCHJOB,
+    ) -> None:
+        self.clusters[member].mark_job(kind, job, namespace, outcome)
 
     def observed(self, namespace: str, name: str, *, after: int = 0) -> dict[str, Any]:
         """Wait until fleet has acted on the binding's spec as it stands (its
@@ -288,6 +325,26 @@ def _ready(api: ClusterClient, member: str) -> bool:
     mc = api.get("fleet.dev/v1alpha1", "MemberCluster", member)
     conditions = ((mc or {}).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+class Amc:
+    """`kubectl amc` with the sandbox's fleet kubeconfig, in this process."""
+
+    def __init__(self, live: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
+        self.args = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = main([*argv, *self.args])
+        out, err = self.capsys.readouterr()
+        assert "Traceback" not in err
+        return code, out, err
+
+
+@pytest.fixture
+def amc(live: Fleet, capsys: pytest.CaptureFixture[str]) -> Amc:
+    return Amc(live, capsys)
 
 
 @pytest.fixture

@@ -16,15 +16,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
 
-from fleet.amc import main
 from fleet.amc.errors import EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK
 from fleet.testing.kube import wait_until
 from fleet.testing.workloads import JOB_NAME_LABEL, gang_policy, pytorchjob
 
-from .conftest import FLEET_ID, MEMBERS, NAMESPACE, Fleet
+from .conftest import FLEET_ID, MEMBERS, NAMESPACE, Amc, Fleet
 
 CANNED_LOG = Path(__file__).parents[1] / "fleet" / "sandbox" / "assets" / "kwok-container.log"
 
@@ -32,26 +30,6 @@ CANNED_LOG = Path(__file__).parents[1] / "fleet" / "sandbox" / "assets" / "kwok-
 def _log_lines() -> list[str]:
     """The canned log as a container prints it: CRI's time, stream and tag taken off."""
     return [line.split(" ", 3)[3] for line in CANNED_LOG.read_text().splitlines()]
-
-
-class Amc:
-    """`kubectl amc` with the sandbox's fleet kubeconfig, in this process."""
-
-    def __init__(self, live: Fleet, capsys: pytest.CaptureFixture[str]) -> None:
-        self.args = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
-        self.capsys = capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main([*argv, *self.args])
-        out, err = self.capsys.readouterr()
-        assert "Traceback" not in err
-        return code, out, err
-
-
-@pytest.fixture
-def amc(live: Fleet, capsys: pytest.CaptureFixture[str]) -> Amc:
-    return Amc(live, capsys)
 
 
 def _rows(out: str) -> list[list[str]]:

@@ -282,9 +282,13 @@ class BindingStore:
         spec: Mapping[str, Any] | None = None,
         status: Mapping[str, Any] | None = None,
         observed: bool = False,
-    ) -> GangBinding:
+        carried: Mapping[str, Any] | None = None,
+        defer_status: bool = False,
+    ) -> tuple[GangBinding, dict[str, Any]]:
         """Write the lifecycle (if given), conditions and any other spec or status fields;
-        only fields that differ from `binding` are sent. Returns the binding as written.
+        only fields that differ from `binding` are sent. Returns the binding as written, and
+        the status changes not written: `carried` (an earlier save's deferred changes) goes
+        under this save's own; with `defer_status` the status patch is not sent but returned.
 
         `observed`: this write completes what the controller decided for the binding's spec as
         it now stands, so `status.observedGeneration` becomes that spec's generation (the one
@@ -292,7 +296,7 @@ class BindingStore:
         current_spec = binding.to_dict().get("spec") or {}
         current_status = (binding.to_dict().get("status") or {}) if binding.status else {}
         desired_spec: dict[str, Any] = dict(spec or {})
-        desired_status: dict[str, Any] = dict(status or {})
+        desired_status: dict[str, Any] = {**(carried or {}), **(status or {})}
         if life is not None:
             desired_spec["clusters"] = _target(life, components, multi_role)
             desired_spec["gracefulEvictionTasks"] = _evictions(life)
@@ -317,6 +321,8 @@ class BindingStore:
             if observed and written.metadata.generation is not None:
                 desired_status["observedGeneration"] = written.metadata.generation
             status_patch = _changed(current_status, desired_status)
+            if defer_status:
+                return written, status_patch
             if status_patch:
                 updated = await self.fleet.patch(
                     *BINDING, name, {"status": status_patch}, meta.namespace, subresource="status"
@@ -328,7 +334,7 @@ class BindingStore:
                 raise
             self.cache.drop(key)
             raise BindingGone(f"{key}: its GangBinding was deleted; starting over") from e
-        return written
+        return written, {}
 
 
 def key_of_binding(obj: Obj) -> WorkloadKey:

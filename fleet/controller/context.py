@@ -54,6 +54,9 @@ class Job:
     binding: GangBinding
     life: lifecycle.Binding
     gang: Gang
+    #: Status fields decided but not written yet: the next `save` writes them with its own
+    #: (see `save(defer_status=True)`); the reconcile's last save always comes.
+    deferred_status: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def uid(self) -> str:
@@ -86,11 +89,15 @@ async def save(
     status: Mapping[str, Any] | None = None,
     spec: Mapping[str, Any] | None = None,
     observed: bool = False,
+    defer_status: bool = False,
 ) -> None:
     """Write the job's binding (its lifecycle, if given, and other fields); `job` follows.
     `observed`: the write completes a decision on the binding's current spec
-    (`status.observedGeneration`, see `BindingStore.save`)."""
-    job.binding = await shell.bindings.save(
+    (`status.observedGeneration`, see `BindingStore.save`). `defer_status`: write the spec
+    (or create the binding) now and keep the status changes for the next save, which writes
+    them together with its own: one status write instead of two (docs/controller.md says why
+    that is crash safe where it is used)."""
+    job.binding, job.deferred_status = await shell.bindings.save(
         job.key,
         job.binding,
         life=life,
@@ -100,6 +107,8 @@ async def save(
         status=status,
         spec=spec,
         observed=observed,
+        carried=job.deferred_status,
+        defer_status=defer_status,
     )
     if life is not None:
         job.life = life

@@ -147,7 +147,8 @@ async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp
         f"Binding was scheduled to {target}",
         now,
     )
-    conditions = with_job_condition(conditions, "Failed", lifecycle.GAVE_UP_REASON, message, now)
+    for failed in job.kind.failed_conditions:  # a batch Job: FailureTarget, then Failed
+        conditions = with_job_condition(conditions, failed, lifecycle.GAVE_UP_REASON, message, now)
     await patch_workload_status(shell, job.workload, {"conditions": conditions})
     await shell.events.record(job.workload, lifecycle.GAVE_UP_REASON, message, warning=True)
     log.warning("%s: %s", job.key, message)

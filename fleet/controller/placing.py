@@ -71,6 +71,10 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     # The binding also says why the other clusters were not chosen.
     others = "; ".join(decision.sentences())
     explained = f"{result_message}; not chosen: {others}" if others else result_message
+    # A new binding's first decision: created with it now, its status written with the
+    # dispatch's (after the member copy is created, in the same reconcile). What a crash in
+    # between loses, the next reconcile derives again (see docs/controller.md, "Crash safety").
+    first = not shell.bindings.written(job.binding) and place is lifecycle.scheduled
     try:
         await save(
             shell,
@@ -81,6 +85,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
                 shell, job, (c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained)
             ),
             observed=True,
+            defer_status=first,
         )
     except Exception:
         target.snapshot.release(job.uid)

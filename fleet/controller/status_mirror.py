@@ -96,8 +96,9 @@ async def set_scheduled_condition(
 def binding_conditions(
     shell: Shell, job: Job, *changes: tuple[str, ConditionStatus, str, str]
 ) -> list[dict[str, Any]]:
-    """The binding's conditions with each (type, status, reason, message) set."""
-    current = [
+    """The binding's conditions with each (type, status, reason, message) set (on top of
+    conditions decided but not written yet, if any)."""
+    current = job.deferred_status.get("conditions") or [
         x.to_dict() for x in (job.binding.status.conditions if job.binding.status else None) or []
     ]
     now = shell.clock.now()
@@ -125,20 +126,35 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     member_status = dict(copy.get("status") or {})
     state = job.kind.state(member_status)
     scheduled = condition_of(conditions_of(job.workload), FLEET_CONDITION)
-    result = job.binding.condition(c.CONDITION_SCHEDULED)
-    mirrored: dict[str, Any] = {k: member_status.get(k) for k in job.kind.status_fields}
+    # The binding's Scheduled condition, written or decided this reconcile (deferred).
+    result = condition_of(binding_conditions(shell, job), c.CONDITION_SCHEDULED)
+    current = job.workload.get("status") or {}
+    # A failure of this copy is failed over while the policy fails over and fleet has not
+    # given up on the job (maxFailovers).
+    fails_over = job.failover is not None and job.life.gave_up is None
+    mirrored = job.kind.fleet_status(member_status, current, fails_over=fails_over)
+    # Fleet's condition as the fleet job has it, in front of the member's: unchanged, it is kept
+    # as it is (timestamps included), so a reconcile that observed nothing new writes nothing.
+    member_conditions = [x for x in mirrored["conditions"] if x.get("type") != FLEET_CONDITION]
     mirrored["conditions"] = with_fleet_condition(
-        list(member_status.get("conditions") or []),
+        [scheduled, *member_conditions] if scheduled else member_conditions,
         "True",
         c.REASON_SCHEDULED,
-        result.message if result else scheduled.get("message") or f"scheduled to {member.name}",
+        result.get("message") or scheduled.get("message") or f"scheduled to {member.name}",
         shell.clock.now(),
     )
-    current = job.workload.get("status") or {}
     if any(current.get(k) != v for k, v in mirrored.items()):
         await patch_workload_status(shell, job.workload, mirrored)
 
-    life = lifecycle.observed(job.life, state)
+    now = shell.clock.now()
+    life = lifecycle.observed(lifecycle.recovered(job.life, now), state)
+    # A binding created with its decision whose status was never written (a restart in
+    # between, see placing) gets the Scheduled condition now, with what it is known by.
+    placed = (
+        ()
+        if result.get("status") == "True"
+        else ((c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, f"scheduled to {member.name}"),)
+    )
     health = lifecycle.health_of(state)
     unhealthy = health == "Unhealthy"
     await save(
@@ -153,6 +169,7 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
         conditions=binding_conditions(
             shell,
             job,
+            *placed,
             (
                 c.CONDITION_FULLY_APPLIED,
                 "True",

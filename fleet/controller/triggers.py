@@ -18,6 +18,11 @@ from fleet.kube import Obj
 
 #: How long a burst of capacity events is gathered into one retry of the waiting workloads.
 CAPACITY_COALESCE_SECONDS = 0.2
+#: How long a member copy's status changes are gathered into one reconcile (one mirror write):
+#: an operator writes a starting job's status several times within a second or two (Created,
+#: replica counts as pods appear, Running), and each would be a write of the fleet job and of
+#: its binding. Failover's tolerationSeconds dwarf it.
+STATUS_COALESCE_SECONDS = 1.0
 
 
 class Triggers:
@@ -83,7 +88,13 @@ class Triggers:
     # -- member events (MemberListener) ----------------------------------------------------------
 
     def job_changed(self, member: str, event: str, obj: Obj) -> None:
-        self.queue.add(WorkloadKey.of(obj))
+        """A member copy changed: a deleted copy is seen to at once, status changes are
+        gathered for `STATUS_COALESCE_SECONDS` first (the mirror reads the newest copy)."""
+        key = WorkloadKey.of(obj)
+        if event == "MODIFIED":
+            self.queue.add_after(key, STATUS_COALESCE_SECONDS)
+        else:
+            self.queue.add(key)
 
     def health_changed(self, member: str, ready: bool) -> None:
         for key, cluster in list(self.placed.items()):

@@ -234,6 +234,16 @@ def observed(binding: Binding, job: JobState) -> Binding:
     return dataclasses.replace(binding, phase=phase_of(job))
 
 
+def recovered(binding: Binding, now: float) -> Binding:
+    """The binding with a stay in its target dated `now` if it has none open there: its first
+    placement's status was never written (the controller stopped between the binding's create,
+    which carries the decision, and the dispatch's status write, which carries the stay)."""
+    cluster = binding.cluster
+    if cluster is None or any(s.cluster == cluster and s.removed_at is None for s in binding.stays):
+        return binding
+    return dataclasses.replace(binding, stays=(*binding.stays, Stay(cluster, now)))
+
+
 def with_timers(binding: Binding, timers: Timers) -> Binding:
     """The failover judgement's timers, persisted so a restart resumes the same window."""
     return dataclasses.replace(binding, timers=timers)

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from fleet.core.kinds import adapter_for
 from fleet.kube import Resource, SyncKubeClient, load
-from fleet.testing.workloads import JOB_NAME_LABEL, OUTCOME_LABEL, outcome_template_patch
+from fleet.testing.workloads import OUTCOME_LABEL, outcome_template_patch
 
 T = TypeVar("T")
 
@@ -121,13 +122,18 @@ class ClusterClient:
         return str(token)
 
     def mark_job(self, api: tuple[str, str], name: str, namespace: str, outcome: str) -> None:
-        """Make a Kubeflow job's pods end with `outcome` (kwok plays it): its replica templates
-        first, so pods the operator starts again carry it too, then the pods it has."""
+        """Make a job's pods end with `outcome` (kwok plays it): its pod templates first where
+        they may change, so pods the operator starts again carry it too, then the pods it has.
+        (A batch Job's template is immutable: give it `backoffLimit: 0` to fail on one pod.)"""
         job = self.get(*api, name, namespace)
         if job is None:
             raise AssertionError(f"{api[1]} {namespace}/{name} not found in {self.name}")
-        self.patch(*api, name, outcome_template_patch(job, outcome), namespace)
-        for pod in self.pods(namespace, f"{JOB_NAME_LABEL}={name}"):
+        adapter = adapter_for(*api)
+        if adapter is None:
+            raise AssertionError(f"{api[1]} is no kind fleet dispatches")
+        if adapter.mutable_templates:
+            self.patch(*api, name, outcome_template_patch(job, outcome), namespace)
+        for pod in self.pods(namespace, adapter.pod_selector(name)):
             labels = {OUTCOME_LABEL: outcome}
             self.patch(
                 "v1", "Pod", pod["metadata"]["name"], {"metadata": {"labels": labels}}, namespace

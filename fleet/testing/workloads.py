@@ -1,11 +1,11 @@
-"""Training-job manifests for tests and the demo."""
+"""Job manifests (the kinds fleet dispatches) and Gang policies for tests and the demo."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from fleet.core.kinds import adapter_for
+from fleet.core.kinds import ADAPTERS, adapter_for
 
 OUTCOME_LABEL = "sandbox.fleet.dev/outcome"
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
@@ -90,6 +90,64 @@ def pytorchjob(
     return job
 
 
+def batch_job(
+    name: str,
+    *,
+    pods: int = 2,
+    gpus: int = 1,
+    cpu: str = "1",
+    namespace: str | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A batch/v1 Job running `pods` pods at once (parallelism = completions), `gpus` GPUs each;
+    `backoffLimit: 0`, so one failed pod fails it (its template cannot be changed later)."""
+    template = _template(gpus, cpu, node_selector)
+    template["spec"]["restartPolicy"] = "Never"
+    job: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"parallelism": pods, "completions": pods, "backoffLimit": 0, "template": template},
+    }
+    if namespace:
+        job["metadata"]["namespace"] = namespace
+    return job
+
+
+def mpijob(
+    name: str,
+    *,
+    workers: int = 2,
+    gpus: int = 1,
+    cpu: str = "1",
+    namespace: str | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A training-operator (kubeflow.org/v1) MPIJob: one Launcher without GPUs and `workers`
+    Workers with `gpus` each; restartPolicy Never, so a failing launcher fails the job."""
+    specs = {
+        "Launcher": {
+            "replicas": 1,
+            "restartPolicy": "Never",
+            "template": _template(0, cpu, node_selector),
+        },
+        "Worker": {
+            "replicas": workers,
+            "restartPolicy": "Never",
+            "template": _template(gpus, cpu, node_selector),
+        },
+    }
+    job: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": specs},
+    }
+    if namespace:
+        job["metadata"]["namespace"] = namespace
+    return job
+
+
 def with_node_selector(job: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
     """A copy of a Kubeflow job whose every replica is confined to nodes matching `selector`."""
     out = copy.deepcopy(job)
@@ -126,7 +184,7 @@ def gang_policy(
     spec: dict[str, Any] = {
         "propagateDeps": propagate_deps,
         "placement": placement,
-        "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": k} for k in kinds],
+        "resourceSelectors": [{"apiVersion": _api_version(k), "kind": k} for k in kinds],
     }
     if toleration_seconds is not None:
         application: dict[str, Any] = {
@@ -144,6 +202,12 @@ def gang_policy(
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+
+
+def _api_version(kind: str) -> str:
+    """The apiVersion fleet dispatches `kind` at (the first adapter's: MPIJob is the training
+    operator's kubeflow.org/v1)."""
+    return next(a.api_version for a in ADAPTERS if a.kind == kind)
 
 
 #: The labels each new kind's operator puts on every pod it makes, naming the job.

@@ -7,7 +7,7 @@ import copy
 from fleet.api import constants as c
 from fleet.controller import copies
 from fleet.core.kinds import adapter_for
-from fleet.testing.workloads import pytorchjob
+from fleet.testing.workloads import batch_job, pytorchjob
 
 PYTORCH = adapter_for("kubeflow.org/v1", "PyTorchJob")
 
@@ -174,3 +174,37 @@ def test_a_users_own_gang_and_scheduler_name_are_kept():
     assert c.POD_GROUP_NAME_LABEL not in w["metadata"].get("labels", {})
     assert w["metadata"]["annotations"][c.KOORDINATOR_GANG_GROUPS_ANNOTATION].startswith("[")
     assert w["spec"]["schedulerName"] == "my-scheduler"
+
+
+def test_a_batch_job_copy_drops_the_fleets_generated_selector_and_carries_fleets_marks():
+    job = batch_job("train", namespace="team-a", pods=2)
+    job["metadata"] |= {"uid": "fleet-uid", "resourceVersion": "9"}
+    # What the fleet's API server stored: the selector and labels from the fleet object's UID.
+    job["spec"]["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": "fleet-uid"}}
+    job["spec"]["template"]["metadata"] = {
+        "labels": {
+            "controller-uid": "fleet-uid",
+            "batch.kubernetes.io/controller-uid": "fleet-uid",
+            "job-name": "train",
+            "batch.kubernetes.io/job-name": "train",
+        }
+    }
+    out = copies.member_copy(
+        job,
+        adapter_for("batch/v1", "Job"),
+        min_member=2,
+        binding="team-a/job-train",
+        fleet_id="f",
+        gang_scheduler="Koordinator",
+        scheduler_name="koord-scheduler",
+    )
+    assert "selector" not in out["spec"]
+    template = out["spec"]["template"]
+    assert template["metadata"]["labels"] == {
+        c.POD_GROUP_NAME_LABEL: "train",
+        c.POD_GROUP_MIN_AVAILABLE_LABEL: "2",
+        c.FLEET_UID_LABEL: "fleet-uid",
+        c.ROLE_LABEL: "pod",
+    }
+    assert template["spec"]["schedulerName"] == "koord-scheduler"
+    assert out["metadata"]["labels"][c.FLEET_UID_LABEL] == "fleet-uid"

@@ -8,17 +8,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 
+from fleet.api import binding_name, format_time
 from fleet.api import constants as c
-from fleet.api import format_time
 from fleet.controller.bindings import BindingGone
 from fleet.controller.claims import CLEANUP_RETRY_SECONDS
+from fleet.controller.triggers import STATUS_COALESCE_SECONDS
 from fleet.core import lifecycle
 from fleet.core.placement import AFFINITY, INSUFFICIENT, TAINTED
 from fleet.core.taints import Taint
+from fleet.kube import ApiError
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, FakeMember, World, conditions
+from tests.kube.fakes import status
 
 # The gang every test submits: a Master and two Workers, one GPU each.
 GPUS_NEEDED = 3
@@ -253,6 +257,103 @@ async def test_a_policy_change_to_a_waiting_gang_is_observed_even_when_it_still_
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
     assert after["status"]["observedGeneration"] == after["metadata"]["generation"]
     assert after["status"]["phase"] == "Pending"
+
+
+# -- status ------------------------------------------------------------------------------------
+
+
+def job_status_writes(world: World, key: Any) -> list[dict[str, Any]]:
+    """Every status the fleet job was written with, in order (PATCH bodies to /status)."""
+    path = f"/pytorchjobs/{key.name}/status"
+    return [
+        json.loads(r.content)["status"]
+        for r in world.fleet_api.requests
+        if r.method == "PATCH" and r.url.path.endswith(path)
+    ]
+
+
+async def test_the_fleet_jobs_status_is_written_once_per_change_the_mirror_observes():
+    world = World()
+    member = world.add_member("member-1", gpus=4)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert len(job_status_writes(world, key)) == 1  # Scheduled, as the copy is created
+
+    # Reconciles later, with nothing new in the member: no write (fleet's condition kept as
+    # it is, timestamps included).
+    for _ in range(3):
+        world.clock.advance(5)
+        await world.reconcile(key)
+    assert len(job_status_writes(world, key)) == 1
+
+    member.set_job_state("job", "Running")
+    world.clock.advance(5)
+    await world.reconcile(key)
+    await world.reconcile(key)
+    writes = job_status_writes(world, key)
+    assert len(writes) == 2
+    assert [x["type"] for x in writes[-1]["conditions"]] == ["Scheduled", "Running"]
+    assert writes[-1]["conditions"][0] == writes[0]["conditions"][0]  # the same Scheduled
+
+
+async def test_a_first_dispatch_writes_the_binding_status_once():
+    world = World()
+    world.add_member("member-1", gpus=4)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    # The decision went into the binding's create; its status, with the dispatch's, in one write.
+    (written,) = world.binding_writes(key)
+    assert written["phase"] == "Dispatched"
+    assert [x["type"] for x in written["conditions"]] == ["Scheduled", "FullyApplied", "Healthy"]
+    assert written["placementHistory"][0]["cluster"] == "member-1"
+
+
+async def test_a_dispatch_whose_status_write_was_lost_is_recorded_by_the_next_reconcile():
+    world = World()
+    member = world.add_member("member-1", gpus=4)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    path = f"/gangbindings/{binding_name(key.kind, key.name)}/status"
+
+    def lost(request: httpx.Request) -> httpx.Response | None:
+        """The controller stops after the member copy's create, before the status write."""
+        if request.method == "PATCH" and request.url.path.endswith(path):
+            return status(422, "Invalid", "the controller stopped here")
+        return None
+
+    world.fleet_api.interceptors.append(lost)
+    with pytest.raises(ApiError):
+        await world.reconcile(key)
+    world.fleet_api.interceptors.remove(lost)
+    copy = member.copy("job")
+    assert copy is not None
+    assert placed_on(world, key) == "member-1" and not status_of(world, key)
+
+    await world.reconcile(key)
+    recorded = status_of(world, key)
+    assert recorded["phase"] == "Dispatched"
+    assert [x["cluster"] for x in recorded["placementHistory"]] == ["member-1"]
+    assert conditions(world.binding(key))["Scheduled"]["status"] == "True"
+    assert member.copy("job")["metadata"]["uid"] == copy["metadata"]["uid"]  # the same copy
+
+
+async def test_a_member_copys_status_changes_are_gathered_into_one_reconcile():
+    world = World()
+    member = world.add_member("member-1", gpus=4)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    before = len(world.queue.added)
+
+    # The operator writes a starting job's status twice within the window.
+    member.set_job_state("job", "Created")
+    member.set_job_state("job", "Running")
+    assert key not in world.queue.added[before:]  # not at once
+    assert world.queue.later[-2:] == [(key, STATUS_COALESCE_SECONDS)] * 2
+    await world.until_queued(key, after=before)
+    assert world.queue.added[before:].count(key) == 1  # one reconcile, when the window ends
 
 
 # -- wait --------------------------------------------------------------------------------------

@@ -76,6 +76,13 @@ class KindAdapter:
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
     #: Member status fields copied to the fleet object as they are (besides conditions).
     status_fields: ClassVar[tuple[str, ...]] = ()
+    #: The conditions fleet sets True on the fleet object when it fails the job for good
+    #: (maxFailovers reached), in order.
+    failed_conditions: ClassVar[tuple[str, ...]] = ("Failed",)
+    #: The label the member's operator puts on a job's pods, with the job's name as value.
+    pods_label: ClassVar[str] = ""
+    #: Whether the pod templates may change once the object exists (a Job's may not).
+    mutable_templates: ClassVar[bool] = True
     #: Whether the member's operator names pods by role and index (`pod_name`); if not, they
     #: are found by their owner, the member copy.
     names_pods: ClassVar[bool] = False
@@ -256,6 +263,22 @@ class KindAdapter:
             return found
         return "Running" if status.get("active") else "Pending"
 
+    def fleet_status(
+        self,
+        member: Mapping[str, Any],
+        fleet: Mapping[str, Any],
+        *,
+        fails_over: bool,
+    ) -> dict[str, Any]:
+        """What the status mirror writes on the fleet object (fleet's own condition aside):
+        `status_fields` and the conditions of the member copy's status `member`, as they are.
+        `fleet` is the fleet object's status now; `fails_over`: a failure of this copy will be
+        failed over (the job goes on elsewhere). A kind whose API server refuses some status
+        transitions on the fleet object overrides it."""
+        out = {k: member.get(k) for k in self.status_fields}
+        out["conditions"] = list(member.get("conditions") or [])
+        return out
+
     # -- kubectl amc -------------------------------------------------------------------------
 
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
@@ -267,6 +290,10 @@ class KindAdapter:
         """The name the member's operator gives pod `index` of `component` (only asked when
         `names_pods`)."""
         raise NotImplementedError(f"{self} names its pods at random")
+
+    def pod_selector(self, job: str) -> str:
+        """The label selector of a job's pods in the member."""
+        return f"{self.pods_label}={job}"
 
     # -- the queue ---------------------------------------------------------------------------
 

@@ -12,9 +12,15 @@
   Koordinator or an unknown scheduler; a coscheduling member gets no gang for a Job (it would
   need a PodGroup object; fleet places the Job whole in one member all the same).
 * State: Failed (or FailureTarget, which only ever leads to Failed) and Complete (or
-  SuccessCriteriaMet) win; Suspended; else Running while pods are active, else Pending. The
-  status mirror copies active, ready, succeeded, failed, terminating and the times.
-* `kubectl amc`: pods are named at random by the Job controller, found by their owner.
+  SuccessCriteriaMet) win; Suspended; else Running while pods are active, else Pending.
+* Status mirror: active, ready, terminating as the copy has them; the fleet's API server
+  refuses a Job status that takes back a terminal condition, lowers `failed` (or `succeeded`),
+  or changes a set `startTime` (Kubernetes 1.32+, JobManagedBy), so across failovers
+  `startTime` is the first copy's, `succeeded` and `failed` the largest seen, and a copy's
+  Failed/FailureTarget (and its completionTime) are written only when no failover follows; a
+  Job failed for good on the fleet gets FailureTarget, then Failed.
+* `kubectl amc`: pods are named at random by the Job controller, found by their owner (and
+  labelled `batch.kubernetes.io/job-name`).
 * Queue: the template's priorityClassName; charged every pod.
 * Not counted: nothing; the Job controller creates pods from the template as it is.
 """
@@ -40,6 +46,8 @@ class BatchJob(KindAdapter):
     api_version = "batch/v1"
     kind = "Job"
     multi_role = False
+    pods_label = "batch.kubernetes.io/job-name"
+    mutable_templates = False  # spec.template is immutable once the Job exists
     doc_gang = "`spec.template`, min(parallelism, completions) pods"
     doc_dropped = "`spec.selector`, `controller-uid` and `job-name` labels"
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = (
@@ -58,11 +66,33 @@ class BatchJob(KindAdapter):
         "startTime",
         "completionTime",
     )
+    failed_conditions = ("FailureTarget", "Failed")
 
     def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
         pods = job_pods(mapping(obj.get("spec"), "spec"), "spec")
         template = template_at(obj, "spec.template")
         return [PodTemplate("pod", "", pods, template, "spec.template")]
+
+    def fleet_status(
+        self,
+        member: Mapping[str, Any],
+        fleet: Mapping[str, Any],
+        *,
+        fails_over: bool,
+    ) -> dict[str, Any]:
+        out = super().fleet_status(member, fleet, fails_over=fails_over)
+        out["startTime"] = fleet.get("startTime") or member.get("startTime")
+        for counter in ("succeeded", "failed"):
+            most = max(_count(fleet.get(counter)), _count(member.get(counter)))
+            out[counter] = most or None
+        failing = {"Failed", "FailureTarget"}
+        copy_failed = any(
+            x.get("type") in failing and x.get("status") == "True" for x in out["conditions"]
+        )
+        if fails_over and copy_failed:
+            out["conditions"] = [x for x in out["conditions"] if x.get("type") not in failing]
+            out["completionTime"] = fleet.get("completionTime")
+        return out
 
     def drop_server_set(self, copy_obj: dict[str, Any]) -> None:
         spec = copy_obj["spec"]
@@ -82,6 +112,10 @@ class BatchJob(KindAdapter):
         if isinstance(labels, dict):
             for key in GENERATED_LABELS:
                 labels.pop(key, None)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 JOB = BatchJob()

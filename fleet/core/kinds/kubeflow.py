@@ -42,8 +42,11 @@ class KubeflowJob(KindAdapter):
         ("Running", "Running"),
         ("Created", "Created"),
     )
-    status_fields = ("replicaStatuses", "startTime", "completionTime", "lastReconcileTime")
+    # Not lastReconcileTime: the operator stamps it on each retry while a PodGroup waits, and
+    # each stamp would be one more write of the fleet job saying nothing new.
+    status_fields = ("replicaStatuses", "startTime", "completionTime")
     names_pods = True
+    pods_label = "training.kubeflow.org/job-name"
     log_roles = ("master", "chief", "launcher", "worker")
 
     def __init__(

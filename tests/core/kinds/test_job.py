@@ -155,3 +155,45 @@ def test_priority_class_is_the_templates() -> None:
     obj = job()
     obj["spec"]["template"]["spec"]["priorityClassName"] = "high"
     assert JOB.priority_class(obj) == "high"
+
+
+# -- the status mirror: what the fleet's API server accepts on a Job ---------------------------
+
+
+def test_the_mirror_keeps_the_first_start_and_the_largest_counts_across_failovers() -> None:
+    fleet = {"startTime": "T1", "failed": 1, "succeeded": 2, "active": 0}
+    member = {"startTime": "T2", "failed": 0, "active": 3, "ready": 3}
+    out = JOB.fleet_status(member, fleet, fails_over=True)
+    assert out["startTime"] == "T1"  # a set startTime may not change
+    assert (out["failed"], out["succeeded"]) == (1, 2)  # counters may not go down
+    assert (out["active"], out["ready"]) == (3, 3)
+
+
+def test_a_failed_copy_that_fails_over_leaves_the_fleet_job_non_terminal() -> None:
+    member = {
+        "startTime": "T1",
+        "failed": 1,
+        "completionTime": None,
+        "conditions": [cond("FailureTarget"), cond("Failed")],
+    }
+    out = JOB.fleet_status(member, {}, fails_over=True)
+    assert out["conditions"] == []  # a terminal condition could never be taken back
+    assert out["failed"] == 1
+    final = JOB.fleet_status(member, {}, fails_over=False)
+    assert [x["type"] for x in final["conditions"]] == ["FailureTarget", "Failed"]
+
+
+def test_a_complete_copy_is_mirrored_as_it_is() -> None:
+    member = {
+        "startTime": "T1",
+        "completionTime": "T9",
+        "succeeded": 3,
+        "conditions": [cond("SuccessCriteriaMet"), cond("Complete")],
+    }
+    out = JOB.fleet_status(member, {"startTime": "T1"}, fails_over=True)
+    assert out["completionTime"] == "T9"
+    assert [x["type"] for x in out["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+
+
+def test_failed_for_good_on_the_fleet_is_failure_target_then_failed() -> None:
+    assert JOB.failed_conditions == ("FailureTarget", "Failed")

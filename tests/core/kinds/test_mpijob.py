@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 
+from fleet.core.inventory import NodeInfo
 from fleet.core.kinds import gang_from_workload
 from fleet.core.kinds.mpijob import MPIJOB, MPIJOB_V2
+from fleet.core.placement import place
 from fleet.core.resources import Resources
+from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.workload import WorkloadError
 from tests.core.kinds.builders import fleet_meta, pod_template
 
@@ -73,3 +76,16 @@ def test_the_copy_carries_the_gang_minimum() -> None:
     out = MPIJOB.member_copy(mpijob(), min_member=3, gang_scheduler=None)
     assert out["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
     assert "initContainers" not in out["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+
+
+def test_placement_counts_the_launchers_ephemeral_storage() -> None:
+    """A member whose nodes advertise no ephemeral-storage could never start the launcher."""
+    gang = gang_from_workload(mpijob())
+    shape = {"cpu": 32_000, "memory": 128 * GI, "pods": 110}
+    bare = ClusterSnapshot.build("member-1", [NodeInfo("n1", Resources(shape), {}, (), False)])
+    disk = Resources({**shape, "ephemeral-storage": 100 * GI})
+    real = ClusterSnapshot.build("member-2", [NodeInfo("n1", disk, {}, (), False)])
+    decision = place(gang, [bare, real])
+    assert decision.placement is not None and decision.placement.cluster == "member-2"
+    (sentence,) = decision.sentences()
+    assert sentence.startswith("member-1:") and "ephemeral-storage" in sentence
