@@ -32,6 +32,7 @@ from .conftest import Fleet
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 RAYJOB = ("ray.io/v1", "RayJob")
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 PODGROUP = ("scheduling.x-k8s.io/v1alpha1", "PodGroup")
 
 
@@ -41,14 +42,14 @@ def _policy(namespace: str, api: tuple[str, str]) -> dict[str, Any]:
     return policy
 
 
-def _target(live: Fleet, namespace: str, kind: str, name: str) -> str | None:
-    binding = live.binding(namespace, name, kind=kind) or {}
+def _target(live: Fleet, namespace: str, kind: tuple[str, str], name: str) -> str | None:
+    binding = live.binding(namespace, name, kind) or {}
     clusters = (binding.get("spec") or {}).get("clusters") or []
     return clusters[0]["name"] if clusters else None
 
 
-def _pending(live: Fleet, namespace: str, kind: str, name: str) -> dict[str, str]:
-    status = (live.binding(namespace, name, kind=kind) or {}).get("status") or {}
+def _pending(live: Fleet, namespace: str, kind: tuple[str, str], name: str) -> dict[str, str]:
+    status = (live.binding(namespace, name, kind) or {}).get("status") or {}
     return {r["cluster"]: r["code"] for r in status.get("pendingReasons") or []}
 
 
@@ -94,7 +95,7 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
         jobset("js", namespace=namespace, leaders=1, workers=2, worker_pods=2, node_selector=here)
     )
     reasons = wait_until(
-        lambda: (p := _pending(live, namespace, "jobset", "js")) and len(p) == 3 and p,
+        lambda: (p := _pending(live, namespace, JOBSET, "js")) and len(p) == 3 and p,
         what="pending reasons for every member",
     )
     assert reasons == {
@@ -105,7 +106,7 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
     assert _copies(live, namespace, JOBSET, "js") == []
 
     add_nodes("member-3", count=1, gpu=8, labels=here)
-    first = wait_until(lambda: _target(live, namespace, "jobset", "js"), what="placement")
+    first = wait_until(lambda: _target(live, namespace, JOBSET, "js"), what="placement")
     assert first == "member-3"
     member = live.clusters[first]
     selector = f"{JOBSET_NAME_LABEL}=js"
@@ -131,7 +132,7 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
             namespace,
         )
     second = wait_until(
-        lambda: (t := _target(live, namespace, "jobset", "js")) != first and t,
+        lambda: (t := _target(live, namespace, JOBSET, "js")) != first and t,
         timeout=90,
         what="failover",
     )
@@ -154,14 +155,14 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
     add_nodes("member-3", count=1, gpu=4, labels=here)
     live.api.create(rayjob("rj", namespace=namespace, workers=3, gpus=2, node_selector=here))
     reasons = wait_until(
-        lambda: (p := _pending(live, namespace, "rayjob", "rj")) and len(p) == 3 and p,
+        lambda: (p := _pending(live, namespace, RAYJOB, "rj")) and len(p) == 3 and p,
         what="pending reasons for every member",
     )
     assert reasons["member-1"] == "KindNotServed"
     assert _copies(live, namespace, RAYJOB, "rj") == []
 
     add_nodes("member-2", count=1, gpu=8, labels=here)
-    first = wait_until(lambda: _target(live, namespace, "rayjob", "rj"), what="placement")
+    first = wait_until(lambda: _target(live, namespace, RAYJOB, "rj"), what="placement")
     assert first == "member-2"
     member = live.clusters[first]
     cluster = wait_until(
@@ -199,7 +200,7 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
         namespace,
     )
     second = wait_until(
-        lambda: (t := _target(live, namespace, "rayjob", "rj")) != first and t,
+        lambda: (t := _target(live, namespace, RAYJOB, "rj")) != first and t,
         timeout=90,
         what="failover",
     )
@@ -219,9 +220,6 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
     )
 
 
-TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
-
-
 def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     live: Fleet, namespace, add_nodes, capsys
 ):
@@ -234,14 +232,14 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     add_nodes("member-2", count=1, gpu=4, labels=here)
     live.api.create(trainjob("tj", "torch", namespace=namespace, nodes=3))
     reasons = wait_until(
-        lambda: (p := _pending(live, namespace, "trainjob", "tj")) and len(p) == 3 and p,
+        lambda: (p := _pending(live, namespace, TRAINJOB, "tj")) and len(p) == 3 and p,
         what="pending reasons for every member",
     )
     assert reasons["member-1"] == "KindNotServed"
     assert _copies(live, namespace, TRAINJOB, "tj") == []
 
     add_nodes("member-3", count=1, gpu=8, labels=here)
-    first = wait_until(lambda: _target(live, namespace, "trainjob", "tj"), what="placement")
+    first = wait_until(lambda: _target(live, namespace, TRAINJOB, "tj"), what="placement")
     assert first == "member-3"
     member = live.clusters[first]
     assert member.get("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "torch", namespace)
@@ -260,7 +258,7 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
             namespace,
         )
     second = wait_until(
-        lambda: (t := _target(live, namespace, "trainjob", "tj")) != first and t,
+        lambda: (t := _target(live, namespace, TRAINJOB, "tj")) != first and t,
         timeout=90,
         what="failover",
     )
