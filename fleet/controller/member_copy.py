@@ -165,7 +165,12 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     client = member.client
     assert client is not None
     await reserving.release(member, uid)  # what was reserved for it goes with it
-    found = await client.get(key.api_version, key.kind, key.name, key.namespace)
+    if member.lacks(key.api_version, key.kind):
+        return False  # no CRD for the kind there: no copy either
+    try:
+        found = await client.get(key.api_version, key.kind, key.name, key.namespace)
+    except NotFound:
+        return False  # the member does not serve the kind (its CRD is gone or never was)
     if found is None or not copies.is_ours(found, uid):
         return False
     return await client.delete(

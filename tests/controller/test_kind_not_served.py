@@ -33,3 +33,18 @@ async def test_a_member_without_the_jobs_kind_is_not_chosen_and_says_why():
     await world.reconcile(key)
     clusters = ((world.binding(key) or {}).get("spec") or {}).get("clusters") or []
     assert [c["name"] for c in clusters] == ["member-1"]
+
+
+async def test_deleting_a_job_asks_no_member_that_lacks_its_kind():
+    from fleet.controller.keys import WorkloadKey
+    from fleet.controller.member_copy import delete_copy
+
+    world = World()
+    fake = world.add_member("member-1")
+    connection = fake.member.connection
+    assert connection is not None
+    connection.missing_kinds = {("jobset.x-k8s.io/v1alpha2", "JobSet")}
+    key = WorkloadKey("jobset.x-k8s.io/v1alpha2", "JobSet", NAMESPACE, "js")
+    asked = len(fake.api.requests)
+    assert await delete_copy(fake.member, key, "uid") is False
+    assert len(fake.api.requests) == asked
