@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fleet.core.kinds import supported
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
+from fleet.sandbox.toolchain import OPERATOR_PARTS, ensure_operators
 
 
 def _sandbox(args: argparse.Namespace) -> Sandbox:
@@ -179,6 +180,8 @@ def _fleet_flags(parser: argparse.ArgumentParser) -> None:
 def _cmd_toolchain(args: argparse.Namespace) -> int:
     tc = ensure_toolchain()
     print(tc.root)
+    if args.operator:
+        print(ensure_operators(args.operator).root)
     return 0
 
 
@@ -345,6 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("simulate", help="replay GPU traces through the placement code (see --help)")
     sub.add_parser("amc", help="kubectl amc: objects across member clusters (see --help)")
     tc = sub.add_parser("toolchain", help="build (or find) the pinned upstream binaries")
+    tc.add_argument(
+        "--operator",
+        action="append",
+        choices=sorted(OPERATOR_PARTS),
+        help="also build (or find) this job operator (repeatable), as members that run it do",
+    )
     tc.set_defaults(func=_cmd_toolchain)
     return parser
 

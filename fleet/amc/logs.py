@@ -155,6 +155,61 @@ def _owned_pods(client: SyncKubeClient, owner_uid: str, namespace: str | None) -
     )
 
 
+def _labelled_pod(
+    client: SyncKubeClient,
+    request: LogsRequest,
+    kind: tuple[str, str],
+    adapter: KindAdapter,
+    components: Sequence[GangComponent],
+) -> Obj:
+    """A pod the member's operator made for the copy (JobSet, Ray, TrainJob), found by the
+    labels it puts on them (`KindAdapter.pods_of`); `replica` is `<role>-<index>` (`worker-1`,
+    `head`), a pod name or an index."""
+    ns, member = request.namespace, client.name
+    copy = client.get(*kind, request.name, ns)
+    if copy is None:
+        raise AmcError(f"{kind[1]} {ns}/{request.name} is not in {member} (yet)")
+    selector = adapter.pods_of(copy)
+    listed = client.list("v1", "Pod", ns, label_selector=selector) if selector else {}
+    pods: list[Obj] = list(listed.get("items") or [])
+    if not pods:
+        raise AmcError(f"{kind[1]} {ns}/{request.name} has no pods in {member} (yet)")
+    order = [component.name.lower() for component in components]
+
+    def role(pod: Obj) -> str:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        value = str(labels.get(adapter.role_label or "", "")).lower()
+        return next((name for name in order if value.startswith(name)), value)
+
+    def rank(pod: Obj) -> tuple[int, str]:
+        r = role(pod)
+        return (order.index(r) if r in order else len(order), str(pod["metadata"]["name"]))
+
+    pods = sorted(pods, key=rank)
+    if request.replica is None:
+        return pods[0]
+    wanted = request.replica.strip()
+    by_name = [p for p in pods if p["metadata"]["name"] == wanted]
+    if by_name:
+        return by_name[0]
+    if wanted.isdigit() and int(wanted) < len(pods):
+        return pods[int(wanted)]
+    match = _REPLICA.match(wanted)
+    if match:
+        of_role = [p for p in pods if role(p) == match.group("role").lower()]
+        index = int(match.group("index") or 0)
+        if index < len(of_role):
+            return of_role[index]
+    counts: dict[str, int] = {}
+    for pod in pods:
+        counts[role(pod)] = counts.get(role(pod), 0) + 1
+    have = ", ".join(f"{r}-0..{n - 1}" for r, n in counts.items())
+    raise AmcError(
+        f"{kind[1]} {ns}/{request.name} has no replica {wanted!r} in {member} "
+        f"(replicas: {have}; or a pod name or index)"
+    )
+
+
 def _pick_pod(
     client: SyncKubeClient, request: LogsRequest, kind: tuple[str, str], binding: GangBinding
 ) -> Obj:
@@ -162,6 +217,8 @@ def _pick_pod(
     member = client.name
     components = binding.spec.gang.components
     adapter = adapter_for(*kind)
+    if adapter is not None and adapter.role_label is not None:
+        return _labelled_pod(client, request, kind, adapter, components)
     if adapter is not None and adapter.names_pods:
         name = replica_pod(adapter, request.name, components, request.replica)
         pod = client.get("v1", "Pod", name, ns)

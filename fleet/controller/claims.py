@@ -29,7 +29,7 @@ from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy
 from fleet.controller.policies import AnyPolicy
 from fleet.controller.status_mirror import set_scheduled_condition
-from fleet.core.kinds import gang_from_workload
+from fleet.core.kinds import Needed, adapter_for, gang_from_workload
 from fleet.core.workload import Gang, WorkloadError
 from fleet.kube import ApiError, Obj, merge_patch
 
@@ -46,12 +46,24 @@ async def interpret(shell: Shell, workload: Obj) -> Gang | None:
     """The workload's gang, or None if it cannot be read (said on the workload when a Gang
     policy governs it)."""
     try:
-        return gang_from_workload(workload)
+        return gang_from_workload(workload, await needed_by(shell, workload))
     except WorkloadError as e:
         if shell.policies.match(workload).gang:
             await shell.events.record(workload, "InvalidWorkload", str(e), warning=True)
             await set_scheduled_condition(shell, workload, "False", "InvalidWorkload", str(e))
         return None
+
+
+async def needed_by(shell: Shell, workload: Obj) -> Needed:
+    """The objects on the fleet the workload's kind reads its gang from (a TrainJob's
+    runtime), None for those that do not exist."""
+    adapter = adapter_for(str(workload.get("apiVersion")), str(workload.get("kind")))
+    out: dict[tuple[str, str, str], Obj | None] = {}
+    for api_version, kind, namespace, name in adapter.needs(workload) if adapter else []:
+        out[(kind, namespace, name)] = await shell.fleet.get(
+            api_version, kind, name, namespace or None
+        )
+    return out
 
 
 def _terms(spec: PropagationSpec) -> dict[str, Any]:

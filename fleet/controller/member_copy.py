@@ -71,6 +71,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
             created = await _create(shell, job, member, desired)
             if created is not None:
                 log.info("%s: created in %s", key, member.name)
+                await _apply_pod_group(job, member, created)
                 _dispatched(shell, job)
                 return created
         existing = await client.get(key.api_version, key.kind, key.name, key.namespace)
@@ -108,6 +109,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
     if existing is None:
         log.info("%s: created in %s", key, member.name)
         _dispatched(shell, job)
+    await _apply_pod_group(job, member, applied)
     return applied
 
 
@@ -118,6 +120,27 @@ def _dispatched(shell: Shell, job: Job) -> None:
         waited = seconds_since_created(job.workload, shell.clock.now())
         if waited is not None:
             shell.metrics.dispatch_seconds.observe(waited)
+
+
+async def _apply_pod_group(job: Job, member: Member, copy: Obj) -> None:
+    """The PodGroup fleet writes for kinds whose operator makes none (coscheduling members)."""
+    group = job.kind.pod_group(
+        copy, min_member=job.gang.min_member, gang_scheduler=member.gang_scheduler
+    )
+    if group is None:
+        return
+    group["metadata"]["labels"] = copies.member_labels(job.uid, copy_fleet_id(copy))
+    client = member.client
+    assert client is not None
+    try:
+        await client.apply(group, field_manager=FIELD_MANAGER)
+    except ApiError as e:
+        log.warning("%s: PodGroup not written in %s: %s", job.key, member.name, e)
+
+
+def copy_fleet_id(copy: Obj) -> str:
+    """The fleet id a copy of ours carries (its managed-by label)."""
+    return str(((copy.get("metadata") or {}).get("labels") or {}).get(c.MANAGED_BY_LABEL, ""))
 
 
 async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj | None:
@@ -154,7 +177,12 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     client = member.client
     assert client is not None
     await reserving.release(member, uid)  # what was reserved for it goes with it
-    found = await client.get(key.api_version, key.kind, key.name, key.namespace)
+    if member.lacks(key.api_version, key.kind):
+        return False  # no CRD for the kind there: no copy either
+    try:
+        found = await client.get(key.api_version, key.kind, key.name, key.namespace)
+    except NotFound:
+        return False  # the member does not serve the kind (its CRD is gone or never was)
     if found is None or not copies.is_ours(found, uid):
         return False
     return await client.delete(
@@ -197,6 +225,26 @@ async def _propagate_dependencies(shell: Shell, job: Job, member: Member) -> Non
             {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
         )
         await client.apply(copy, field_manager=FIELD_MANAGER)
+    await _propagate_needed(shell, job, member)
+
+
+async def _propagate_needed(shell: Shell, job: Job, member: Member) -> None:
+    """What the kind reads its gang from (a TrainJob's runtime) goes along too, created in the
+    member when it has none of that name: one it has already (a ClusterTrainingRuntime its
+    admins installed, another job's) is left as it is."""
+    client = member.client
+    assert client is not None
+    for api_version, dep_kind, namespace, name in job.kind.needs(job.workload):
+        source = await shell.fleet.get(api_version, dep_kind, name, namespace or None)
+        if source is None:
+            continue  # the gang could not have been read: it is not placed
+        copy = copies.dependency_copy(
+            {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
+        )
+        if not namespace:
+            copy["metadata"].pop("namespace", None)
+        with contextlib.suppress(Conflict):
+            await client.create(copy)
 
 
 async def _not_applied(shell: Shell, job: Job, cluster: str, reason: str, message: str) -> None:

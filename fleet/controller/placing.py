@@ -54,6 +54,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         taints=members.taints(),
         tolerations=rules.tolerations,
         mix=mix,
+        lacking=members.lacking(job.key.api_version, job.key.kind),
     )
     shell.metrics.decision_seconds.observe(time.perf_counter() - started)
     decision = result.decision

@@ -47,10 +47,12 @@ NOT_READY = "NotReady"
 FAILED_OVER = "FailedOver"
 TAINTED = "TaintUntolerated"
 AFFINITY = "ClusterAffinity"
+#: The member does not run the job's kind (its CRD is not there, so no operator serves it).
+KIND_MISSING = "KindNotServed"
 INSUFFICIENT = "Insufficient"
 OUTRANKED = "Outranked"
 #: Every rejection code, in the order the filters apply.
-CODES = (NOT_READY, FAILED_OVER, TAINTED, AFFINITY, INSUFFICIENT, OUTRANKED)
+CODES = (NOT_READY, KIND_MISSING, FAILED_OVER, TAINTED, AFFINITY, INSUFFICIENT, OUTRANKED)
 _PURE = (NODES, SUM)
 
 
@@ -185,16 +187,19 @@ def place(
     scorer: Scorer = best_fit,
     explain_all: bool = False,
     mix: WorkloadMix | None = None,
+    lacking: Mapping[str, str] | None = None,
 ) -> Decision:
     """Pick one cluster for `gang` (see the module docstring for the order of work).
 
     `failed_over` maps cluster -> reason the job left it; `not_ready` lists clusters (or maps
     them to a reason) that must not receive work now; `taints` maps cluster -> its taints, which
-    the policy's `tolerations` must tolerate. `mix` (with the `nodes` estimator) ranks by
-    fragmentation; the `sum` estimator has no nodes to measure and ignores it.
+    the policy's `tolerations` must tolerate; `lacking` maps cluster -> why it cannot run the
+    gang's kind at all. `mix` (with the `nodes` estimator) ranks by fragmentation; the `sum`
+    estimator has no nodes to measure and ignores it.
     """
     fragmented = mix is not None and bool(mix) and estimator is NODES
     failed_over = failed_over or {}
+    lacking = lacking or {}
     taints = taints or {}
     rejections: list[Rejection] = []
     ranked: list[tuple[tuple[float, float], str, Score, ClusterSnapshot]] = []
@@ -225,6 +230,9 @@ def place(
             rejections.append(
                 Rejection(name, f"not ready ({why})" if why else "not ready", NOT_READY)
             )
+            continue
+        if name in lacking:
+            rejections.append(Rejection(name, clip(lacking[name]), KIND_MISSING))
             continue
         if name in failed_over:
             why = failed_over[name]
@@ -515,6 +523,7 @@ def place_in_groups(
     taints: Mapping[str, Sequence[Taint]] | None = None,
     tolerations: Sequence[Toleration] = (),
     mix: WorkloadMix | None = None,
+    lacking: Mapping[str, str] | None = None,
 ) -> GroupDecision:
     """Karmada's `clusterAffinities`: try each group in order, from `start_at` (the group the
     previous placement used, so a failover searches its current group first, then the later
@@ -538,6 +547,7 @@ def place_in_groups(
             taints=taints,
             tolerations=tolerations,
             mix=mix,
+            lacking=lacking,
         )
 
     if not groups:

@@ -6,10 +6,13 @@ files, so what every process is started with can be read, and tested, in one pla
 
 from __future__ import annotations
 
+import base64
+import copy
 import dataclasses
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -31,6 +34,14 @@ PORT_NAMES = (
     "operator_probe",
     "operator_webhook",
     "koord_services",
+    "jobset_metrics",
+    "jobset_probe",
+    "jobset_webhook",
+    "trainer_metrics",
+    "trainer_probe",
+    "trainer_webhook",
+    "kuberay_metrics",
+    "kuberay_probe",
 )
 
 
@@ -63,6 +74,12 @@ class ClusterLayout:
 
     def config(self, name: str) -> Path:
         return self.root / "config" / name
+
+    @property
+    def serving_certs(self) -> Path:
+        """The webhook serving certificate (tls.crt, tls.key, for 127.0.0.1, signed by the
+        cluster's CA) where controller-runtime looks for it: $TMPDIR/k8s-webhook-server."""
+        return self.root / "tmp" / "k8s-webhook-server" / "serving-certs"
 
 
 def _http_ok(url: str, verify: ssl.SSLContext | bool = False) -> Callable[[], bool]:
@@ -393,3 +410,148 @@ def training_operator(tc: Toolchain, c: ClusterLayout, gang_scheduler_name: str)
         ports=[c.ports["operator_metrics"], c.ports["operator_probe"], c.ports["operator_webhook"]],
         ready=_http_ok(f"http://127.0.0.1:{c.ports['operator_probe']}/readyz"),
     )
+
+
+def jobset_config(c: ClusterLayout) -> dict[str, object]:
+    """The JobSet controller's configuration file: its own certificate management off (the
+    sandbox serves the webhook with the cluster CA's certificate, see `webhook_configurations`),
+    every listener on 127.0.0.1, no leader election."""
+    return {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "internalCertManagement": {"enable": False},
+        "leaderElection": {"leaderElect": False},
+        "webhook": {
+            "host": "127.0.0.1",
+            "port": c.ports["jobset_webhook"],
+            "certDir": str(c.serving_certs),
+        },
+        "metrics": {
+            "bindAddress": f"127.0.0.1:{c.ports['jobset_metrics']}",
+            "certDir": str(c.serving_certs),
+        },
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['jobset_probe']}"},
+        "clientConnection": {"qps": 50, "burst": 100},
+    }
+
+
+def jobset_controller(otc: Toolchain, c: ClusterLayout) -> Component:
+    """The JobSet controller (sigs.k8s.io/jobset): JobSets into child Jobs and a headless
+    Service; the member's own Job controller makes the pods."""
+    return Component(
+        name=f"{c.name}/jobset-controller",
+        argv=[
+            str(otc.binary("jobset-controller")),
+            f"--kubeconfig={c.kubeconfig}",
+            f"--config={c.config('jobset.yaml')}",
+            "--zap-devel=false",
+            "--zap-log-level=info",
+        ],
+        env={"TMPDIR": str(c.root / "tmp")},
+        log=c.log("jobset-controller"),
+        ports=[c.ports["jobset_metrics"], c.ports["jobset_probe"], c.ports["jobset_webhook"]],
+        ready=_http_ok(f"http://127.0.0.1:{c.ports['jobset_probe']}/readyz"),
+    )
+
+
+def trainer_config(c: ClusterLayout) -> dict[str, object]:
+    """The Trainer v2 controller's configuration file, set up as the JobSet controller's."""
+    return {
+        "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+        "kind": "Configuration",
+        "certManagement": {"enable": False},
+        "leaderElection": {"leaderElect": False},
+        "webhook": {"host": "127.0.0.1", "port": c.ports["trainer_webhook"]},
+        "metrics": {
+            "bindAddress": f"127.0.0.1:{c.ports['trainer_metrics']}",
+            "secureServing": False,
+        },
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{c.ports['trainer_probe']}"},
+        "clientConnection": {"qps": 50, "burst": 100},
+    }
+
+
+def trainer_controller(otc: Toolchain, c: ClusterLayout) -> Component:
+    """The Kubeflow Trainer v2 controller: TrainJobs, with the (Cluster)TrainingRuntime they
+    name, into JobSets (and a scheduler-plugins PodGroup when the runtime asks for
+    coscheduling). Its webhook certificate comes from $TMPDIR, like the training operator's."""
+    return Component(
+        name=f"{c.name}/trainer-controller",
+        argv=[
+            str(otc.binary("trainer-controller-manager")),
+            f"--kubeconfig={c.kubeconfig}",
+            f"--config={c.config('trainer.yaml')}",
+            "--zap-devel=false",
+            "--zap-log-level=info",
+        ],
+        env={"TMPDIR": str(c.root / "tmp")},
+        log=c.log("trainer-controller"),
+        ports=[c.ports["trainer_metrics"], c.ports["trainer_probe"], c.ports["trainer_webhook"]],
+        ready=_http_ok(f"http://127.0.0.1:{c.ports['trainer_probe']}/readyz"),
+    )
+
+
+def kuberay_operator(otc: Toolchain, c: ClusterLayout) -> Component:
+    """The KubeRay operator: RayClusters into a head pod and worker pods, RayJobs into a
+    RayCluster plus a submitter Job once that cluster is ready.
+
+    It runs without a batch scheduler on every member. Its scheduler-plugins integration
+    (`--batch-scheduler=scheduler-plugins`) makes PodGroups for RayClusters only: with it, every
+    RayJob is refused at submission ("currently only RayCluster is supported", v1.5.1 and
+    v1.6.0 alike), so the gang of a Ray job is written by fleet, like a JobSet's. Its webhook is
+    off unless ENABLE_WEBHOOKS=true, as in its Helm chart, so none is served.
+    """
+    return Component(
+        name=f"{c.name}/kuberay-operator",
+        argv=[
+            str(otc.binary("kuberay-operator")),
+            f"--kubeconfig={c.kubeconfig}",
+            f"--metrics-addr=127.0.0.1:{c.ports['kuberay_metrics']}",
+            f"--health-probe-bind-address=127.0.0.1:{c.ports['kuberay_probe']}",
+            "--enable-leader-election=false",
+            "--log-stdout-encoder=console",
+        ],
+        log=c.log("kuberay-operator"),
+        ports=[c.ports["kuberay_metrics"], c.ports["kuberay_probe"]],
+        ready=_http_ok(f"http://127.0.0.1:{c.ports['kuberay_probe']}/readyz"),
+    )
+
+
+#: The webhook port of each operator whose webhooks the sandbox registers.
+WEBHOOK_PORTS = {"jobset": "jobset_webhook", "trainer": "trainer_webhook"}
+
+
+def webhook_configurations(
+    operator: str, manifests: Iterable[dict[str, Any]], c: ClusterLayout, ca_pem: bytes
+) -> list[dict[str, Any]]:
+    """The operator's own webhook configurations, pointed at its process on 127.0.0.1.
+
+    Upstream's manifests name a Service (there is none: the operator is a local process), so
+    each webhook gets the URL `https://127.0.0.1:<port><path>` and the cluster CA, which signed
+    the serving certificate. Configurations are renamed after the operator (upstream's names
+    collide between operators). Webhooks on core pods are left out: JobSet's only act for
+    exclusive placement (`alpha.jobset.sigs.k8s.io/exclusive-topology`), which the sandbox does
+    not use, and upstream scopes them with a kustomize patch these manifests lack.
+    """
+    base = f"https://127.0.0.1:{c.ports[WEBHOOK_PORTS[operator]]}"
+    bundle = base64.b64encode(ca_pem).decode()
+    out = []
+    for doc in manifests:
+        if doc.get("kind") not in (
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ):
+            continue
+        doc = copy.deepcopy(doc)
+        doc["metadata"] = {"name": f"{operator}-{doc['metadata']['name']}"}
+        hooks = []
+        for hook in doc.get("webhooks") or []:
+            if any("" in (rule.get("apiGroups") or []) for rule in hook.get("rules") or []):
+                continue
+            path = ((hook.get("clientConfig") or {}).get("service") or {}).get("path", "")
+            hook["clientConfig"] = {"url": base + path, "caBundle": bundle}
+            hooks.append(hook)
+        if hooks:
+            doc["webhooks"] = hooks
+            out.append(doc)
+    return out

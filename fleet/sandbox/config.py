@@ -15,6 +15,14 @@ Loaded from a YAML file (`fleet sandbox up --config sandbox.yaml`) or built in c
 `scheduler` picks a member's gang scheduler: `coscheduling` (scheduler-plugins, the default: the
 training operator makes a PodGroup for every job) or `koordinator` (koord-scheduler, built on
 first use: the seeds' pod-group labels and Koordinator's gang annotations, and Reservations).
+
+`operators` picks the job operators a member runs (default: the training operator only):
+
+    - name: member-3
+      operators: [training-operator, jobset, trainer, kuberay]
+
+`jobset`, `trainer` (Kubeflow Trainer v2, which runs TrainJobs as JobSets, so it needs `jobset`
+too) and `kuberay` are built on first use, only when a member names them.
 """
 
 from __future__ import annotations
@@ -31,6 +39,12 @@ from fleet.sandbox.errors import SandboxError
 GPU = "nvidia.com/gpu"
 #: The gang schedulers a sandbox member can run.
 MemberScheduler = Literal["coscheduling", "koordinator"]
+#: The job operators a sandbox member can run.
+MemberOperator = Literal["training-operator", "jobset", "trainer", "kuberay"]
+#: What a member runs unless its config says otherwise.
+DEFAULT_OPERATORS: tuple[MemberOperator, ...] = ("training-operator",)
+#: What an operator needs beside it in the same member.
+_OPERATOR_NEEDS: dict[str, str] = {"trainer": "jobset"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -74,6 +88,7 @@ class MemberSpec(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     nodes: list[NodePool] = Field(default_factory=lambda: [NodePool(count=2)])
     scheduler: MemberScheduler = "coscheduling"
+    operators: list[MemberOperator] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
 
     @field_validator("name")
     @classmethod
@@ -81,6 +96,16 @@ class MemberSpec(BaseModel):
         if not _DNS_LABEL.match(v) or v == "fleet":
             raise ValueError(f"member name {v!r} must be a DNS label other than 'fleet'")
         return v
+
+    @field_validator("operators")
+    @classmethod
+    def _operators(cls, v: list[MemberOperator]) -> list[MemberOperator]:
+        missing = [
+            f"{op} needs {_OPERATOR_NEEDS[op]}" for op in v if _OPERATOR_NEEDS.get(op, op) not in v
+        ]
+        if missing:
+            raise ValueError("; ".join(missing) + " (TrainJobs run as JobSets)")
+        return list(dict.fromkeys(v))
 
 
 class SandboxConfig(BaseModel):
@@ -122,6 +147,18 @@ class SandboxConfig(BaseModel):
     @property
     def needs_koordinator(self) -> bool:
         return any(m.scheduler == "koordinator" for m in self.members)
+
+    def runs(self, member: MemberSpec, operator: str) -> bool:
+        """Does `member` run `operator`? (`training_operator: false` turns the training operator
+        off in every member.)"""
+        if operator == "training-operator" and not self.training_operator:
+            return False
+        return operator in member.operators
+
+    @property
+    def operators(self) -> list[str]:
+        """Every operator some member runs (what the toolchain must have built)."""
+        return sorted({op for m in self.members for op in m.operators if self.runs(m, op)})
 
     @classmethod
     def load(cls, path: Path) -> SandboxConfig:

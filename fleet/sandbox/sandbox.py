@@ -8,8 +8,10 @@ controller, or (`scheduler: koordinator`) koord-scheduler.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -36,7 +38,13 @@ from fleet.sandbox.process import (
     wait_ready,
 )
 from fleet.sandbox.progress import Heartbeat, Progress
-from fleet.sandbox.toolchain import Toolchain, ensure_koordinator, ensure_toolchain
+from fleet.sandbox.toolchain import (
+    OPERATOR_PARTS,
+    Toolchain,
+    ensure_koordinator,
+    ensure_operators,
+    ensure_toolchain,
+)
 
 FLEET = "fleet"
 _ASSETS = Path(__file__).parent / "assets"
@@ -51,7 +59,17 @@ _COMPONENT_ORDER = (
     "podgroup-controller",
     "kwok",
     "training-operator",
+    "jobset-controller",
+    "trainer-controller",
+    "kuberay-operator",
 )
+#: The process of each job operator a member can run (`MemberSpec.operators`).
+_OPERATOR_COMPONENTS = {
+    "training-operator": "training-operator",
+    "jobset": "jobset-controller",
+    "trainer": "trainer-controller",
+    "kuberay": "kuberay-operator",
+}
 _MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs", "podgroups", "elasticquotas")
 #: A Koordinator member: the Kubeflow CRDs from the toolchain, and every CRD of the Koordinator
 #: toolchain (its own PodGroup, scheduling.sigs.k8s.io, stands in for scheduler-plugins').
@@ -170,10 +188,12 @@ class Sandbox:
             self.down(progress=lambda _m: None)
         tc = toolchain or ensure_toolchain()
         ktc = ensure_koordinator() if config.needs_koordinator else None
+        extra = [op for op in config.operators if op in OPERATOR_PARTS]
+        otc = ensure_operators(extra) if extra else None
         started_at = time.monotonic()
         where = _Where()
         try:
-            self._up(config, tc, ktc, progress, die_with_parent, timeout, where)
+            self._up(config, _Toolchains(tc, ktc, otc), progress, die_with_parent, timeout, where)
         except BaseException as e:
             stopped = self.processes.stop_all(grace=3)
             self._write_state(config, phase="failed")
@@ -217,13 +237,13 @@ class Sandbox:
     def _up(
         self,
         config: SandboxConfig,
-        tc: Toolchain,
-        ktc: Toolchain | None,
+        tcs: _Toolchains,
         progress: Progress,
         die_with_parent: bool,
         timeout: float,
         where: _Where,
     ) -> None:
+        tc, ktc, otc = tcs.cluster, tcs.koordinator, tcs.operators
         names = [FLEET] + [m.name for m in config.members]
         per_cluster = len(comp.PORT_NAMES)
         ports = free_ports(per_cluster * len(names))
@@ -246,6 +266,7 @@ class Sandbox:
             extra={
                 "toolchain": str(tc.root),
                 "koordinator_toolchain": str(ktc.root) if ktc else None,
+                "operators_toolchain": str(otc.root) if otc else None,
                 "die_with_parent": die_with_parent,
             },
         )
@@ -273,10 +294,18 @@ class Sandbox:
         t0 = time.monotonic()
         installing = "installing CRDs and fake nodes"
         progress(f"{installing} in {', '.join(names)}")
-        with Heartbeat(progress, installing, detail=lambda: f"now in {where.cluster}"):
-            for name in names:
-                where.at("installing CRDs and nodes", name)
-                self._bootstrap(layouts[name], tc, ktc, config)
+        # Every cluster at once: the job operators' CRDs are large (a ClusterTrainingRuntime
+        # embeds a whole JobSet), and one cluster after the other tripled this step.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(names)) as pool:
+            pending = {n: pool.submit(self._bootstrap, layouts[n], tcs, config) for n in names}
+
+            def waiting() -> str:
+                return "waiting for " + ", ".join(n for n, f in pending.items() if not f.done())
+
+            with Heartbeat(progress, installing, detail=waiting):
+                for name, future in pending.items():
+                    where.at("installing CRDs and nodes", name)
+                    future.result()
         progress(
             f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
             f"created in {time.monotonic() - t0:.1f}s"
@@ -286,20 +315,19 @@ class Sandbox:
         for member in config.members:
             layout = layouts[member.name]
             if member.scheduler == "koordinator" and ktc is not None:
+                control += [comp.koord_scheduler(ktc, layout), comp.kwok(tc, layout, stages)]
+            else:
                 control += [
-                    comp.koord_scheduler(ktc, layout),
+                    comp.kube_scheduler(tc, layout),
+                    comp.podgroup_controller(tc, layout),
                     comp.kwok(tc, layout, stages),
-                    comp.training_operator(tc, layout, ""),
                 ]
-                continue
             control += [
-                comp.kube_scheduler(tc, layout),
-                comp.podgroup_controller(tc, layout),
-                comp.kwok(tc, layout, stages),
+                _operator_component(op, tcs, layout, config, member)
+                for op in member.operators
+                if config.runs(member, op)
             ]
-            if config.training_operator:
-                control.append(comp.training_operator(tc, layout, config.gang_scheduler_name))
-        launch("controllers, schedulers, kwok and training operators", control)
+        launch("controllers, schedulers, kwok and job operators", control)
         self._write_state(config, phase="up")
 
     @staticmethod
@@ -311,6 +339,10 @@ class Sandbox:
             (layout.root / sub).mkdir(parents=True, exist_ok=True)
         pki = create_cluster_pki(layout.root / "pki", layout.name)
         member = next((m for m in config.members if m.name == layout.name), None)
+        if member is not None and config.runs(member, "jobset"):
+            layout.config("jobset.yaml").write_text(yaml.safe_dump(comp.jobset_config(layout)))
+        if member is not None and config.runs(member, "trainer"):
+            layout.config("trainer.yaml").write_text(yaml.safe_dump(comp.trainer_config(layout)))
         if member is not None and member.scheduler == "koordinator":
             layout.config("koord-scheduler.yaml").write_text(
                 yaml.safe_dump(comp.koord_scheduler_config(layout))
@@ -319,7 +351,7 @@ class Sandbox:
             layout.config("scheduler.yaml").write_text(
                 yaml.safe_dump(comp.scheduler_config(layout, config.gang_scheduler_name))
             )
-        serving = layout.root / "tmp" / "k8s-webhook-server" / "serving-certs"
+        serving = layout.serving_certs
         serving.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pki.webhook_crt, serving / "tls.crt")
         shutil.copyfile(pki.webhook_key, serving / "tls.key")
@@ -336,12 +368,9 @@ class Sandbox:
         _write_private(self.kubeconfig, yaml.safe_dump(merged))
 
     def _bootstrap(
-        self,
-        layout: comp.ClusterLayout,
-        tc: Toolchain,
-        ktc: Toolchain | None,
-        config: SandboxConfig,
+        self, layout: comp.ClusterLayout, tcs: _Toolchains, config: SandboxConfig
     ) -> None:
+        tc, ktc, otc = tcs.cluster, tcs.koordinator, tcs.operators
         member = next((m for m in config.members if m.name == layout.name), None)
         koordinator = member is not None and member.scheduler == "koordinator"
         wanted = (
@@ -355,6 +384,26 @@ class Sandbox:
         ]
         if koordinator and ktc is not None:
             crds += [doc for path in ktc.crds() for doc in load_manifests(path)]
+        # The fleet gets the CRDs of every operator some member runs (users submit those kinds
+        # there); a member those of the operators it runs, and their webhooks.
+        operators = [
+            op
+            for op in (config.operators if member is None else member.operators)
+            if op in OPERATOR_PARTS and (member is None or config.runs(member, op))
+        ]
+        webhooks: list[dict[str, Any]] = []
+        if otc is not None:
+            for op in operators:
+                part = OPERATOR_PARTS[op]
+                for _module, rel in part.crds:
+                    crds += load_manifests(otc.crd_dir / Path(rel).name)
+                if member is not None and op in comp.WEBHOOK_PORTS:
+                    webhooks += comp.webhook_configurations(
+                        op,
+                        load_manifests(otc.webhook_dir / f"{op}.yaml"),
+                        layout,
+                        layout.pki.ca_crt.read_bytes(),
+                    )
         with AdminClient(layout.endpoint, layout.pki, layout.name) as api:
             for crd in crds:
                 api.apply(crd)
@@ -375,6 +424,8 @@ class Sandbox:
                     api.apply(node)
                     api.apply_status(node)
             api.wait_established(c["metadata"]["name"] for c in crds)
+            for hook in webhooks:
+                api.apply(hook)
 
     # -- components at run time ---------------------------------------------------------------
 
@@ -407,9 +458,12 @@ class Sandbox:
     def _components(self, cluster: str) -> list[str]:
         if cluster == FLEET:
             return list(_COMPONENT_ORDER[:3])
-        if self._is_koordinator(cluster):  # koord-scheduler makes no PodGroups to control
-            return [c for c in _COMPONENT_ORDER if c != "podgroup-controller"]
-        return list(_COMPONENT_ORDER)
+        config = self.config
+        member = next(m for m in config.members if m.name == cluster)
+        skipped = {c for op, c in _OPERATOR_COMPONENTS.items() if not config.runs(member, op)}
+        if member.scheduler == "koordinator":  # koord-scheduler makes no PodGroups to control
+            skipped.add("podgroup-controller")
+        return [c for c in _COMPONENT_ORDER if c not in skipped]
 
     def _is_koordinator(self, cluster: str) -> bool:
         member = next((m for m in self.config.members if m.name == cluster), None)
@@ -422,6 +476,9 @@ class Sandbox:
         config = self.config
         koordinator = self._is_koordinator(cluster)
         ktc = Toolchain(Path(state["koordinator_toolchain"])) if koordinator else tc
+        otc = Toolchain(Path(state.get("operators_toolchain") or tc.root))
+        tcs = _Toolchains(tc, ktc, otc)
+        member = next((m for m in config.members if m.name == cluster), None)
         builders: dict[str, Callable[[], Component]] = {
             "etcd": lambda: comp.etcd(tc, layout),
             "kube-apiserver": lambda: comp.kube_apiserver(tc, layout),
@@ -433,10 +490,12 @@ class Sandbox:
             ),
             "podgroup-controller": lambda: comp.podgroup_controller(tc, layout),
             "kwok": lambda: comp.kwok(tc, layout, _ASSETS / "kwok-stages.yaml"),
-            "training-operator": lambda: comp.training_operator(
-                tc, layout, "" if koordinator else config.gang_scheduler_name
-            ),
         }
+        if member is not None:
+            for op, name in _OPERATOR_COMPONENTS.items():
+                builders[name] = functools.partial(
+                    _operator_component, op, tcs, layout, config, member
+                )
         unknown = [c for c in components if c not in builders]
         if unknown:
             raise SandboxError(f"unknown sandbox component(s) {', '.join(unknown)}")
@@ -517,6 +576,37 @@ class Sandbox:
                 ClusterStatus(name, layout.endpoint, healthy, detail, nodes, gpus, alive, len(mine))
             )
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Toolchains:
+    """The toolchains a sandbox runs from: the cluster binaries, and the optional parts."""
+
+    cluster: Toolchain
+    koordinator: Toolchain | None
+    operators: Toolchain | None
+
+
+def _operator_component(
+    operator: str,
+    tcs: _Toolchains,
+    layout: comp.ClusterLayout,
+    config: SandboxConfig,
+    member: MemberSpec,
+) -> Component:
+    """The process of one job operator in a member. On a Koordinator member the operators make
+    no PodGroups and leave schedulerName alone: koord-scheduler reads gangs from the pods."""
+    gang = "" if member.scheduler == "koordinator" else config.gang_scheduler_name
+    if operator == "training-operator":
+        return comp.training_operator(tcs.cluster, layout, gang)
+    otc = tcs.operators
+    if otc is None:
+        raise SandboxError(f"{member.name} runs {operator}, but its toolchain was not built")
+    if operator == "jobset":
+        return comp.jobset_controller(otc, layout)
+    if operator == "trainer":
+        return comp.trainer_controller(otc, layout)
+    return comp.kuberay_operator(otc, layout)
 
 
 class _Where:

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from fleet.sandbox.errors import SandboxError
@@ -53,6 +53,15 @@ KOORDINATOR = "v1.8.0"
 #: The Kubernetes libraries koord-scheduler is built with. KOORDINATOR's go.mod pins 1.35.2,
 #: whose staging modules are incomplete on the module proxy; 1.35.4 is the same minor, complete.
 KOORDINATOR_KUBERNETES = "v1.35.4"
+
+#: Job operators beyond the training operator (optional: each built only when a sandbox member
+#: runs it, cached apart, so the cluster binaries above are not rebuilt for them). The three
+#: releases are all built on Kubernetes 1.34 libraries, so they share one Go module graph (the
+#: same staging pins as the cluster binaries: the Go build cache is shared too). TRAINER v2.1.0
+#: itself requires JOBSET v0.10.1: TrainJobs run as JobSets.
+JOBSET = "v0.10.1"
+TRAINER = "v2.1.0"
+KUBERAY = "v1.5.1"
 
 #: Staging modules of k8s.io/kubernetes, all replaced with their published versions.
 _STAGING = [
@@ -312,6 +321,10 @@ class Toolchain:
         return self.root / "crds"
 
     @property
+    def webhook_dir(self) -> Path:
+        return self.root / "webhooks"
+
+    @property
     def stamp(self) -> Path:
         return self.root / "toolchain.json"
 
@@ -437,6 +450,149 @@ def ensure_koordinator(progress: Progress | None = None) -> Toolchain:
             )
         )
         for line in summary(tools, result.binaries, time.monotonic() - started, "koordinator"):
+            say(line)
+    return tools
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorPart:
+    """One job operator of the operators toolchain: its binary, and the CRD and webhook
+    manifests a member that runs it needs, all from the module version it is built from."""
+
+    #: How a sandbox member names it (`operators: [jobset, ...]`).
+    name: str
+    binary: Binary
+    crds: tuple[tuple[str, str], ...]
+    #: Its admission webhook manifests; the sandbox registers them (see components.py).
+    webhooks: tuple[tuple[str, str], ...] = ()
+
+    def files(self) -> tuple[tuple[str, str, str], ...]:
+        """(module, path in it, file name in the toolchain) of every manifest it needs; webhook
+        manifests are renamed after the operator, upstream names them all manifests.yaml."""
+        return tuple((m, rel, f"crds/{Path(rel).name}") for m, rel in self.crds) + tuple(
+            (m, rel, f"webhooks/{self.name}.yaml") for m, rel in self.webhooks
+        )
+
+
+_JOBSET_MODULE = "sigs.k8s.io/jobset"
+_TRAINER_MODULE = "github.com/kubeflow/trainer/v2"
+_KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
+
+#: The operators a member can run besides the training operator, by the name members use.
+OPERATOR_PARTS: dict[str, OperatorPart] = {
+    "jobset": OperatorPart(
+        name="jobset",
+        binary=Binary("jobset-controller", _JOBSET_MODULE),
+        crds=((_JOBSET_MODULE, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),),
+        webhooks=((_JOBSET_MODULE, "config/components/webhook/manifests.yaml"),),
+    ),
+    "trainer": OperatorPart(
+        name="trainer",
+        binary=Binary(
+            "trainer-controller-manager", f"{_TRAINER_MODULE}/cmd/trainer-controller-manager"
+        ),
+        crds=tuple(
+            (_TRAINER_MODULE, f"manifests/base/crds/trainer.kubeflow.org_{kind}.yaml")
+            for kind in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+        ),
+        webhooks=((_TRAINER_MODULE, "manifests/base/webhook/manifests.yaml"),),
+    ),
+    "kuberay": OperatorPart(
+        name="kuberay",
+        binary=Binary("kuberay-operator", _KUBERAY_MODULE),
+        # The operator runs its RayService controller too, whose informer needs that CRD.
+        crds=tuple(
+            (_KUBERAY_MODULE, f"config/crd/bases/ray.io_{kind}.yaml")
+            for kind in ("rayclusters", "rayjobs", "rayservices")
+        ),
+    ),
+}
+
+OPERATORS_MODULE = GoModule(
+    name="operators",
+    go="1.25.0",
+    requires={
+        _JOBSET_MODULE: JOBSET,
+        _TRAINER_MODULE: TRAINER,
+        _KUBERAY_MODULE: KUBERAY,
+    },
+    # The cluster binaries' staging pins: their 1.34 libraries resolve on the proxy, and the
+    # packages compiled for the cluster binaries are reused from the Go build cache.
+    replaces={"k8s.io/kubernetes": KUBERNETES}
+    | {f"k8s.io/{name}": _staging_version(name) for name in _STAGING},
+    binaries=tuple(part.binary for part in OPERATOR_PARTS.values()),
+    ldflags="-s -w",
+)
+
+
+def operators_toolchain() -> Toolchain:
+    """Where the pinned job operators and their manifests are cached (built or not)."""
+    key = json.dumps(
+        [
+            _platform(),
+            OPERATORS_MODULE.go_mod(),
+            OPERATORS_MODULE.ldflags,
+            [list(f) for part in OPERATOR_PARTS.values() for f in part.files()],
+        ]
+    ).encode()
+    digest = hashlib.sha256(key).hexdigest()[:16]
+    return Toolchain(cache_root() / "toolchain" / f"operators-{digest}")
+
+
+def _operators_complete(tools: Toolchain, names: Sequence[str]) -> bool:
+    parts = [OPERATOR_PARTS[n] for n in names]
+    return all(
+        os.access(tools.binary(p.binary.name), os.X_OK)
+        and all((tools.root / dest).is_file() for _m, _rel, dest in p.files())
+        for p in parts
+    )
+
+
+def ensure_operators(names: Collection[str], progress: Progress | None = None) -> Toolchain:
+    """The named job operators (keys of OPERATOR_PARTS; others are ignored) and their manifests,
+    each built on first use and cached apart from the cluster binaries (cold times in
+    docs/sandbox.md)."""
+    say = progress or _default_progress
+    tools = operators_toolchain()
+    wanted = sorted(set(names) & OPERATOR_PARTS.keys())
+    if _operators_complete(tools, wanted):
+        return tools
+    with _build_lock(tools.root, say):
+        if _operators_complete(tools, wanted):
+            return tools
+        started = time.monotonic()
+        go = find_go()
+        parts = [OPERATOR_PARTS[n] for n in wanted]
+        versions = {"jobset": JOBSET, "trainer": TRAINER, "kuberay": KUBERAY}
+        say(
+            "building job operators "
+            + ", ".join(f"{n} {versions[n]}" for n in wanted)
+            + f" into {tools.root} with {_go_version(go)}; only sandboxes whose members run "
+            "them need them"
+        )
+        module = dataclasses.replace(OPERATORS_MODULE, binaries=tuple(p.binary for p in parts))
+        result = build_modules(go, tools, (module,), say)
+        files = [f for p in parts for f in p.files()]
+        say(f"copying {plural(len(files), 'manifest', 'manifests')} from the modules just built")
+        for module_path, rel, dest in files:
+            target = tools.root / dest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(
+                _module_dir(go, result.module_dirs[module.name], module_path) / rel, target
+            )
+        tools.stamp.write_text(
+            json.dumps(
+                {
+                    "operators": {n: versions[n] for n in OPERATOR_PARTS},
+                    "platform": _platform(),
+                    "go.mod": OPERATORS_MODULE.go_mod(),
+                    "ldflags": OPERATORS_MODULE.ldflags,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        for line in summary(tools, result.binaries, time.monotonic() - started, "job operators"):
             say(line)
     return tools
 
@@ -669,19 +825,23 @@ def _collect_crds(
 ) -> None:
     owner = {req: m.name for m in modules for req in m.requires}
     for module_path, rel in sources:
-        src = module_dirs[owner[module_path]]
-        out = subprocess.run(
-            [go, "list", "-m", "-json", module_path],
-            cwd=src,
-            capture_output=True,
-            text=True,
-            env=_go_env(),
-            check=False,
-        )
-        if out.returncode != 0:
-            raise SandboxError(f"cannot locate module {module_path}: {out.stderr.strip()}")
-        module_dir = Path(json.loads(out.stdout)["Dir"])
+        module_dir = _module_dir(go, module_dirs[owner[module_path]], module_path)
         shutil.copyfile(module_dir / rel, toolchain.crd_dir / Path(rel).name)
+
+
+def _module_dir(go: str, src: Path, module_path: str) -> Path:
+    """Where the module graph of `src` keeps `module_path` (in the Go module cache)."""
+    out = subprocess.run(
+        [go, "list", "-m", "-json", module_path],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        env=_go_env(),
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SandboxError(f"cannot locate module {module_path}: {out.stderr.strip()}")
+    return Path(json.loads(out.stdout)["Dir"])
 
 
 def find_go() -> str:

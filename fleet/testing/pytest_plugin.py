@@ -22,6 +22,9 @@ from fleet.testing.kube import ClusterClient
 #: The member that runs koord-scheduler (the others run scheduler-plugins coscheduling). The
 #: end-to-end fleet joins it only in the tests about it, so the others never see it.
 KOORDINATOR_MEMBER = "member-4"
+#: The members that also run the JobSet controller, Trainer v2 and KubeRay (two, so a job of
+#: those kinds can fail over from one to the other); the others run the training operator only.
+OPERATOR_MEMBERS = ("member-2", "member-3")
 #: Members start with one CPU-only node each: tests add the GPU nodes they reason about, so the
 #: capacity a test sees is exactly the capacity it made.
 TEST_CONFIG = SandboxConfig(
@@ -31,6 +34,11 @@ TEST_CONFIG = SandboxConfig(
             labels={"region": f"region-{i}"},
             nodes=[NodePool(name="base", count=1, cpu="64", memory="256Gi", gpu=0)],
             scheduler="koordinator" if f"member-{i}" == KOORDINATOR_MEMBER else "coscheduling",
+            operators=(
+                ["training-operator", "jobset", "trainer", "kuberay"]
+                if f"member-{i}" in OPERATOR_MEMBERS
+                else ["training-operator"]
+            ),
         )
         for i in (1, 2, 3, 4)
     ]
@@ -104,6 +112,7 @@ def add_nodes(sandbox: Sandbox, namespace: str) -> Iterator[Callable[..., list[s
 __all__ = [
     "FLEET",
     "KOORDINATOR_MEMBER",
+    "OPERATOR_MEMBERS",
     "TEST_CONFIG",
     "add_nodes",
     "clusters",

@@ -211,3 +211,237 @@ def _api_version(kind: str) -> str:
     """The apiVersion fleet dispatches `kind` at (the first adapter's: MPIJob is the training
     operator's kubeflow.org/v1)."""
     return next(a.api_version for a in ADAPTERS if a.kind == kind)
+
+
+#: The labels each new kind's operator puts on every pod it makes, naming the job.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+#: The label the Job controller puts on a Job's pods (the RayJob submitter's, for one).
+BATCH_JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+
+
+def _container(name: str, cpu: str, gpus: int, image: str) -> dict[str, Any]:
+    limits: dict[str, Any] = {"cpu": cpu}
+    if gpus:
+        limits["nvidia.com/gpu"] = gpus
+    return {"name": name, "image": image, "resources": {"limits": limits, "requests": limits}}
+
+
+def jobset(
+    name: str,
+    *,
+    namespace: str | None = None,
+    leaders: int = 1,
+    workers: int = 2,
+    worker_pods: int = 2,
+    gpus: int = 1,
+    cpu: str = "1",
+    restart_policy: str = "Never",
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A JobSet (jobset.x-k8s.io/v1alpha2): a `leader` replicated job of `leaders` one-pod
+    Jobs and a `worker` one of `workers` Jobs with `worker_pods` pods each."""
+
+    def replicated(rname: str, replicas: int, pods: int) -> dict[str, Any]:
+        return {
+            "name": rname,
+            "replicas": replicas,
+            "template": {
+                "spec": {
+                    "parallelism": pods,
+                    "completions": pods,
+                    "backoffLimit": 0,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": restart_policy,
+                            "containers": [
+                                _container("trainer", cpu, gpus, "docker.io/library/busybox:1.36")
+                            ],
+                            **({"nodeSelector": dict(node_selector)} if node_selector else {}),
+                        }
+                    },
+                }
+            },
+        }
+
+    job: dict[str, Any] = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                replicated("leader", leaders, 1),
+                replicated("worker", workers, worker_pods),
+            ]
+        },
+    }
+    if namespace:
+        job["metadata"]["namespace"] = namespace
+    return job
+
+
+def training_runtime(
+    name: str,
+    *,
+    namespace: str | None = None,
+    cluster: bool = False,
+    gpus: int = 1,
+    cpu: str = "1",
+    coscheduling: bool = True,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A Trainer v2 (Cluster)TrainingRuntime for PyTorch: one `node` replicated job whose pods
+    are the trainer nodes (numNodes, from the TrainJob), gang-scheduled by scheduler-plugins
+    coscheduling when `coscheduling`."""
+    spec: dict[str, Any] = {
+        "mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "replicas": 1,
+                        "template": {
+                            "metadata": {
+                                "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+                            },
+                            "spec": {
+                                # a failed node fails the job at once (no pod retries)
+                                "backoffLimit": 0,
+                                "template": {
+                                    "spec": {
+                                        "restartPolicy": "Never",
+                                        **(
+                                            {"nodeSelector": dict(node_selector)}
+                                            if node_selector
+                                            else {}
+                                        ),
+                                        "containers": [
+                                            {
+                                                **_container(
+                                                    "node",
+                                                    cpu,
+                                                    gpus,
+                                                    "docker.io/pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime",
+                                                ),
+                                                "command": ["torchrun", "/workspace/train.py"],
+                                            }
+                                        ],
+                                    }
+                                },
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    if coscheduling:
+        spec["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 120}}
+    runtime: dict[str, Any] = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime" if cluster else "TrainingRuntime",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    if namespace and not cluster:
+        runtime["metadata"]["namespace"] = namespace
+    return runtime
+
+
+def trainjob(
+    name: str,
+    runtime: str,
+    *,
+    namespace: str | None = None,
+    nodes: int = 2,
+    cluster_runtime: bool = False,
+) -> dict[str, Any]:
+    """A Trainer v2 TrainJob on `nodes` trainer nodes of the named runtime."""
+    job: dict[str, Any] = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime" if cluster_runtime else "TrainingRuntime",
+                "name": runtime,
+            },
+            "trainer": {"numNodes": nodes},
+        },
+    }
+    if namespace:
+        job["metadata"]["namespace"] = namespace
+    return job
+
+
+_RAY_IMAGE = "docker.io/rayproject/ray:2.46.0"
+
+
+def _ray_cluster_spec(
+    workers: int, gpus: int, cpu: str, node_selector: dict[str, str] | None = None
+) -> dict[str, Any]:
+    head = _container("ray-head", cpu, 0, _RAY_IMAGE)
+    worker = _container("ray-worker", cpu, gpus, _RAY_IMAGE)
+    extra = {"nodeSelector": dict(node_selector)} if node_selector else {}
+    return {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [head], **extra}},
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": "workers",
+                "replicas": workers,
+                "minReplicas": workers,
+                "maxReplicas": workers,
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [worker], **extra}},
+            }
+        ],
+    }
+
+
+def raycluster(
+    name: str, *, namespace: str | None = None, workers: int = 2, gpus: int = 1, cpu: str = "1"
+) -> dict[str, Any]:
+    """A RayCluster (ray.io/v1): a head and one worker group of `workers` pods."""
+    cluster: dict[str, Any] = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": _ray_cluster_spec(workers, gpus, cpu),
+    }
+    if namespace:
+        cluster["metadata"]["namespace"] = namespace
+    return cluster
+
+
+def rayjob(
+    name: str,
+    *,
+    namespace: str | None = None,
+    workers: int = 2,
+    gpus: int = 1,
+    cpu: str = "1",
+    submitter_backoff_limit: int = 0,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A RayJob (ray.io/v1): its own RayCluster (a head and `workers` workers) and an
+    entrypoint the operator submits from a submitter Job once the cluster is ready. The
+    submitter gets no retries by default: the first failed submission fails the RayJob."""
+    job: dict[str, Any] = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name},
+        "spec": {
+            "entrypoint": "python -c 'import ray; ray.init(); print(ray.cluster_resources())'",
+            "shutdownAfterJobFinishes": True,
+            "submitterConfig": {"backoffLimit": submitter_backoff_limit},
+            "rayClusterSpec": _ray_cluster_spec(workers, gpus, cpu, node_selector),
+        },
+    }
+    if namespace:
+        job["metadata"]["namespace"] = namespace
+    return job

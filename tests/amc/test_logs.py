@@ -153,6 +153,72 @@ def test_a_batch_job_reads_its_own_pod_found_by_owner(world: World) -> None:
     assert (result.code, result.out) == (EXIT_OK, "done\n"), result.err
 
 
+def _jobset_world(world: World) -> Any:
+    """A JobSet `train` placed in member-1, its copy's pods labelled by the JobSet controller."""
+    api = "/apis/jobset.x-k8s.io/v1alpha2"
+    path = f"{api}/namespaces/{NS}/jobsets/train"
+    resources = {"resources": [{"name": "jobsets", "kind": "JobSet", "namespaced": True}]}
+    world.fleet.discovery[api] = resources
+    world.fleet.discovery["/apis"]["groups"].append(
+        {
+            "name": "jobset.x-k8s.io",
+            "versions": [{"groupVersion": "jobset.x-k8s.io/v1alpha2"}],
+            "preferredVersion": {"groupVersion": "jobset.x-k8s.io/v1alpha2"},
+        }
+    )
+    world.fleet.on("GET", path, {"metadata": {"name": "train", "namespace": NS, "uid": "f"}})
+    the_binding = binding(spec={"clusters": [{"name": "member-1", "replicas": 3}]}, phase="Running")
+    the_binding["spec"]["gang"] = {
+        "minMember": 3,
+        "components": [{"name": "leader", "replicas": 1}, {"name": "worker", "replicas": 2}],
+    }
+    the_binding["metadata"]["name"] = "jobset-train"
+    world.fleet.on(
+        "GET", f"/apis/fleet.dev/v1alpha1/namespaces/{NS}/gangbindings/jobset-train", the_binding
+    )
+    member = world.members["member-1"]
+    member.discovery[api] = resources
+    member.on("GET", path, {"metadata": {"name": "train", "namespace": NS, "uid": "copy"}})
+    pods = []
+    for name, role in (
+        ("train-worker-0-0-aaaaa", "worker"),
+        ("train-worker-0-1-bbbbb", "worker"),
+        ("train-leader-0-0-ccccc", "leader"),
+    ):
+        pod = _pod(name)
+        pod["metadata"]["labels"] = {"jobset.sigs.k8s.io/replicatedjob-name": role}
+        pods.append(pod)
+        member.on("GET", f"{PODS}/{name}/log", httpx.Response(200, content=f"{name}\n".encode()))
+    member.on("GET", PODS, {"items": pods})
+    return member
+
+
+@pytest.mark.parametrize(
+    ("replica", "pod"),
+    [
+        (None, "train-leader-0-0-ccccc"),  # the first role's first pod
+        ("worker-1", "train-worker-0-1-bbbbb"),
+        ("train-worker-0-0-aaaaa", "train-worker-0-0-aaaaa"),
+    ],
+)
+def test_a_jobsets_pods_are_found_by_the_labels_its_controller_gives(
+    world: World, replica: str | None, pod: str
+) -> None:
+    member = _jobset_world(world)
+    argv = ["logs", "jobset/train", "-n", NS, *(["--replica", replica] if replica else [])]
+    result = world.amc(*argv)
+    assert (result.code, result.out) == (EXIT_OK, f"{pod}\n"), result.err
+    selector = member.asked("GET", PODS)[-1].url.params["labelSelector"]
+    assert selector == "jobset.sigs.k8s.io/jobset-name=train"
+
+
+def test_a_jobset_replica_it_does_not_have_names_the_ones_it_has(world: World) -> None:
+    _jobset_world(world)
+    result = world.amc("logs", "jobset/train", "-n", NS, "--replica", "worker-5")
+    assert result.code == EXIT_ERROR
+    assert "has no replica 'worker-5' in member-1 (replicas: leader-0..0, worker-0..1" in result.err
+
+
 def test_a_job_no_policy_claimed_runs_nowhere(world: World) -> None:
     world.fleet.on("GET", JOB, job("fleet-uid", []))
     result = world.amc("logs", "pytorchjob/pytorch-test", "-n", NS)

@@ -131,6 +131,16 @@ def test_not_ready_with_reasons() -> None:
     )
 
 
+def test_a_member_without_the_jobs_kind_is_refused_with_why() -> None:
+    gang = Gang.of(Component("worker", 1, Resources(pods=1)))
+    why = "does not run JobSet: no jobsets.jobset.x-k8s.io CRD in the member"
+    decision = place(gang, [cluster("m", node("a")), cluster("n", node("a"))], lacking={"m": why})
+    assert decision.placement is not None and decision.placement.cluster == "n"
+    decision = place(gang, [cluster("m", node("a"))], lacking={"m": why})
+    assert decision.sentences() == [f"m: {why}"]
+    assert [r.category for r in decision.rejections] == ["KindNotServed"]
+
+
 def test_best_fit_prefers_snug_holes_for_small_gangs() -> None:
     one = Gang.of(Component("worker", 1, Resources({GPU: 1, "pods": 1})))
     empty = cluster("a-empty", node("n", gpu=8))

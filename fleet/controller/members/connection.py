@@ -53,6 +53,8 @@ class ConnectionEvents(Protocol):
 
     def detected(self, gang_scheduler: str | None) -> None: ...
 
+    def kinds_found(self) -> None: ...
+
     def probed(self, ok: bool, why: str, version: str | None) -> None: ...
 
 
@@ -77,6 +79,9 @@ class MemberConnection:
         self._probe_interval = probe_interval
         self._crd_retry = crd_retry
         self._job_kinds = tuple(job_kinds)
+        #: The dispatchable kinds the member did not serve when last looked for (None until
+        #: every kind has been looked for once).
+        self.missing_kinds: set[tuple[str, str]] | None = None
         #: False once closed: nothing this connection produces reaches the member any more.
         self.alive = True
         self.tasks: list[asyncio.Task[None]] = []
@@ -182,6 +187,10 @@ class MemberConnection:
                     asyncio.create_task(informer.run(), name=f"member-{self.member}-{kind}")
                 )
                 pending.discard((api_version, kind))
+            before, self.missing_kinds = self.missing_kinds, set(pending)
+            if before and before - self.missing_kinds:
+                # A CRD installed since: gangs held for want of the kind may go there now.
+                self._guard(self._events.kinds_found)()
             if pending:
                 await asyncio.sleep(self._crd_retry)  # a CRD installed later is found then
 

@@ -81,6 +81,12 @@ class Member:
     def jobs_synced(self, api_version: str, kind: str) -> bool:
         return self.connection is not None and self.connection.jobs_synced(api_version, kind)
 
+    def lacks(self, api_version: str, kind: str) -> bool:
+        """Whether the member is known not to serve this kind (its CRD was not there when last
+        looked for); False while that is not known yet."""
+        missing = self.connection.missing_kinds if self.connection is not None else None
+        return missing is not None and (api_version, kind) in missing
+
     def totals(self) -> tuple[Resources, Resources, int]:
         """(allocatable, allocated, nodes) over the member's current nodes."""
         allocatable = Resources()

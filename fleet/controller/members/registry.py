@@ -130,6 +130,16 @@ class MemberRegistry:
             if not m.ready
         }
 
+    def lacking(self, api_version: str, kind: str) -> dict[str, str]:
+        """The members known not to serve a kind, each with the sentence placement gives."""
+        plural = kind.lower() + "s"
+        group = api_version.split("/")[0] if "/" in api_version else "core"
+        return {
+            name: f"does not run {kind}: no {plural}.{group} CRD in the member"
+            for name, m in self.members.items()
+            if m.lacks(api_version, kind)
+        }
+
     def taints(self) -> dict[str, tuple[Taint, ...]]:
         return {name: m.taints for name, m in self.members.items() if m.taints}
 
@@ -344,6 +354,9 @@ class _MemberEvents:
         if self.member.detected_gang_scheduler != gang_scheduler:
             self.member.detected_gang_scheduler = gang_scheduler
             self.registry.listener.capacity_changed(self.member.name)
+
+    def kinds_found(self) -> None:
+        self.registry.listener.capacity_changed(self.member.name)
 
     def probed(self, ok: bool, why: str, version: str | None) -> None:
         self.member.probe = (ok, why)

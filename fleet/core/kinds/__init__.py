@@ -13,10 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.core.errors import FieldError
-from fleet.core.kinds.adapter import KindAdapter, PodTemplate
+from fleet.core.kinds.adapter import KindAdapter, Needed, PodTemplate
 from fleet.core.kinds.job import JOB
+from fleet.core.kinds.jobset import JOBSET
 from fleet.core.kinds.kubeflow import JAXJOB, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB
 from fleet.core.kinds.mpijob import MPIJOB, MPIJOB_V2
+from fleet.core.kinds.raycluster import RAYCLUSTER
+from fleet.core.kinds.rayjob import RAYJOB
+from fleet.core.kinds.trainjob import TRAINJOB
 from fleet.core.workload import Gang, WorkloadError, WorkloadRef
 
 #: Every kind fleet dispatches, in the order the docs list them.
@@ -29,6 +33,10 @@ ADAPTERS: tuple[KindAdapter, ...] = (
     PADDLEJOB,
     JAXJOB,
     JOB,
+    JOBSET,
+    TRAINJOB,
+    RAYJOB,
+    RAYCLUSTER,
 )
 
 _BY_TYPE = {a.type: a for a in ADAPTERS}
@@ -59,8 +67,9 @@ def kinds_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def gang_from_workload(obj: Mapping[str, Any]) -> Gang:
-    """Interpret a workload object (plain dict) as a gang.
+def gang_from_workload(obj: Mapping[str, Any], needed: Needed | None = None) -> Gang:
+    """Interpret a workload object (plain dict) as a gang; `needed` holds the other objects
+    its kind reads the gang from (`KindAdapter.needs`: a TrainJob's runtime).
 
     Raises `WorkloadError` for an unknown kind or a malformed spec; the message names the object
     and the field path (e.g. `spec.tfReplicaSpecs.Worker.replicas`).
@@ -74,7 +83,7 @@ def gang_from_workload(obj: Mapping[str, Any]) -> Gang:
             f"unsupported kind {ref.api_version}/{ref.kind} (supported: {', '.join(supported())})",
         )
     try:
-        return adapter.gang(obj, ref)
+        return adapter.gang(obj, ref, needed)
     except WorkloadError:
         raise
     except FieldError as err:
@@ -101,6 +110,7 @@ def _ref(obj: Mapping[str, Any]) -> WorkloadRef:
 __all__ = [
     "ADAPTERS",
     "KindAdapter",
+    "Needed",
     "PodTemplate",
     "adapter_for",
     "gang_from_workload",

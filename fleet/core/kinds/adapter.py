@@ -36,6 +36,10 @@ from fleet.core.requests import pod_requests
 from fleet.core.resources import EMPTY, Resources
 from fleet.core.workload import Component, Gang, WorkloadRef
 
+#: Objects a kind's gang is read from besides the job itself, as the shell fetched them from
+#: the fleet: (kind, namespace or "", name) -> the object, or None when it does not exist.
+Needed = Mapping[tuple[str, str, str], Mapping[str, Any] | None]
+
 #: The pod-template label and annotation a user may give the gang minimum with.
 LABEL_MIN_AVAILABLE = gangmarks.POD_GROUP_MIN_AVAILABLE_LABEL
 ANNOTATION_MIN_AVAILABLE = gangmarks.KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION
@@ -86,6 +90,13 @@ class KindAdapter:
     log_roles: ClassVar[tuple[str, ...]] = ()
     #: For the docs' table (docs/kinds.md, checked by a test): where the gang is read from,
     #: what the copy drops, and what the member's operator adds to the pods (counted or not).
+    #: On a coscheduling member fleet writes this kind's gang itself, a scheduler-plugins
+    #: PodGroup beside the copy and its label on every template: the member's operator makes
+    #: none for it (JobSet, Ray).
+    fleet_pod_group: ClassVar[bool] = False
+    #: The pod label naming a pod's role (replicated job, Ray group), for `amc logs` of kinds
+    #: whose pods are found by `pods_of`.
+    role_label: ClassVar[str | None] = None
     doc_gang: str = ""
     doc_dropped: str = "nothing"
     doc_added: str = "nothing"
@@ -104,6 +115,11 @@ class KindAdapter:
         """Every pod template of `obj`, in the order the minimum set is filled (coordinators
         first). Raises `FieldError` naming the field when the spec is malformed."""
         raise NotImplementedError
+
+    def templates_with(self, obj: Mapping[str, Any], needed: Needed) -> list[PodTemplate]:
+        """The templates the gang is read from: `templates(obj)`, unless the kind keeps them in
+        another object (`needs`)."""
+        return self.templates(obj)
 
     def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
         """The pod spec the member's operator creates from `template`: by default the
@@ -134,10 +150,17 @@ class KindAdapter:
             raise FieldError(where, f"{value} is larger than the {total} replicas of the job")
         return value, where
 
-    def gang(self, obj: Mapping[str, Any], ref: WorkloadRef) -> Gang:
-        """`obj` as a gang (raises `FieldError`; `kinds.gang_from_workload` names the object)."""
+    def needs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+        """(apiVersion, kind, namespace or "", name) of the other objects the gang is read from
+        (a TrainJob's runtime): the shell fetches them from the fleet for `gang`. None, by
+        default."""
+        return []
+
+    def gang(self, obj: Mapping[str, Any], ref: WorkloadRef, needed: Needed | None = None) -> Gang:
+        """`obj` as a gang (raises `FieldError`; `kinds.gang_from_workload` names the object).
+        `needed` holds what `needs` named, as fetched (None for what does not exist)."""
         mapping(obj.get("spec"), "spec")
-        templates = self.templates(obj)
+        templates = self.templates_with(obj, needed or {})
         components = []
         for t in templates:
             spec = self.pod_spec(obj, t)
@@ -190,10 +213,44 @@ class KindAdapter:
         """Write the gang into the copy. By default ACK's pod-group labels on every template
         when the member runs Koordinator or its scheduler is unknown; a user's own gang labels
         (or Koordinator gang annotation) are kept, never overwritten."""
+        if self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING:
+            for t in self.templates(copy_obj):
+                labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
+                labels.setdefault(gangmarks.COSCHEDULING_POD_GROUP_LABEL, name)
+            return
         if not gangmarks.writes_pod_group_labels(gang_scheduler):
             return
         for t in self.templates(copy_obj):
             pod_group_labels(t.template, name, min_member)
+
+    def pod_group(
+        self, member_obj: Mapping[str, Any], *, min_member: int, gang_scheduler: str | None
+    ) -> dict[str, Any] | None:
+        """The scheduler-plugins PodGroup fleet writes beside a copy of a `fleet_pod_group`
+        kind on a coscheduling member (None otherwise), owned by the member copy so the
+        member's garbage collector deletes it with the copy. Fleet's labels go on top."""
+        if not (self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING):
+            return None
+        meta = member_obj["metadata"]
+        return {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "ownerReferences": [
+                    {
+                        "apiVersion": member_obj["apiVersion"],
+                        "kind": member_obj["kind"],
+                        "name": meta["name"],
+                        "uid": meta["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": {"minMember": min_member},
+        }
 
     # -- state -------------------------------------------------------------------------------
 
@@ -223,6 +280,11 @@ class KindAdapter:
         return out
 
     # -- kubectl amc -------------------------------------------------------------------------
+
+    def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
+        """The label selector of the pods the member's operator made for a copy, for kinds
+        whose pods carry the job's name in a label (JobSet, Ray); None: by name or owner."""
+        return None
 
     def pod_name(self, job: str, component: str, index: int) -> str:
         """The name the member's operator gives pod `index` of `component` (only asked when
@@ -332,3 +394,29 @@ def _from_templates(
         elif values[key] != first[0]:
             raise FieldError(where, f"{values[key]!r} disagrees with {first[1]} = {first[0]!r}")
     return first
+
+
+def object_at(parent: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    """`parent[key]`, which must be an object; the error names `path.key`."""
+    value = parent.get(key)
+    if not isinstance(value, dict):
+        what = "missing" if value is None else f"expected an object, got {value!r}"
+        raise FieldError(f"{path}.{key}" if path else key, what)
+    return value
+
+
+def name_at(parent: Mapping[str, Any], key: str, path: str) -> str:
+    """`parent[key]`, which must be a non-empty string."""
+    value = parent.get(key)
+    if not isinstance(value, str) or not value:
+        raise FieldError(f"{path}.{key}", f"expected a name, got {value!r}")
+    return value
+
+
+def job_pods(spec: Mapping[str, Any], field: str) -> int:
+    """Pods a batch/v1 Job spec runs at once: parallelism (default 1) capped by completions,
+    the Job controller's `wantActive` before any pod succeeded."""
+    parallelism = optional_count(spec, "parallelism", field)
+    completions = optional_count(spec, "completions", field)
+    pods = 1 if parallelism is None else parallelism
+    return pods if completions is None else min(pods, completions)

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from fleet.core.jobstate import JobState
-from fleet.core.kinds.adapter import KindAdapter, PodTemplate, mapping, optional_count, template_at
+from fleet.core.kinds.adapter import KindAdapter, PodTemplate, job_pods, mapping, template_at
 
 #: The labels the API server generates for a Job (selector and template), from its UID and name.
 GENERATED_LABELS: Final = (
@@ -69,11 +69,7 @@ class BatchJob(KindAdapter):
     failed_conditions = ("FailureTarget", "Failed")
 
     def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
-        spec = mapping(obj.get("spec"), "spec")
-        parallelism = optional_count(spec, "parallelism", "spec")
-        completions = optional_count(spec, "completions", "spec")
-        pods = 1 if parallelism is None else parallelism
-        pods = pods if completions is None else min(pods, completions)
+        pods = job_pods(mapping(obj.get("spec"), "spec"), "spec")
         template = template_at(obj, "spec.template")
         return [PodTemplate("pod", "", pods, template, "spec.template")]
 

@@ -1,0 +1,269 @@
+"""JobSet, RayJob and TrainJob through the whole flow, on members with their real operators.
+
+member-2 and member-3 run the JobSet controller, Trainer and KubeRay (OPERATOR_MEMBERS);
+member-1 runs none of them and is refused for these kinds with a reason. Each test: the gang
+is held whole while no member can hold it, dispatched whole when capacity arrives, all its pods
+Running in one member, failed over when it fails there, and `kubectl amc get pod -M` shows
+its pods.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleet.amc.cli import main
+from fleet.testing.kube import ClusterClient, wait_until
+from fleet.testing.pytest_plugin import OPERATOR_MEMBERS
+from fleet.testing.workloads import (
+    BATCH_JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    OUTCOME_LABEL,
+    RAY_CLUSTER_LABEL,
+    gang_policy,
+    jobset,
+    rayjob,
+    training_runtime,
+    trainjob,
+)
+
+from .conftest import Fleet
+
+JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+RAYJOB = ("ray.io/v1", "RayJob")
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+PODGROUP = ("scheduling.x-k8s.io/v1alpha1", "PodGroup")
+
+
+def _policy(namespace: str, api: tuple[str, str]) -> dict[str, Any]:
+    policy = gang_policy("gang", namespace, toleration_seconds=2, purge_mode="Immediately")
+    policy["spec"]["resourceSelectors"] = [{"apiVersion": api[0], "kind": api[1]}]
+    return policy
+
+
+def _target(live: Fleet, namespace: str, kind: tuple[str, str], name: str) -> str | None:
+    binding = live.binding(namespace, name, kind) or {}
+    clusters = (binding.get("spec") or {}).get("clusters") or []
+    return clusters[0]["name"] if clusters else None
+
+
+def _pending(live: Fleet, namespace: str, kind: tuple[str, str], name: str) -> dict[str, str]:
+    status = (live.binding(namespace, name, kind) or {}).get("status") or {}
+    return {r["cluster"]: r["code"] for r in status.get("pendingReasons") or []}
+
+
+def _copies(live: Fleet, namespace: str, api: tuple[str, str], name: str) -> list[str]:
+    """Members holding a copy (a member without the kind's CRD holds none)."""
+    return [m for m in OPERATOR_MEMBERS if live.clusters[m].get(*api, name, namespace) is not None]
+
+
+def _running(client: ClusterClient, namespace: str, selector: str, count: int) -> bool:
+    pods = client.pods(namespace, selector)
+    return len(pods) == count and all(
+        p["spec"].get("nodeName") and p["status"].get("phase") == "Running" for p in pods
+    )
+
+
+def _amc_pods(
+    namespace: str, live: Fleet, capsys: pytest.CaptureFixture[str]
+) -> set[tuple[str, str]]:
+    """`kubectl amc get pod -M -n <ns>`: (NAME, CLUSTER) of each pod row."""
+    capsys.readouterr()
+    args = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+    assert main(["get", "pod", "-M", "-n", namespace, *args]) == 0
+    out = capsys.readouterr().out
+    return {tuple(line.split()[:2]) for line in out.splitlines()[1:] if line.strip()}  # type: ignore[misc]
+
+
+def _shown_in(
+    member: ClusterClient, namespace: str, selector: str, shown: set[tuple[str, str]]
+) -> bool:
+    """Every pod of `selector` in `member` is a row of `kubectl amc get pod -M`, in it."""
+    pods = {(p["metadata"]["name"], member.name) for p in member.pods(namespace, selector)}
+    return bool(pods) and pods <= shown
+
+
+def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
+    live: Fleet, namespace, add_nodes, capsys
+):
+    here = {"test": namespace}
+    live.api.create(_policy(namespace, JOBSET))
+    # 1 leader + 2 workers x 2 pods, one GPU each: 5 GPUs. member-2 has 4: held whole.
+    add_nodes("member-2", count=1, gpu=4, labels=here)
+    live.api.create(
+        jobset("js", namespace=namespace, leaders=1, workers=2, worker_pods=2, node_selector=here)
+    )
+    reasons = wait_until(
+        lambda: (p := _pending(live, namespace, JOBSET, "js")) and len(p) == 3 and p,
+        what="pending reasons for every member",
+    )
+    assert reasons == {
+        "member-1": "KindNotServed",
+        "member-2": "Insufficient",
+        "member-3": "Insufficient",
+    }
+    assert _copies(live, namespace, JOBSET, "js") == []
+
+    add_nodes("member-3", count=1, gpu=8, labels=here)
+    first = wait_until(lambda: _target(live, namespace, JOBSET, "js"), what="placement")
+    assert first == "member-3"
+    member = live.clusters[first]
+    selector = f"{JOBSET_NAME_LABEL}=js"
+    wait_until(lambda: _running(member, namespace, selector, 5), what="5 pods Running")
+    # fleet wrote the gang for the coscheduling scheduler: a PodGroup of all 5 pods
+    assert member.get(*PODGROUP, "js", namespace)["spec"]["minMember"] == 5
+    wait_until(
+        lambda: (live.api.get(*JOBSET, "js", namespace).get("status") or {}).get(
+            "replicatedJobsStatus"
+        ),
+        what="the JobSet's status mirrored on the fleet",
+    )
+    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
+
+    # It fails in member-3 (its pods exit 1, no retries): it moves to member-2, now big enough.
+    add_nodes("member-2", count=1, gpu=4, labels=here)
+    for pod in member.pods(namespace, selector):
+        member.patch(
+            "v1",
+            "Pod",
+            pod["metadata"]["name"],
+            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
+            namespace,
+        )
+    second = wait_until(
+        lambda: (t := _target(live, namespace, JOBSET, "js")) != first and t,
+        timeout=90,
+        what="failover",
+    )
+    assert second == "member-2"
+    wait_until(
+        lambda: _running(live.clusters[second], namespace, selector, 5),
+        what="5 pods Running in member-2",
+    )
+    wait_until(
+        lambda: _copies(live, namespace, JOBSET, "js") == [second], what="the failed copy gone"
+    )
+
+
+def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
+    live: Fleet, namespace, add_nodes, capsys
+):
+    here = {"test": namespace}
+    live.api.create(_policy(namespace, RAYJOB))
+    # a head (no GPU) and 3 workers with 2 GPUs each: 6 GPUs; member-3 has 4.
+    add_nodes("member-3", count=1, gpu=4, labels=here)
+    live.api.create(rayjob("rj", namespace=namespace, workers=3, gpus=2, node_selector=here))
+    reasons = wait_until(
+        lambda: (p := _pending(live, namespace, RAYJOB, "rj")) and len(p) == 3 and p,
+        what="pending reasons for every member",
+    )
+    assert reasons["member-1"] == "KindNotServed"
+    assert _copies(live, namespace, RAYJOB, "rj") == []
+
+    add_nodes("member-2", count=1, gpu=8, labels=here)
+    first = wait_until(lambda: _target(live, namespace, RAYJOB, "rj"), what="placement")
+    assert first == "member-2"
+    member = live.clusters[first]
+    cluster = wait_until(
+        lambda: (member.get(*RAYJOB, "rj", namespace).get("status") or {}).get("rayClusterName"),
+        what="the RayJob's RayCluster",
+    )
+    wait_until(
+        lambda: _running(member, namespace, f"{RAY_CLUSTER_LABEL}={cluster}", 4),
+        what="head and 3 workers Running",
+    )
+    # the cluster ready, KubeRay submits the job: its submitter pod runs too
+    wait_until(
+        lambda: _running(member, namespace, f"{BATCH_JOB_NAME_LABEL}=rj", 1),
+        what="the submitter pod Running",
+    )
+    wait_until(
+        lambda: (
+            (live.api.get(*RAYJOB, "rj", namespace).get("status") or {}).get("jobDeploymentStatus")
+            == "Running"
+        ),
+        what="Running mirrored on the fleet RayJob",
+    )
+    assert _shown_in(
+        member, namespace, f"{RAY_CLUSTER_LABEL}={cluster}", _amc_pods(namespace, live, capsys)
+    )
+
+    # The submission fails (no retries): the RayJob is Failed there and moves to member-3.
+    add_nodes("member-3", count=1, gpu=4, labels=here)
+    (submitter,) = member.pods(namespace, f"{BATCH_JOB_NAME_LABEL}=rj")
+    member.patch(
+        "v1",
+        "Pod",
+        submitter["metadata"]["name"],
+        {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
+        namespace,
+    )
+    second = wait_until(
+        lambda: (t := _target(live, namespace, RAYJOB, "rj")) != first and t,
+        timeout=90,
+        what="failover",
+    )
+    assert second == "member-3"
+    wait_until(
+        lambda: _copies(live, namespace, RAYJOB, "rj") == [second], what="the failed copy gone"
+    )
+    moved = live.clusters[second]
+    wait_until(
+        lambda: (
+            (c := (moved.get(*RAYJOB, "rj", namespace) or {}).get("status") or {}).get(
+                "rayClusterName"
+            )
+            and _running(moved, namespace, f"{RAY_CLUSTER_LABEL}={c['rayClusterName']}", 4)
+        ),
+        what="head and 3 workers Running in member-3",
+    )
+
+
+def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
+    live: Fleet, namespace, add_nodes, capsys
+):
+    """The runtime is defined on the fleet and taken along (propagateDeps); Trainer makes the
+    coscheduling PodGroup from its podGroupPolicy."""
+    here = {"test": namespace}
+    live.api.create(_policy(namespace, TRAINJOB))
+    live.api.create(training_runtime("torch", namespace=namespace, gpus=2, node_selector=here))
+    # 3 trainer nodes x 2 GPUs: 6 GPUs; member-2 has 4.
+    add_nodes("member-2", count=1, gpu=4, labels=here)
+    live.api.create(trainjob("tj", "torch", namespace=namespace, nodes=3))
+    reasons = wait_until(
+        lambda: (p := _pending(live, namespace, TRAINJOB, "tj")) and len(p) == 3 and p,
+        what="pending reasons for every member",
+    )
+    assert reasons["member-1"] == "KindNotServed"
+    assert _copies(live, namespace, TRAINJOB, "tj") == []
+
+    add_nodes("member-3", count=1, gpu=8, labels=here)
+    first = wait_until(lambda: _target(live, namespace, TRAINJOB, "tj"), what="placement")
+    assert first == "member-3"
+    member = live.clusters[first]
+    assert member.get("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "torch", namespace)
+    selector = f"{JOBSET_NAME_LABEL}=tj"
+    wait_until(lambda: _running(member, namespace, selector, 3), what="3 trainer nodes Running")
+    assert member.get(*PODGROUP, "tj", namespace)["spec"]["minMember"] == 3
+    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
+
+    add_nodes("member-2", count=1, gpu=4, labels=here)
+    for pod in member.pods(namespace, selector):
+        member.patch(
+            "v1",
+            "Pod",
+            pod["metadata"]["name"],
+            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
+            namespace,
+        )
+    second = wait_until(
+        lambda: (t := _target(live, namespace, TRAINJOB, "tj")) != first and t,
+        timeout=90,
+        what="failover",
+    )
+    assert second == "member-2"
+    wait_until(
+        lambda: _running(live.clusters[second], namespace, selector, 3),
+        what="3 trainer nodes Running in member-2",
+    )

@@ -1,0 +1,95 @@
+"""JobSet (jobset.x-k8s.io/v1alpha2): every replicated job's pods are one gang.
+
+* Gang: each replicated job is one role (named as the JobSet names it, in its order): `replicas`
+  (default 1) Jobs of min(parallelism (default 1), completions) pods each. The JobSet controller
+  starts every Job at once (startupPolicy AnyOrder, its default), so the minimum is all pods
+  (or the pod-group label / Koordinator annotation on the templates).
+* Copy: nothing to drop. The JobSet controller makes no PodGroup, so on a coscheduling member
+  fleet writes the gang itself: `scheduling.x-k8s.io/pod-group` on every template and a PodGroup
+  owned by the copy (`fleet_pod_group`); ACK's pod-group labels on Koordinator.
+* State: Failed (condition or terminalState), Completed, Suspended; Running while a child Job
+  has active or ready pods, else Pending. Mirrored: replicatedJobsStatus, terminalState,
+  restarts.
+* `kubectl amc`: pods carry `jobset.sigs.k8s.io/jobset-name`; replicas are
+  `<replicated job>-<index>`.
+* Queue: the first template's priorityClassName; charged every pod.
+* The operator adds: a headless Service and pod `subdomain`/`hostname`, `jobset.sigs.k8s.io/*`
+  labels, `JOB_COMPLETION_INDEX`; no resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fleet.core.errors import FieldError
+from fleet.core.jobstate import JobState
+from fleet.core.kinds.adapter import (
+    KindAdapter,
+    PodTemplate,
+    job_pods,
+    mapping,
+    name_at,
+    object_at,
+    optional_count,
+)
+
+NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+ROLE_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+class JobSetAdapter(KindAdapter):
+    api_version = "jobset.x-k8s.io/v1alpha2"
+    kind = "JobSet"
+    status_fields = ("replicatedJobsStatus", "terminalState", "restarts", "restartsCountTowardsMax")
+    fleet_pod_group = True
+    role_label = ROLE_LABEL
+    doc_gang = "every replicated job's pods: `replicas` x min(parallelism, completions) each"
+    doc_added = (
+        "a headless Service, pod subdomain/hostname, `jobset.sigs.k8s.io/*` labels; "
+        "on coscheduling members fleet writes the PodGroup"
+    )
+
+    def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
+        spec = mapping(obj.get("spec"), "spec")
+        jobs = spec.get("replicatedJobs")
+        if not isinstance(jobs, list) or not jobs:
+            raise FieldError("spec.replicatedJobs", f"expected a non-empty list, got {jobs!r}")
+        out: list[PodTemplate] = []
+        seen: set[str] = set()
+        for i, job in enumerate(jobs):
+            path = f"spec.replicatedJobs[{i}]"
+            if not isinstance(job, dict):
+                raise FieldError(path, f"expected an object, got {job!r}")
+            name = name_at(job, "name", path)
+            if name in seen:
+                raise FieldError(f"{path}.name", f"replicated job {name} given twice")
+            seen.add(name)
+            replicas = optional_count(job, "replicas", path)
+            job_spec = object_at(object_at(job, "template", path), "spec", f"{path}.template")
+            pods = job_pods(job_spec, f"{path}.template.spec")
+            template = object_at(job_spec, "template", f"{path}.template.spec")
+            count = (1 if replicas is None else replicas) * pods
+            out.append(PodTemplate(name, name, count, template, f"{path}.template.spec.template"))
+        return out
+
+    def state(self, status: Mapping[str, Any] | None) -> JobState:
+        status = status or {}
+        true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+        terminal = status.get("terminalState")
+        if "Failed" in true or terminal == "Failed":
+            return "Failed"
+        if "Completed" in true or terminal == "Completed":
+            return "Succeeded"
+        if "Suspended" in true:
+            return "Suspended"
+        jobs = status.get("replicatedJobsStatus") or []
+        if any((j.get("active") or 0) > 0 or (j.get("ready") or 0) > 0 for j in jobs):
+            return "Running"
+        return "Pending"
+
+    def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
+        return f"{NAME_LABEL}={(member_obj.get('metadata') or {}).get('name')}"
+
+
+JOBSET = JobSetAdapter()

@@ -1,0 +1,154 @@
+"""RayCluster (ray.io/v1): the head plus every worker group's minimum is the gang.
+
+* Gang: `head` (1 pod), then one component per worker group: `replicas` clamped to
+  minReplicas..maxReplicas, times `numOfHosts` (a suspended group has none). A Ray cluster
+  cannot work without its head, and its workers are needed down to each group's minReplicas
+  (the autoscaler may add the rest), so the minimum is the head plus
+  `minReplicas x numOfHosts` per group (or the pod-group label on the templates). With several
+  groups whose minReplicas is below replicas the minimum set takes the groups in order.
+* Requests: KubeRay gives every worker an init container `wait-gcs-ready` (200m CPU, 256Mi)
+  that waits for the head; fleet counts it (`pod_spec`), as the member will.
+* Copy: nothing to drop. KubeRay runs without a batch scheduler (its scheduler-plugins mode
+  refuses RayJobs), so on a coscheduling member fleet writes the gang (`fleet_pod_group`).
+* State: `status.state` ready -> Running, suspended -> Suspended, failed -> Failed.
+* `kubectl amc`: pods carry `ray.io/cluster`; replicas are `head`, `<group>-<index>`.
+* Queue: the first template's priorityClassName; charged every pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.core.errors import FieldError
+from fleet.core.jobstate import JobState
+from fleet.core.kinds.adapter import (
+    KindAdapter,
+    PodTemplate,
+    mapping,
+    name_at,
+    object_at,
+    optional_count,
+)
+
+CLUSTER_LABEL = "ray.io/cluster"
+ROLE_LABEL = "ray.io/group"
+HEAD = "head"
+MINIMUM_SOURCE = "the head and each worker group's minReplicas"
+#: The init container KubeRay (v1.5.1) adds to every worker pod, as it writes it.
+WAIT_GCS_READY = {
+    "name": "wait-gcs-ready",
+    "resources": {
+        "limits": {"cpu": "200m", "memory": "256Mi"},
+        "requests": {"cpu": "200m", "memory": "256Mi"},
+    },
+}
+
+
+def cluster_templates(spec: Mapping[str, Any], path: str) -> list[tuple[PodTemplate, int]]:
+    """(template, pods of it the gang needs) for the head and each worker group of a RayCluster
+    spec at `path`."""
+    head_spec = object_at(spec, "headGroupSpec", path)
+    head = object_at(head_spec, "template", f"{path}.headGroupSpec")
+    out = [(PodTemplate(HEAD, HEAD, 1, head, f"{path}.headGroupSpec.template"), 1)]
+    groups = spec.get("workerGroupSpecs") or []
+    if not isinstance(groups, list):
+        raise FieldError(f"{path}.workerGroupSpecs", f"expected a list, got {groups!r}")
+    seen = {HEAD}
+    for i, group in enumerate(groups):
+        gpath = f"{path}.workerGroupSpecs[{i}]"
+        if not isinstance(group, dict):
+            raise FieldError(gpath, f"expected an object, got {group!r}")
+        name = name_at(group, "groupName", gpath)
+        if name in seen:
+            raise FieldError(f"{gpath}.groupName", f"group {name} given twice (or named head)")
+        seen.add(name)
+        least = optional_count(group, "minReplicas", gpath) or 0
+        most = optional_count(group, "maxReplicas", gpath)
+        replicas = optional_count(group, "replicas", gpath)
+        hosts = optional_count(group, "numOfHosts", gpath)
+        hosts = 1 if hosts is None else hosts
+        if most is not None and most < least:
+            raise FieldError(f"{gpath}.maxReplicas", f"{most} is smaller than minReplicas {least}")
+        desired = least if replicas is None else max(least, replicas)
+        if most is not None:
+            desired = min(desired, most)
+        if group.get("suspend") is True:
+            desired = least = 0
+        template = object_at(group, "template", gpath)
+        out.append(
+            (PodTemplate(name, name, desired * hosts, template, f"{gpath}.template"), least * hosts)
+        )
+    return out
+
+
+def worker_pod_spec(template: PodTemplate) -> Mapping[str, Any]:
+    """A Ray pod's spec as KubeRay creates it: workers get `wait-gcs-ready`."""
+    spec = mapping(template.template.get("spec"), f"{template.field}.spec")
+    if template.component == HEAD:
+        return spec
+    inits = list(spec.get("initContainers") or [])
+    if any(isinstance(c, Mapping) and c.get("name") == WAIT_GCS_READY["name"] for c in inits):
+        return spec
+    return {**spec, "initContainers": [*inits, WAIT_GCS_READY]}
+
+
+def ray_minimum(found: Sequence[tuple[PodTemplate, int]]) -> tuple[int, str]:
+    return sum(min(least, t.replicas) for t, least in found), MINIMUM_SOURCE
+
+
+def ray_state(status: Mapping[str, Any] | None) -> JobState:
+    word = str((status or {}).get("state") or "").lower()
+    if word == "failed":
+        return "Failed"
+    if word == "suspended":
+        return "Suspended"
+    if word == "ready":
+        return "Running"
+    return "Pending"
+
+
+class RayClusterAdapter(KindAdapter):
+    api_version = "ray.io/v1"
+    kind = "RayCluster"
+    status_fields = (
+        "state",
+        "reason",
+        "desiredWorkerReplicas",
+        "availableWorkerReplicas",
+        "readyWorkerReplicas",
+        "minWorkerReplicas",
+        "maxWorkerReplicas",
+        "lastUpdateTime",
+    )
+    fleet_pod_group = True
+    role_label = ROLE_LABEL
+    doc_gang = "the head plus each worker group's minReplicas x numOfHosts"
+    doc_added = (
+        "workers' init container `wait-gcs-ready` (200m CPU, 256Mi: counted), probes, "
+        "a shared-memory volume; on coscheduling members fleet writes the PodGroup"
+    )
+
+    def _found(self, obj: Mapping[str, Any]) -> list[tuple[PodTemplate, int]]:
+        return cluster_templates(object_at(obj, "spec", ""), "spec")
+
+    def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
+        return [t for t, _least in self._found(obj)]
+
+    def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
+        return worker_pod_spec(template)
+
+    def min_member(
+        self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int
+    ) -> tuple[int, str]:
+        given, source = super().min_member(obj, templates, total)
+        return (given, source) if source != "all replicas" else ray_minimum(self._found(obj))
+
+    def state(self, status: Mapping[str, Any] | None) -> JobState:
+        return ray_state(status)
+
+    def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
+        return f"{CLUSTER_LABEL}={(member_obj.get('metadata') or {}).get('name')}"
+
+
+RAYCLUSTER = RayClusterAdapter()

@@ -1,0 +1,94 @@
+"""RayJob (ray.io/v1): a RayCluster of its own (the same gang), plus a submitter pod.
+
+* Gang: `spec.rayClusterSpec`, read as a RayCluster's (see `raycluster`). A RayJob that runs
+  on an existing cluster (`clusterSelector`) brings no pods to place and is refused.
+* Not counted: once the cluster is ready KubeRay starts a submitter Job (one pod,
+  `ray job submit`, 500m CPU / 200Mi by default) outside the gang.
+* Copy: as RayCluster (`fleet_pod_group` on coscheduling members).
+* State: `status.jobDeploymentStatus`: Initializing -> Created, Running, Complete -> Succeeded,
+  Failed, Suspended, Retrying -> Restarting. Mirrored: jobDeploymentStatus, jobStatus,
+  rayClusterName, times, reason, message.
+* `kubectl amc`: the pods of the RayCluster it made (`status.rayClusterName`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.core.errors import FieldError
+from fleet.core.jobstate import JobState
+from fleet.core.kinds.adapter import KindAdapter, PodTemplate, object_at
+from fleet.core.kinds.raycluster import (
+    CLUSTER_LABEL,
+    ROLE_LABEL,
+    cluster_templates,
+    ray_minimum,
+    worker_pod_spec,
+)
+
+_STATES: dict[str, JobState] = {
+    "Complete": "Succeeded",
+    "Failed": "Failed",
+    "Running": "Running",
+    "Suspended": "Suspended",
+    "Suspending": "Suspended",
+    "Retrying": "Restarting",
+    "Initializing": "Created",
+}
+
+
+class RayJobAdapter(KindAdapter):
+    api_version = "ray.io/v1"
+    kind = "RayJob"
+    status_fields = (
+        "jobDeploymentStatus",
+        "jobStatus",
+        "jobId",
+        "rayClusterName",
+        "dashboardURL",
+        "startTime",
+        "endTime",
+        "failed",
+        "succeeded",
+        "reason",
+        "message",
+    )
+    fleet_pod_group = True
+    role_label = ROLE_LABEL
+    doc_gang = "its rayClusterSpec: the head plus each worker group's minReplicas x numOfHosts"
+    doc_added = (
+        "as RayCluster, and a submitter Job pod (500m CPU, 200Mi) after the gang runs: not counted"
+    )
+
+    def _found(self, obj: Mapping[str, Any]) -> list[tuple[PodTemplate, int]]:
+        spec = object_at(obj, "spec", "")
+        if spec.get("clusterSelector") and spec.get("rayClusterSpec") is None:
+            raise FieldError(
+                "spec.clusterSelector",
+                "runs on an existing RayCluster: fleet places RayJobs that bring their own "
+                "(spec.rayClusterSpec)",
+            )
+        return cluster_templates(object_at(spec, "rayClusterSpec", "spec"), "spec.rayClusterSpec")
+
+    def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
+        return [t for t, _least in self._found(obj)]
+
+    def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
+        return worker_pod_spec(template)
+
+    def min_member(
+        self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int
+    ) -> tuple[int, str]:
+        given, source = super().min_member(obj, templates, total)
+        return (given, source) if source != "all replicas" else ray_minimum(self._found(obj))
+
+    def state(self, status: Mapping[str, Any] | None) -> JobState:
+        return _STATES.get(str((status or {}).get("jobDeploymentStatus") or ""), "Pending")
+
+    def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
+        cluster = (member_obj.get("status") or {}).get("rayClusterName")
+        return f"{CLUSTER_LABEL}={cluster}" if cluster else None
+
+
+RAYJOB = RayJobAdapter()
