@@ -195,9 +195,7 @@ def rules_table() -> str:
             f"namespace `{DEFAULT_MEMBER_NAMESPACE}`)",
             member_rules(),
         ),
-        *_table(
-            f"In a member: Role `{TOKEN_ROLE}` in `{DEFAULT_MEMBER_NAMESPACE}`", token_rules()
-        ),
+        *_table(f"In a member: Role `{TOKEN_ROLE}` in `{DEFAULT_MEMBER_NAMESPACE}`", token_rules()),
         *_table("On the fleet: ClusterRole `fleet-controller` (Helm chart)", fleet_rules()),
         *_table(
             "On the fleet: Role `fleet-controller` in the chart's namespace",
@@ -236,14 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.write or args.check
     stale = [
-        path
-        for path, text in render(root).items()
-        if not path.exists() or path.read_text() != text
+        path for path, text in render(root).items() if not path.exists() or path.read_text() != text
     ]
     if args.check is not None:
         for path in stale:
-            print(f"{path} is out of date: run python -m fleet.api.rbacgen --write .",
-                  file=sys.stderr)
+            print(
+                f"{path} is out of date: run python -m fleet.api.rbacgen --write .", file=sys.stderr
+            )
         return 1 if stale else 0
     for path, text in render(root).items():
         if path in stale:

@@ -1,0 +1,84 @@
+"""Joining members to the fleet with fleet's own least-privilege identity, and unjoining them.
+
+`fleet join` and `fleet unjoin` (the command line), the demo and the end-to-end fixtures all
+come through `join_member`, so every member in every test is joined the way users join theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
+from fleet.api.membership import (
+    DEFAULT_TOKEN_SECONDS,
+    IssuedToken,
+    JoinPlan,
+    TokenType,
+    plan_join,
+)
+from fleet.install import single_context
+from fleet.join.join import JoinError, dry_run, endpoint_of, join
+from fleet.join.unjoin import bound_jobs, unjoin
+from fleet.kube import SyncKubeClient, from_kubeconfig
+
+__all__ = [
+    "JoinError",
+    "bound_jobs",
+    "dry_run",
+    "join",
+    "join_member",
+    "member_client",
+    "plan_for",
+    "unjoin",
+]
+
+
+def member_client(
+    config: Mapping[str, Any], context: str | None = None, base: Path | None = None
+) -> tuple[SyncKubeClient, Mapping[str, Any]]:
+    """A client of the member with the user's own kubeconfig, and that context's cluster entry."""
+    one = single_context(dict(config), context)
+    connection = from_kubeconfig(one, base=base, source=f"member kubeconfig context {context}")
+    return SyncKubeClient(connection, name=one["current-context"]), one["clusters"][0]["cluster"]
+
+
+def plan_for(
+    name: str,
+    client: SyncKubeClient,
+    cluster: Mapping[str, Any],
+    *,
+    labels: Mapping[str, str] | None = None,
+    namespace: str = DEFAULT_MEMBER_NAMESPACE,
+    token_type: TokenType = "bound",
+    token_seconds: int = DEFAULT_TOKEN_SECONDS,
+    secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
+) -> JoinPlan:
+    return plan_join(
+        name,
+        endpoint_of(client.connection, cluster),
+        labels=labels,
+        namespace=namespace,
+        token_type=token_type,
+        token_seconds=token_seconds,
+        secrets_namespace=secrets_namespace,
+    )
+
+
+def join_member(
+    fleet: SyncKubeClient,
+    name: str,
+    config: Mapping[str, Any],
+    labels: Mapping[str, str] | None = None,
+    *,
+    context: str | None = None,
+    base: Path | None = None,
+    say: Callable[[str], None] = lambda _: None,
+    **options: Any,
+) -> IssuedToken:
+    """Join the member `config` (the user's kubeconfig, `context` in it) as `name`."""
+    client, cluster = member_client(config, context, base)
+    with client:
+        plan = plan_for(name, client, cluster, labels=labels, **options)
+        return join(fleet, client, plan, say=say)
