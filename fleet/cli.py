@@ -114,6 +114,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         fleet_id=args.fleet_id or "",
         sweep_interval=args.sweep_interval,
+        token_renew_before=args.token_renew_before,
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
@@ -158,7 +159,7 @@ def _member_config(path: str | None) -> tuple[dict[str, Any], Path]:
 
 def _cmd_join(args: argparse.Namespace) -> int:
     from fleet.join import JoinError, dry_run, join, member_client, plan_for
-    from fleet.kube import SyncKubeClient, load
+    from fleet.kube import KubeError, SyncKubeClient, load
 
     labels = _labels(args.label)
     if labels is None:
@@ -177,6 +178,8 @@ def _cmd_join(args: argparse.Namespace) -> int:
                 token_seconds=args.token_expiration,
                 secrets_namespace=args.secrets_namespace,
             )
+        except KubeError:
+            raise  # an unusable kubeconfig: main prints it
         except ValueError as e:
             print(f"fleet: error: {e}", file=sys.stderr)
             return 2
@@ -333,6 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         help="seconds between sweeps for member copies whose fleet object is gone (0: off)",
+    )
+    ctl.add_argument(
+        "--token-renew-before",
+        type=float,
+        default=0.0,
+        help="renew a joined member's bound token this many seconds before it expires "
+        "(default 0: at 80%% of its lifetime)",
     )
     ctl.add_argument(
         "--queue-placement-timeout",

@@ -15,13 +15,16 @@ from fleet.api.membership import (
     DEFAULT_TOKEN_SECONDS,
     IssuedToken,
     JoinPlan,
+    MemberEndpoint,
     TokenType,
+    member_kubeconfig,
     plan_join,
 )
 from fleet.install import single_context
 from fleet.join.join import JoinError, dry_run, endpoint_of, join
 from fleet.join.unjoin import bound_jobs, unjoin
 from fleet.kube import SyncKubeClient, from_kubeconfig
+from fleet.kubeconfig import check_kubeconfig
 
 __all__ = [
     "JoinError",
@@ -55,15 +58,30 @@ def plan_for(
     token_seconds: int = DEFAULT_TOKEN_SECONDS,
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
 ) -> JoinPlan:
+    endpoint = endpoint_of(client.connection, cluster)
+    _check_stored(name, endpoint, cluster)
     return plan_join(
         name,
-        endpoint_of(client.connection, cluster),
+        endpoint,
         labels=labels,
         namespace=namespace,
         token_type=token_type,
         token_seconds=token_seconds,
         secrets_namespace=secrets_namespace,
     )
+
+
+def _check_stored(name: str, endpoint: MemberEndpoint, cluster: Mapping[str, Any]) -> None:
+    """The kubeconfig fleet will store passes the controller's rules (fleet.kubeconfig), or
+    KubeconfigError names the field, before anything is written. A member the user reaches
+    without verifying it (insecure-skip-tls-verify) is refused: fleet would have no CA to verify
+    it with."""
+    stored = member_kubeconfig(name, endpoint, "ns/sa", "token")
+    if "insecure-skip-tls-verify" in cluster:
+        stored["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = cluster[
+            "insecure-skip-tls-verify"
+        ]
+    check_kubeconfig(stored, source=f"kubeconfig for {name}")
 
 
 def join_member(
