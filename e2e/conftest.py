@@ -84,6 +84,9 @@ class Fleet:
             str(QUEUE_BACKOFF),
             "--sweep-interval",
             str(SWEEP_SECONDS),
+            # e2e/test_join.py: a 600-second token (TokenRequest's shortest) renewed every 30 s.
+            "--token-renew-before",
+            "570",
         )
         replica.metrics_port = port
         self.replicas.append(replica.start())
