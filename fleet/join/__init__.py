@@ -43,7 +43,8 @@ def member_client(
 ) -> tuple[SyncKubeClient, Mapping[str, Any]]:
     """A client of the member with the user's own kubeconfig, and that context's cluster entry."""
     one = single_context(dict(config), context)
-    connection = from_kubeconfig(one, base=base, source=f"member kubeconfig context {context}")
+    source = f"member kubeconfig context {one['current-context']}"
+    connection = from_kubeconfig(one, base=base, source=source)
     return SyncKubeClient(connection, name=one["current-context"]), one["clusters"][0]["cluster"]
 
 

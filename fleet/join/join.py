@@ -19,7 +19,6 @@ from typing import Any
 
 import yaml
 
-from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.membership import (
     TOKEN_SECRET,
@@ -202,7 +201,7 @@ def dry_run(plan: JoinPlan) -> str:
         for obj in plan.fleet_objects(placeholder)
     ]
     header = (
-        f"# fleet join {plan.name} --dry-run: nothing was sent. The {c.TOKEN_TYPE_ANNOTATION} "
-        f"is {plan.token_type}.\n"
+        f"# fleet join {plan.name} --dry-run: nothing was sent; a {plan.token_type} token "
+        "(redacted below)\n"
     )
     return header + "---\n".join(docs)

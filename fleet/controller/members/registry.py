@@ -102,7 +102,7 @@ class MemberRegistry:
         #: 80% of their lifetime, fleet.core.tokens).
         self.token_renew_before = token_renew_before
         self.renew_retry = renew_retry
-        #: Tokens renewed, per member (the counter tests and /metrics read).
+        #: Tokens renewed, per member.
         self.renewals: defaultdict[str, int] = defaultdict(int)
         self.members: dict[str, Member] = {}
         #: The last MemberCluster seen per member, to resync when its Secret changes.
