@@ -182,8 +182,12 @@ def member_rules() -> tuple[Rule, ...]:
         Rule(
             "",
             ("namespaces",),
-            {"create": "a job's namespace is created in the member on its first dispatch there"},
-            about="Namespaces: created when a job's is missing; never read, changed or deleted.",
+            {
+                "get": "`kubectl amc get namespace NAME -M`: which members have a namespace",
+                "list": "`kubectl amc get namespace -M`",
+                "create": "a job's namespace is created in the member on its first dispatch there",
+            },
+            about="Namespaces: created when a job's is missing; never changed or deleted.",
         ),
         *jobs,
         dependencies,
