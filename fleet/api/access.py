@@ -232,8 +232,10 @@ def member_cluster_role(namespace: str = DEFAULT_MEMBER_NAMESPACE) -> str:
 
 
 def fleet_rules() -> tuple[Rule, ...]:
-    """The ClusterRole of the controller on the fleet (the Helm chart's)."""
+    """The ClusterRole of the controller on the fleet (the Helm chart's): what kopf's event
+    handlers, the controller's informers and its writes (controller/**) ask of the fleet."""
     jobs = _job_kind_resources()
+    watch = "kopf's event handler watches them"
     return (
         *(
             Rule(
@@ -241,11 +243,11 @@ def fleet_rules() -> tuple[Rule, ...]:
                 resources,
                 {
                     "get": "reads a job that is not in the informer's cache yet",
-                    "list": "kopf's and the trigger informers list the jobs to claim",
-                    "watch": "keeps them current",
+                    "list": "kopf lists the jobs to claim",
+                    "watch": watch,
                     "patch": "puts fleet's finalizer and policy annotation on a claimed job",
                 },
-                about="The jobs users submit: read, claim (finalizer).",
+                about="The jobs users submit: read, claimed (finalizer).",
             )
             for group, resources in sorted(jobs.items())
         ),
@@ -253,11 +255,7 @@ def fleet_rules() -> tuple[Rule, ...]:
             Rule(
                 group,
                 tuple(f"{r}/status" for r in resources),
-                {
-                    "get": "reads the status before it is mirrored",
-                    "patch": "mirrors the member copy's status onto the fleet job",
-                    "update": "kopf writes its progress to the status",
-                },
+                {"patch": "mirrors the member copy's status onto the fleet job"},
                 about="Their status: mirrored from the member copy.",
             )
             for group, resources in sorted(jobs.items())
@@ -267,33 +265,38 @@ def fleet_rules() -> tuple[Rule, ...]:
             ("propagationpolicies", "clusterpropagationpolicies"),
             {
                 "get": "reads the policy that claimed a job",
-                "list": "the policy informer",
+                "list": "kopf lists the policies",
                 "watch": "a policy edit re-places what it claims",
             },
             about="The policies, read.",
         ),
         Rule(
             "fleet.dev",
-            ("gangbindings", "memberclusters"),
+            ("gangbindings",),
             {
-                "get": "reads one object",
-                "list": "the informers",
-                "watch": "keeps them current",
+                "get": "reads a binding not in the cache yet",
+                "list": "the bindings are listed at start (and by kopf)",
+                "watch": watch,
                 "create": "a GangBinding per claimed job",
-                "update": "kopf's bookkeeping on its watched objects",
-                "patch": "a binding's spec (placement), a MemberCluster's finalizer",
+                "patch": "a binding's spec (placement, the policy's terms)",
                 "delete": "a binding whose job is gone",
             },
-            about="fleet's own resources.",
+            about="GangBindings: fleet's record of each gang.",
+        ),
+        Rule(
+            "fleet.dev",
+            ("memberclusters",),
+            {
+                "get": "reads a MemberCluster before its status is written",
+                "list": "kopf lists the members",
+                "watch": watch,
+            },
+            about="MemberClusters, read: who joined (fleet join writes them).",
         ),
         Rule(
             "fleet.dev",
             ("gangbindings/status", "memberclusters/status"),
-            {
-                "get": "reads the status before a write",
-                "update": "kopf's progress",
-                "patch": "lifecycle (placements, failovers) and member health",
-            },
+            {"patch": "a binding's lifecycle (placements, failovers); a member's health"},
             about="Their status.",
         ),
         Rule(
@@ -301,7 +304,7 @@ def fleet_rules() -> tuple[Rule, ...]:
             ("elasticquotatrees",),
             {
                 "get": "reads the quota tree",
-                "list": "the tree's informer",
+                "list": "kopf lists the trees",
                 "watch": "a tree edit re-admits queued jobs",
             },
             about="Kube Queue: the ElasticQuotaTree, read.",
@@ -309,35 +312,38 @@ def fleet_rules() -> tuple[Rule, ...]:
         Rule(
             "scheduling.sigs.k8s.io",
             ("elasticquotatrees/status",),
-            {
-                "get": "reads the status before a write",
-                "update": "kopf's progress",
-                "patch": "the tree's per-quota usage",
-            },
+            {"patch": "the tree's per-quota usage"},
             about="Its status (usage).",
         ),
         Rule(
             "scheduling.x-k8s.io",
-            ("queues", "queueunits"),
+            ("queues",),
             {
-                "get": "reads one",
-                "list": "the informers",
-                "watch": "keeps them current",
-                "create": "one Queue per quota node, one QueueUnit per queued job",
-                "update": "kopf's bookkeeping",
-                "patch": "a QueueUnit's admission",
-                "delete": "a QueueUnit whose job is gone, a Queue whose quota node is gone",
+                "get": "reads a Queue",
+                "list": "kopf lists the Queues",
+                "watch": watch,
+                "create": "one Queue per quota node",
+                "delete": "a Queue whose quota node is gone",
             },
-            about="Kube Queue: Queues and QueueUnits.",
+            about="Kube Queue: one Queue per quota node.",
+        ),
+        Rule(
+            "scheduling.x-k8s.io",
+            ("queueunits",),
+            {
+                "get": "reads a QueueUnit after a conflict",
+                "list": "kopf lists the QueueUnits",
+                "watch": watch,
+                "create": "one QueueUnit per queued job",
+                "patch": "moves a QueueUnit to its Queue",
+                "delete": "a QueueUnit whose job is gone",
+            },
+            about="Kube Queue: one QueueUnit per queued job.",
         ),
         Rule(
             "scheduling.x-k8s.io",
             ("queues/status", "queueunits/status"),
-            {
-                "get": "reads the status before a write",
-                "update": "kopf's progress",
-                "patch": "queue positions and phases",
-            },
+            {"patch": "queue positions and phases"},
             about="Their status.",
         ),
         Rule(
@@ -345,8 +351,8 @@ def fleet_rules() -> tuple[Rule, ...]:
             ("priorityclasses",),
             {
                 "get": "reads the PriorityClass a job names",
-                "list": "their informer",
-                "watch": "keeps it current",
+                "list": "kopf lists them",
+                "watch": "keeps queue order current",
             },
             about="PriorityClasses, read (queue order).",
         ),
@@ -364,17 +370,18 @@ def fleet_rules() -> tuple[Rule, ...]:
                 )
             ),
             {
-                "get": "reads a member's kubeconfig Secret, and what propagateDeps copies",
+                "get": "a member's kubeconfig Secret; what propagateDeps copies; the kube-system "
+                "namespace (the fleet id) and kube-queue (whether it exists)",
                 "list": "the informer on the namespaces holding kubeconfig Secrets (rotation)",
                 "watch": "an edited or renewed kubeconfig Secret is taken in at once",
             },
-            about="Member kubeconfigs (Secrets named by MemberClusters) and the dependencies "
-            "propagateDeps copies.",
+            about="Member kubeconfigs (Secrets named by MemberClusters), the dependencies "
+            "propagateDeps copies, namespaces.",
         ),
         Rule(
             "",
             ("events",),
-            {"create": "records what fleet did", "patch": "counts a repeated event"},
+            {"create": "records what fleet did (ScheduleBindingSucceed, FailedOver, ...)"},
             about="Events.",
         ),
         Rule(
