@@ -1,6 +1,6 @@
 """Dispatch latency and throughput on the sandbox: fleet create -> member object created.
 
-    /work/sandbox-run nice .venv/bin/python bench/dispatch.py [--jobs 100] [--no-operator] \
+    .venv/bin/python bench/dispatch.py [--jobs 100] [--no-operator] \
         [-- --workers 8 --member-qps 100 --member-burst 200]
 
 Brings up its own sandbox (fleet + 3 members), starts one controller process, then measures:

@@ -1,6 +1,6 @@
 """Do reservations matter? A member-local workload races a gang fleet has just placed.
 
-    /work/sandbox-run nice .venv/bin/python bench/reservation_race.py [--runs 5] \
+    .venv/bin/python bench/reservation_race.py [--runs 5] \
         [--wait-seconds 15] [--timeout 60]
 
 Brings up its own sandbox: member-1 (coscheduling, the fallback) and member-2 (koord-scheduler,

@@ -1,6 +1,6 @@
 """Controller memory at scale, on the sandbox: 3 members x 1,000 fake nodes and 20,000 pods.
 
-    /work/sandbox-run nice .venv/bin/python bench/scale.py [--nodes 1000] [--pods 20000] [--runs 3]
+    .venv/bin/python bench/scale.py [--nodes 1000] [--pods 20000] [--runs 3]
 
 Brings up its own sandbox (members without the training operator: nothing here runs a job),
 creates the kwok nodes and then the pods, already bound to nodes (`spec.nodeName`, so no

@@ -8,7 +8,9 @@ pods/log exactly as `kubectl logs` reads it.
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -21,12 +23,15 @@ import yaml
 
 from fleet.amc import main
 from fleet.amc.errors import EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK
+from fleet.install import single_context
 from fleet.testing.kube import wait_until
 from fleet.testing.workloads import JOB_NAME_LABEL, gang_policy, pytorchjob
 
 from .conftest import FLEET_ID, MEMBERS, NAMESPACE, Fleet
 
 CANNED_LOG = Path(__file__).parents[1] / "fleet" / "sandbox" / "assets" / "kwok-container.log"
+#: The exec credential plugin these tests log in with (a TokenRequest, printed as kubectl's).
+PLUGIN = Path(__file__).parent / "exec_credential_plugin.py"
 
 
 def _log_lines() -> list[str]:
@@ -226,3 +231,98 @@ def test_a_member_that_cannot_be_asked_is_one_warning(
     assert err.splitlines() == [
         f"error: unknown member cluster 'member-9' (members: {', '.join(MEMBERS)})"
     ]
+
+
+# -- the user's own kubeconfig, as kubectl reads it -------------------------------------------
+
+
+def _exec_login(live: Fleet) -> dict[str, object]:
+    """A kubeconfig user whose only login is an exec plugin: it prints a bound token of the
+    chart's ServiceAccount (which may read what amc reads: MemberClusters, their Secrets)."""
+    account = yaml.safe_load(live.kubeconfig.read_text())["users"][0]["name"]
+    _, _, namespace, name = account.split(":")  # system:serviceaccount:<ns>:<name>
+    return {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(PLUGIN), str(live.sandbox.kubeconfig), "fleet", namespace, name],
+            "interactiveMode": "Never",
+        }
+    }
+
+
+def _a_pod_in_member_1(live: Fleet, namespace: str) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    live.clusters["member-1"].create(pod)
+
+
+def _get_pods(capsys: pytest.CaptureFixture[str], *argv: str) -> list[tuple[str, str]]:
+    capsys.readouterr()
+    code = main(["get", "pod", "-M", *argv])
+    out, err = capsys.readouterr()
+    assert code == EXIT_OK, err
+    return [(r[0], r[1]) for r in _rows(out)[1:]]
+
+
+def test_amc_logs_in_to_the_fleet_with_an_exec_plugin_alone(
+    fleet: Fleet, namespace: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin = single_context(yaml.safe_load(fleet.sandbox.kubeconfig.read_text()), "fleet")
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": "cloud-login", "user": _exec_login(fleet)}],
+        "contexts": [
+            {
+                "name": "cloud",
+                "context": {"cluster": admin["clusters"][0]["name"], "user": "cloud-login"},
+            }
+        ],
+        "current-context": "cloud",
+    }
+    file = tmp_path / "cloud.kubeconfig"
+    file.write_text(yaml.safe_dump(config))
+    _a_pod_in_member_1(fleet, namespace)
+    pods = _get_pods(capsys, "-n", namespace, "--kubeconfig", str(file))
+    assert pods == [("probe", "member-1")]
+
+
+def test_amc_reads_a_kubeconfig_list_split_over_two_files(
+    fleet: Fleet,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    admin = single_context(yaml.safe_load(fleet.sandbox.kubeconfig.read_text()), "fleet")
+    (cluster,) = admin["clusters"]
+    # clusters in one folder, the CA beside it under a relative name; users and contexts in
+    # another: each path is read from the folder of the file that names it.
+    (tmp_path / "clusters").mkdir()
+    (tmp_path / "clusters" / "fleet-ca.crt").write_bytes(
+        base64.b64decode(cluster["cluster"]["certificate-authority-data"])
+    )
+    body = {"server": cluster["cluster"]["server"], "certificate-authority": "fleet-ca.crt"}
+    clusters = tmp_path / "clusters" / "config"
+    clusters.write_text(yaml.safe_dump({"clusters": [{"name": "fleet-a", "cluster": body}]}))
+    logins = tmp_path / "logins"
+    logins.write_text(
+        yaml.safe_dump(
+            {
+                "users": [{"name": "cloud-login", "user": _exec_login(fleet)}],
+                "contexts": [
+                    {"name": "work", "context": {"cluster": "fleet-a", "user": "cloud-login"}}
+                ],
+                "current-context": "work",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(clusters), str(logins)]))
+    _a_pod_in_member_1(fleet, namespace)
+    assert _get_pods(capsys, "-n", namespace) == [("probe", "member-1")]

@@ -1,6 +1,7 @@
 """The Karmada placement fields fleet acts on, end to end on the sandbox (docs/api.md):
 ordered `clusterAffinities`, `clusterTolerations` against MemberCluster taints, `preemption:
-Always`, and the Event on a policy that sets fields fleet does not act on.
+Always`, the Event on a policy that sets fields fleet does not act on, and the Event and
+condition on one whose customSchedulingType fleet does not know.
 
 As in test_dispatch, each test confines its gangs to fake GPU nodes labelled with its namespace.
 """
@@ -262,3 +263,36 @@ def test_a_policy_setting_fields_fleet_does_not_act_on_gets_an_event_naming_them
     assert event["involvedObject"]["kind"] == "PropagationPolicy"
     assert "spec.placement.spreadConstraints" in event["message"]
     assert "spec.schedulerName" in event["message"]
+
+
+def test_a_lower_case_gang_is_told_it_is_not_fleets_and_fixing_it_says_so(
+    live: Fleet, namespace: str
+) -> None:
+    policy = gang_policy("typo", namespace)
+    policy["spec"]["placement"]["replicaScheduling"]["customSchedulingType"] = "gang"
+    live.api.create(policy)
+
+    def recognized() -> dict[str, Any] | None:
+        found = live.api.get(*POLICY, "typo", namespace) or {}
+        conditions = (found.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Recognized"), None)
+
+    condition = wait_until(recognized, what="the Recognized condition on the policy")
+    assert (condition["status"], condition["reason"]) == ("False", "UnknownSchedulingType")
+    assert "the accepted value is 'Gang'" in condition["message"]
+    events = [
+        e for e in live.api.events(namespace, "typo") if e["reason"] == "UnknownSchedulingType"
+    ]  # posted before the condition is written
+    assert events and all(e["type"] == "Warning" for e in events)
+    assert events[0]["message"] == condition["message"]
+
+    live.api.patch(
+        *POLICY,
+        "typo",
+        {"spec": {"placement": {"replicaScheduling": {"customSchedulingType": "Gang"}}}},
+        namespace,
+    )
+    wait_until(
+        lambda: (recognized() or {}).get("status") == "True",
+        what="Recognized=True once the policy says Gang",
+    )

@@ -9,7 +9,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
 from fleet.api.membership import DEFAULT_TOKEN_SECONDS
@@ -120,6 +119,9 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
     )
     connection = load(args.kubeconfig, args.context)
+    # An exec plugin that cannot log in stops the controller here, with one line, rather than
+    # inside kopf's login loop.
+    connection.bearer_token()
     try:
         asyncio.run(run(settings, connection, identity=args.id))
     except StartupError as e:
@@ -149,23 +151,15 @@ def _labels(items: list[str] | None) -> dict[str, str] | None:
     return labels
 
 
-def _member_config(path: str | None) -> tuple[dict[str, Any], Path]:
-    from fleet.kube import read_kubeconfig_file
-
-    file = Path(path or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config")
-    file = file.expanduser()
-    return read_kubeconfig_file(file), file.parent
-
-
 def _cmd_join(args: argparse.Namespace) -> int:
-    from fleet.join import JoinError, dry_run, join, member_client, plan_for
+    from fleet.join import JoinError, dry_run, join, member_client, plan_for, user_kubeconfig
     from fleet.kube import KubeError, SyncKubeClient, load
 
     labels = _labels(args.label)
     if labels is None:
         return 2
-    config, base = _member_config(args.member_kubeconfig)
-    client, cluster = member_client(config, args.member_context, base)
+    config = user_kubeconfig(args.member_kubeconfig)
+    client, cluster = member_client(config, args.member_context)
     with client:
         try:
             plan = plan_for(
@@ -197,13 +191,12 @@ def _cmd_join(args: argparse.Namespace) -> int:
 
 
 def _cmd_unjoin(args: argparse.Namespace) -> int:
-    from fleet.join import JoinError, member_client, unjoin
+    from fleet.join import JoinError, member_client, unjoin, user_kubeconfig
     from fleet.kube import SyncKubeClient, load
 
     member = None
     if args.member_kubeconfig or args.member_context:
-        config, base = _member_config(args.member_kubeconfig)
-        member, _ = member_client(config, args.member_context, base)
+        member, _ = member_client(user_kubeconfig(args.member_kubeconfig), args.member_context)
     try:
         with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
             notes = unjoin(

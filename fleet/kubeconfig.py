@@ -7,7 +7,9 @@ talk to the member without verifying it (insecure-skip-tls-verify, plain http). 
 reported at once, each naming its field, so one round of fixing is enough.
 
 How a context resolves to its cluster and user is fleet.kube's (resolve_context), shared with
-the permissive reading of the fleet's own kubeconfig; only the rules are here.
+the reading of the user's own kubeconfig, and so is what a Secret may never hold (files and
+plugins: fleet.kube.refused_in_secret, Trust.SECRET), which from_kubeconfig enforces again when
+it connects. The stricter checks on top (https, no insecure TLS, PEM that parses) are here.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from fleet.kube import (
+    Connection,
     KubeconfigEntry,
     KubeconfigError,
     KubeconfigProblem,
+    Trust,
+    from_kubeconfig,
     load_kubeconfig,
+    refused_in_secret,
     resolve_context,
 )
 
@@ -35,6 +41,7 @@ __all__ = [
     "KubeconfigProblem",
     "ResolvedKubeconfig",
     "check_kubeconfig",
+    "connection_from_secret",
     "kubeconfig_from_secret",
     "kubeconfig_text_from_secret",
     "load_kubeconfig",
@@ -43,14 +50,6 @@ __all__ = [
 
 DEFAULT_SECRET_KEY: Final = "kubeconfig"
 
-_FILE_FIELDS: Final = {
-    "cluster": {"certificate-authority": "certificate-authority-data"},
-    "user": {
-        "client-certificate": "client-certificate-data",
-        "client-key": "client-key-data",
-        "tokenFile": "token",
-    },
-}
 _PEM_FIELDS: Final = {
     "cluster": ("certificate-authority-data",),
     "user": ("client-certificate-data", "client-key-data"),
@@ -183,15 +182,10 @@ def _pem_problem(value: Any, field: str) -> KubeconfigProblem | None:
     return None
 
 
-def _credential_field_problems(
-    kind: str, body: Mapping[str, Any], path: str
-) -> list[KubeconfigProblem]:
-    """File paths (which would read the controller's disk) and PEM data that does not parse."""
-    out = [
-        KubeconfigProblem(f"{path}.{key}", f"file paths are not allowed; use {inline}")
-        for key, inline in _FILE_FIELDS[kind].items()
-        if body.get(key)
-    ]
+def _credential_field_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
+    """What a Secret may not hold (files, plugins) and PEM data that does not parse."""
+    out = refused_in_secret(entry)
+    kind, body, path = entry.section[:-1], entry.body, entry.path
     for key in _PEM_FIELDS[kind]:
         if key in body:
             problem = _pem_problem(body[key], f"{path}.{key}")
@@ -210,21 +204,14 @@ def _cluster_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
                 "insecure TLS verification is not allowed; provide certificate-authority-data",
             )
         )
-    out += _credential_field_problems("cluster", cluster, path)
+    out += _credential_field_problems(entry)
     out += _server_problems(cluster.get("server"), f"{path}.server")
     return out
 
 
 def _user_problems(entry: KubeconfigEntry, resolved: bool) -> list[KubeconfigProblem]:
     path, user = entry.path, entry.body
-    out: list[KubeconfigProblem] = []
-    if user.get("exec") is not None:
-        out.append(KubeconfigProblem(f"{path}.exec", "exec plugins are not allowed"))
-    if user.get("auth-provider") is not None:
-        out.append(
-            KubeconfigProblem(f"{path}.auth-provider", "auth-provider plugins are not allowed")
-        )
-    out += _credential_field_problems("user", user, path)
+    out = _credential_field_problems(entry)
     has_cert, has_key = "client-certificate-data" in user, "client-key-data" in user
     if has_cert != has_key:
         missing = "client-key-data" if has_cert else "client-certificate-data"
@@ -238,7 +225,8 @@ def _user_problems(entry: KubeconfigEntry, resolved: bool) -> list[KubeconfigPro
         )
     if "token" in user and (not isinstance(user["token"], str) or not user["token"].strip()):
         out.append(KubeconfigProblem(f"{path}.token", "is empty"))
-    if resolved and not (user.get("token") or (has_cert and has_key)):
+    plugin = user.get("exec") is not None or user.get("auth-provider") is not None
+    if resolved and not plugin and not (user.get("token") or (has_cert and has_key)):
         out.append(
             KubeconfigProblem(
                 path,
@@ -333,3 +321,11 @@ def kubeconfig_from_secret(secret: Any, key: str = DEFAULT_SECRET_KEY) -> Resolv
     source = f"Secret {_secret_name(secret)} key {key!r}"
     text = kubeconfig_text_from_secret(secret, key)
     return check_kubeconfig(text, source)
+
+
+def connection_from_secret(secret: Any, key: str = DEFAULT_SECRET_KEY) -> Connection:
+    """The Connection a member's kubeconfig Secret describes, by the Secret rules (Trust.SECRET:
+    validated here, inline data only, no plugin ever runs); KubeconfigError names the Secret."""
+    resolved = kubeconfig_from_secret(secret, key)
+    source = f"Secret {_secret_name(secret)} key {key!r}"
+    return from_kubeconfig(resolved.config, source=source, trust=Trust.SECRET)

@@ -176,10 +176,10 @@ def run(fleet: Fleet, request: GetRequest, now: datetime) -> int:
     found = {n: v for n, v in listings.items() if v.table is not None}
     if request.output == "name":
         lines = [
-            object_name(v.resource, n, str(row["object"]["metadata"]["name"]))
+            object_name(v.resource, n, name)
             for n, v in found.items()
             for row in (v.table or {}).get("rows") or []
-            if (row.get("object") or {}).get("metadata", {}).get("name")
+            if (name := str(((row.get("object") or {}).get("metadata") or {}).get("name") or ""))
         ]
         if lines:
             print("\n".join(lines))

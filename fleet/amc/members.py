@@ -3,7 +3,8 @@
 Members and their kubeconfigs come from the fleet (MemberCluster objects and the Secrets they
 name), so the fleet kubeconfig that submits jobs is all a user needs. A member's kubeconfig is
 validated by the same rules as the controller's (fleet.kubeconfig: no exec plugins, no files, no
-insecure TLS) before anything connects with it.
+insecure TLS) before anything connects with it; the fleet's own kubeconfig is the user's, read as
+kubectl reads it (exec plugins, a `$KUBECONFIG` list).
 
 Members are asked concurrently, one thread each, so `-M` over many members takes as long as the
 slowest one, not their sum. Whatever stops one member from answering (its Secret is missing,
@@ -25,8 +26,8 @@ from pydantic import ValidationError
 from fleet.amc.errors import AmcError, MemberProblem, MemberUnavailable
 from fleet.api import MemberCluster
 from fleet.api import constants as c
-from fleet.kube import Connection, KubeconfigError, KubeError, SyncKubeClient, from_kubeconfig, load
-from fleet.kubeconfig import kubeconfig_from_secret
+from fleet.kube import Connection, KubeconfigError, KubeError, SyncKubeClient, load
+from fleet.kubeconfig import connection_from_secret
 
 T = TypeVar("T")
 
@@ -148,8 +149,7 @@ class Fleet:
                 MemberProblem(name, f"{name}: its kubeconfig {where} is gone (not found)")
             )
         try:
-            resolved = kubeconfig_from_secret(secret, ref.key)
-            connection = from_kubeconfig(resolved.config, source=f"{where} key {ref.key!r}")
+            connection = connection_from_secret(secret, ref.key)
         except KubeconfigError as e:
             raise MemberUnavailable(MemberProblem(name, f"{name}: {e}")) from None
         client = self._dial(connection, name)

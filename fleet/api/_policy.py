@@ -12,6 +12,7 @@ from typing import ClassVar, Final, Literal
 from pydantic import Field
 
 from fleet.api._meta import (
+    Condition,
     CrdInfo,
     KubeModel,
     KubeResource,
@@ -38,6 +39,7 @@ __all__ = [
     "NormalizedPurgeMode",
     "Placement",
     "PolicyPurgeMode",
+    "PolicyStatus",
     "PropagationPolicy",
     "PropagationSpec",
     "ReplicaSchedulingStrategy",
@@ -337,6 +339,20 @@ class PropagationSpec(KubeModel):
         """Whether fleet acts on workloads governed by this policy."""
         return self.custom_scheduling_type == GANG
 
+    def unknown_scheduling_type(self) -> str | None:
+        """Why fleet does not act on this policy when its customSchedulingType is a value fleet
+        does not know (`gang`, a typo): such a policy would otherwise be silently not fleet's.
+        None when it is Gang, or absent (a plain Karmada policy, knowingly not fleet's)."""
+        value = self.custom_scheduling_type
+        if value is None or value == GANG:
+            return None
+        case = " (values are case-sensitive)" if value.lower() == GANG.lower() else ""
+        return (
+            f"spec.placement.replicaScheduling.customSchedulingType: {value!r} is not a value "
+            f"fleet knows{case}; the accepted value is {GANG!r}. fleet does not act on the "
+            "workloads this policy selects"
+        )
+
     @property
     def queued(self) -> bool:
         """ACK One's suspension.scheduling: the workload waits in the queue."""
@@ -453,6 +469,17 @@ _POLICY_COLUMNS: Final = (
 )
 
 
+class PolicyStatus(KubeModel):
+    """Written by fleet (a fleet extension: Karmada's policies have no status)."""
+
+    conditions: list[Condition] | None = Field(
+        default=None,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Recognized: False when customSchedulingType is a value fleet does not know, so fleet
+    does not act on the policy (the message names the accepted value, Gang)."""
+
+
 class PropagationPolicy(KubeResource):
     """Places the resources it selects in its own namespace onto member clusters."""
 
@@ -464,6 +491,7 @@ class PropagationPolicy(KubeResource):
         scope="Namespaced",
         short_names=("pp",),
         categories=("fleet",),
+        status_subresource=True,
         printer_columns=_POLICY_COLUMNS,
     )
 
@@ -471,6 +499,8 @@ class PropagationPolicy(KubeResource):
     kind: Literal["PropagationPolicy"] = "PropagationPolicy"
     spec: PropagationSpec
     """Desired behaviour."""
+    status: PolicyStatus | None = None
+    """What fleet made of it."""
 
 
 class ClusterPropagationPolicy(KubeResource):
@@ -484,6 +514,7 @@ class ClusterPropagationPolicy(KubeResource):
         scope="Cluster",
         short_names=("cpp",),
         categories=("fleet",),
+        status_subresource=True,
         printer_columns=_POLICY_COLUMNS,
     )
 
@@ -491,3 +522,5 @@ class ClusterPropagationPolicy(KubeResource):
     kind: Literal["ClusterPropagationPolicy"] = "ClusterPropagationPolicy"
     spec: PropagationSpec
     """Desired behaviour."""
+    status: PolicyStatus | None = None
+    """What fleet made of it."""

@@ -271,6 +271,15 @@ def fleet_rules() -> tuple[Rule, ...]:
             about="The policies, read.",
         ),
         Rule(
+            "policy.one.alibabacloud.com",
+            ("propagationpolicies/status", "clusterpropagationpolicies/status"),
+            {
+                "patch": "condition Recognized: a customSchedulingType fleet does not know "
+                "(`gang`) is said on the policy",
+            },
+            about="Their status: whether fleet recognizes the policy.",
+        ),
+        Rule(
             "fleet.dev",
             ("gangbindings",),
             {

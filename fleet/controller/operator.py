@@ -31,7 +31,7 @@ from fleet.controller.keys import WorkloadKey
 from fleet.controller.leader import LeaderElector
 from fleet.controller.members import Connect, MemberRegistry, connect_with_kubeconfig
 from fleet.controller.metrics import Metrics
-from fleet.controller.policies import PolicyIndex
+from fleet.controller.policies import PolicyIndex, explain_policy
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
 from fleet.controller.settings import Settings
@@ -203,16 +203,11 @@ class Controller:
         if deleted:
             self.policies.remove(str(obj.get("kind")), meta.get("namespace"), meta["name"])
         else:
-            problems, ignored = self.policies.upsert(obj)
+            report = self.policies.upsert(obj)
             if self.elector.leading:
-                if problems:
-                    await self.events.record(
-                        obj, "InvalidPolicy", "; ".join(problems), warning=True
-                    )
-                if ignored:
-                    await self.events.record(
-                        obj, "FieldsNotActedOn", "; ".join(ignored), warning=True
-                    )
+                await explain_policy(
+                    obj, report, fleet=self.fleet, events=self.events, now=self.shell.clock.now()
+                )
         self.triggers.policies_changed()
 
     async def member_event(self, obj: dict[str, Any], deleted: bool) -> None:
@@ -244,7 +239,9 @@ class Controller:
         await site.start()
 
 
-def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
+def kopf_login(
+    conn: Connection, now: datetime.datetime, rejected: str | None = None
+) -> kopf.ConnectionInfo:
     """kopf's credentials: the same as fleet's own client, from memory or the user's files.
 
     The CA, certificate and key go to kopf as the user's own file paths when the kubeconfig
@@ -256,6 +253,11 @@ def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
 
     A token read from a file (the pod's service account) rotates: `expiration` makes kopf log in
     again, and so re-read it, at 90% of the token's lifetime (fleet.kube.refresh_deadline).
+
+    A token from an exec plugin (a controller run outside the cluster with the user's
+    kubeconfig) expires when its ExecCredential says. kopf asks again only when the token it
+    holds expired or was refused (401); `rejected` is that token (the one the last login gave),
+    so the plugin runs again rather than hand back the same one.
     """
     tls = conn.tls
 
@@ -269,8 +271,9 @@ def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
     ca_path, ca_data = parts(tls.ca)
     certificate_path, certificate_data = parts(tls.certificate)
     key_path, key_data = parts(tls.key)
-    token = conn.bearer_token()
+    token = conn.bearer_token(rejected)
     rotates = isinstance(conn.auth, TokenFile)
+    expiration = refresh_deadline(token, now) if token and rotates else conn.token_expires
     return kopf.ConnectionInfo(
         server=conn.server,
         ca_path=ca_path,
@@ -282,16 +285,33 @@ def kopf_login(conn: Connection, now: datetime.datetime) -> kopf.ConnectionInfo:
         token=token,
         insecure=conn.insecure,
         default_namespace=conn.default_namespace,
-        expiration=refresh_deadline(token, now) if token and rotates else None,
+        expiration=expiration,
     )
+
+
+class KopfLogin:
+    """kopf's logins with one connection. kopf logs in at start, and again only when the token
+    it holds expired or a request got 401; so the token the last login gave is, at the next
+    one, a token to replace (`rejected`): an exec plugin runs again rather than hand it back."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.given: str | None = None
+
+    def login(self, now: datetime.datetime) -> kopf.ConnectionInfo:
+        info = kopf_login(self.connection, now, rejected=self.given)
+        self.given = info.token
+        return info
 
 
 def build_registry(controller: Controller, connection: Connection) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
+    logins = KopfLogin(connection)
+
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf_login(connection, datetime.datetime.now(datetime.UTC))
+        return logins.login(datetime.datetime.now(datetime.UTC))
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -23,7 +23,14 @@ from fleet.api.membership import (
 from fleet.install import single_context
 from fleet.join.join import JoinError, dry_run, endpoint_of, join
 from fleet.join.unjoin import bound_jobs, unjoin
-from fleet.kube import SyncKubeClient, from_kubeconfig
+from fleet.kube import (
+    SyncKubeClient,
+    Trust,
+    from_kubeconfig,
+    kubeconfig_files,
+    merge_kubeconfig_files,
+    read_kubeconfig_file,
+)
 from fleet.kubeconfig import check_kubeconfig
 
 __all__ = [
@@ -35,16 +42,30 @@ __all__ = [
     "member_client",
     "plan_for",
     "unjoin",
+    "user_kubeconfig",
 ]
+
+
+def user_kubeconfig(path: str | None = None) -> dict[str, Any]:
+    """The user's own kubeconfig, as kubectl reads it: `path`, else the `$KUBECONFIG` files
+    merged, else ~/.kube/config (relative file paths resolved against each file's folder)."""
+    if path:
+        files = [Path(path).expanduser()]
+    else:
+        files = kubeconfig_files() or [Path.home() / ".kube" / "config"]
+    if not any(f.exists() for f in files):
+        read_kubeconfig_file(files[0])  # raises, naming the file
+    return merge_kubeconfig_files(files)
 
 
 def member_client(
     config: Mapping[str, Any], context: str | None = None, base: Path | None = None
 ) -> tuple[SyncKubeClient, Mapping[str, Any]]:
-    """A client of the member with the user's own kubeconfig, and that context's cluster entry."""
+    """A client of the member with the user's own kubeconfig (kubectl's rules: files, exec
+    plugins), and that context's cluster entry."""
     one = single_context(dict(config), context)
     source = f"member kubeconfig context {one['current-context']}"
-    connection = from_kubeconfig(one, base=base, source=source)
+    connection = from_kubeconfig(one, base=base, source=source, trust=Trust.USER)
     return SyncKubeClient(connection, name=one["current-context"]), one["clusters"][0]["cluster"]
 
 

@@ -2,17 +2,25 @@
 client for the controller, a sync one for command lines and tests, and informers.
 
 Errors (all KubeError): ApiError (NotFound, Conflict, Forbidden, Gone, Invalid), Unreachable,
-KubeconfigError. Each message names the verb, the object and the server.
+KubeconfigError, ExecPluginError. Each message names the verb, the object and the server.
 """
 
 from fleet.kube._auth import BearerToken, TokenFile, refresh_deadline
 from fleet.kube._client import KubeClient
-from fleet.kube._connection import Connection, TlsMaterial, from_kubeconfig, in_cluster, load
+from fleet.kube._connection import (
+    Connection,
+    TlsMaterial,
+    from_kubeconfig,
+    in_cluster,
+    kubeconfig_files,
+    load,
+)
 from fleet.kube._crds import CRD_API, NotEstablished, established, wait_established
 from fleet.kube._discovery import Resource
 from fleet.kube._errors import (
     ApiError,
     Conflict,
+    ExecPluginError,
     Forbidden,
     Gone,
     Invalid,
@@ -22,14 +30,19 @@ from fleet.kube._errors import (
     NotFound,
     Unreachable,
 )
+from fleet.kube._exec import EXEC_API_VERSIONS, ExecAuth, ExecConfig
 from fleet.kube._informer import Informer, identity, object_key
 from fleet.kube._kubeconfig import (
+    JOIN_HINT,
     Credential,
     KubeconfigContext,
     KubeconfigEntry,
     KubeconfigResolution,
+    Trust,
     load_kubeconfig,
+    merge_kubeconfig_files,
     read_kubeconfig_file,
+    refused_in_secret,
     resolve_context,
 )
 from fleet.kube._patch import merge_patch
@@ -39,11 +52,16 @@ from fleet.kube._sync import SyncKubeClient
 
 __all__ = [
     "CRD_API",
+    "EXEC_API_VERSIONS",
+    "JOIN_HINT",
     "ApiError",
     "BearerToken",
     "Conflict",
     "Connection",
     "Credential",
+    "ExecAuth",
+    "ExecConfig",
+    "ExecPluginError",
     "Forbidden",
     "Gone",
     "Informer",
@@ -63,17 +81,21 @@ __all__ = [
     "SyncKubeClient",
     "TlsMaterial",
     "TokenFile",
+    "Trust",
     "Unreachable",
     "established",
     "from_kubeconfig",
     "identity",
     "in_cluster",
+    "kubeconfig_files",
     "load",
     "load_kubeconfig",
+    "merge_kubeconfig_files",
     "merge_patch",
     "object_key",
     "read_kubeconfig_file",
     "refresh_deadline",
+    "refused_in_secret",
     "resolve_context",
     "wait_established",
 ]

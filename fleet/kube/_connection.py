@@ -1,15 +1,17 @@
 """How to reach one API server: its URL, TLS context and credentials.
 
-Built from a kubeconfig (a member's, validated first by fleet.kubeconfig, or the fleet's own,
-which may point at files like any kubectl kubeconfig) or from the pod's service account.
+Built from a kubeconfig (a member's from a Secret, validated first by fleet.kubeconfig, or the
+user's own files, read as kubectl reads them: see Trust) or from the pod's service account.
 Credentials live in memory only, inside the Connection: the client key is loaded into the
-SSLContext without ever touching disk (see _tls), and the service-account token is re-read from
-its file when the kubelet rotates it (see _auth).
+SSLContext without ever touching disk (see _tls), the service-account token is re-read from
+its file when the kubelet rotates it (see _auth), an exec plugin's token is cached until it
+expires (see _exec).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import ipaddress
 import os
 import ssl
@@ -21,7 +23,16 @@ import httpx
 
 from fleet.kube._auth import BearerToken, TokenFile
 from fleet.kube._errors import KubeconfigError, KubeconfigProblem
-from fleet.kube._kubeconfig import Credential, credential, read_kubeconfig_file, resolve_context
+from fleet.kube._exec import ExecAuth, exec_config
+from fleet.kube._kubeconfig import (
+    Credential,
+    Trust,
+    credential,
+    merge_kubeconfig_files,
+    read_kubeconfig_file,
+    refused_in_secret,
+    resolve_context,
+)
 from fleet.kube._tls import client_ssl_context, load_client_certificate
 
 __all__ = ["Connection", "TlsMaterial", "from_kubeconfig", "in_cluster", "load"]
@@ -62,11 +73,20 @@ class Connection:
     def insecure(self) -> bool:
         return self.ssl_context is False
 
-    def bearer_token(self) -> str | None:
-        """The token to send now (re-read from its file if it rotated), or None."""
+    def bearer_token(self, rejected: str | None = None) -> str | None:
+        """The token to send now (re-read from its file if it rotated; from the exec plugin's
+        cache, or the plugin run again when the cached one expired or is `rejected`, the token
+        a server just answered 401 to), or None."""
+        if isinstance(self.auth, ExecAuth):
+            return self.auth.token(rejected)
         if isinstance(self.auth, BearerToken | TokenFile):
             return self.auth.token()
         return None
+
+    @property
+    def token_expires(self) -> datetime.datetime | None:
+        """When the exec plugin's cached token expires (None: no such token, or no expiry)."""
+        return self.auth.expires if isinstance(self.auth, ExecAuth) else None
 
     def __repr__(self) -> str:
         return f"Connection({self.server!r}, source={self.source!r})"
@@ -111,13 +131,16 @@ def from_kubeconfig(
     base: Path | None = None,
     *,
     source: str | None = None,
+    trust: Trust = Trust.SECRET,
 ) -> Connection:
     """Resolve `context` (default: current-context) into a Connection.
 
-    File paths in the kubeconfig are read relative to `base` (the kubeconfig's folder), as
-    kubectl does; member kubeconfigs have none (fleet.kubeconfig refuses them). Exec and
-    auth-provider plugins and basic authentication are not supported. Raises KubeconfigError
-    naming every field that stands in the way.
+    `trust` says whose kubeconfig it is (see Trust). The user's own (Trust.USER) may name files,
+    read relative to `base` (the kubeconfig's folder) as kubectl reads them, and log in with an
+    exec plugin. One handed to fleet as data (Trust.SECRET, the default; member kubeconfigs,
+    validated first by fleet.kubeconfig) holds inline data only. auth-provider plugins and basic
+    authentication are not supported. Raises KubeconfigError naming every field that stands in
+    the way.
     """
     resolution = resolve_context(config, context, require_user=False)
     resolved = resolution.context
@@ -128,6 +151,13 @@ def from_kubeconfig(
         raise KubeconfigError(problems, source)
     out: list[KubeconfigProblem] = []
     cluster = resolved.cluster
+    user = resolved.user
+    if trust is Trust.SECRET:
+        out += refused_in_secret(cluster)
+        if user is not None:
+            out += refused_in_secret(user)
+        if out:
+            raise KubeconfigError(out, source)
     server = resolved.server.rstrip("/")
     if not server:
         out.append(KubeconfigProblem(f"{cluster.path}.server", "required"))
@@ -135,18 +165,16 @@ def from_kubeconfig(
     certificate: Credential | None = None
     key: Credential | None = None
     auth: httpx.Auth | None = None
-    user = resolved.user
     if user is not None:
         body = user.body
-        for plugin in ("exec", "auth-provider"):
-            if body.get(plugin) is not None:
-                out.append(
-                    KubeconfigProblem(
-                        f"{user.path}.{plugin}",
-                        f"{plugin} plugins are not supported by fleet; "
-                        "use a token or a client certificate",
-                    )
+        if body.get("auth-provider") is not None:
+            out.append(
+                KubeconfigProblem(
+                    f"{user.path}.auth-provider",
+                    "auth-provider plugins are not supported (kubectl removed its own too); "
+                    "log in with the provider's exec plugin (gke-gcloud-auth-plugin, kubelogin)",
                 )
+            )
         if body.get("username") is not None or body.get("password") is not None:
             out.append(
                 KubeconfigProblem(
@@ -177,6 +205,19 @@ def from_kubeconfig(
                         f"{user.path}.tokenFile", f"cannot read {path}: {exc.strerror}"
                     )
                 )
+        elif body.get("exec") is not None and not any(has.values()):
+            # As kubectl: a token or a client certificate given beside it wins over the plugin.
+            plugin = exec_config(
+                user.name,
+                body["exec"],
+                f"{user.path}.exec",
+                cluster=cluster.body,
+                ca=ca.data if ca else None,
+                base=base,
+                out=out,
+            )
+            if plugin is not None:
+                auth = ExecAuth(plugin)
     user_path = user.path if user is not None else f"{resolved.context.path}.user"
     tls = TlsMaterial(ca, certificate, key)
     verify = _tls(cluster.path, cluster.body, user_path, tls, out)
@@ -236,13 +277,35 @@ def in_cluster(
     )
 
 
+def kubeconfig_files(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The files `$KUBECONFIG` lists, in order, without empty entries and repeats (kubectl's
+    reading of it); empty when it is unset."""
+    env = os.environ if environ is None else environ
+    files = [Path(p).expanduser() for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return list(dict.fromkeys(files))
+
+
 def load(kubeconfig: str | None = None, context: str | None = None) -> Connection:
-    """The fleet's own connection: `kubeconfig` (else the first file in $KUBECONFIG), else the
-    pod's service account, else ~/.kube/config."""
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or None
-    if path is None and (connection := in_cluster()) is not None:
-        return connection
-    file = Path(path or Path.home() / ".kube" / "config").expanduser()
-    config = read_kubeconfig_file(file)
-    where = f"{file}" + (f" context {context}" if context else "")
-    return from_kubeconfig(config, context, base=file.parent, source=where)
+    """The user's own connection to the fleet, found as kubectl finds it: `kubeconfig` (that one
+    file, which must exist), else the files in `$KUBECONFIG` merged (missing ones skipped), else
+    the pod's service account, else ~/.kube/config. Read with Trust.USER: files it names are
+    read, exec plugins run (lazily, at the first request)."""
+    suffix = f" context {context}" if context else ""
+    if kubeconfig:
+        files = [Path(kubeconfig).expanduser()]
+    else:
+        files = kubeconfig_files()
+        present = [f for f in files if f.exists()]
+        if not present and (connection := in_cluster()) is not None:
+            return connection
+        if files and not present:
+            raise KubeconfigError.one(
+                "KUBECONFIG", "none of its files exists", os.pathsep.join(map(str, files))
+            )
+        files = present or [Path.home() / ".kube" / "config"]
+    for file in files:
+        if not file.exists():
+            read_kubeconfig_file(file)  # raises, naming the file
+    merged = merge_kubeconfig_files(files)
+    where = os.pathsep.join(map(str, files))
+    return from_kubeconfig(merged, context, source=f"{where}{suffix}", trust=Trust.USER)

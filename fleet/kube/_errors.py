@@ -8,7 +8,8 @@
     │   ├── Gone            410 (a watch's resourceVersion is too old)
     │   └── Invalid         422
     ├── Unreachable         the server did not answer (refused, timeout, TLS failure)
-    └── KubeconfigError     a kubeconfig fleet cannot or will not use
+    ├── KubeconfigError     a kubeconfig fleet cannot or will not use
+    └── ExecPluginError     a kubeconfig's exec credential plugin did not give a credential
 
 Each message says what was asked of which server, so nobody has to guess what went wrong:
 `GET Secret fleet-system/member-1-kubeconfig on fleet: 403 Forbidden: ...`. A 403 is never
@@ -25,6 +26,7 @@ import httpx
 __all__ = [
     "ApiError",
     "Conflict",
+    "ExecPluginError",
     "Forbidden",
     "Gone",
     "Invalid",
@@ -190,3 +192,14 @@ class KubeconfigError(KubeError, ValueError):
     @classmethod
     def one(cls, field: str, message: str, source: str | None = None) -> KubeconfigError:
         return cls([KubeconfigProblem(field, message)], source)
+
+
+class ExecPluginError(KubeError):
+    """A kubeconfig user's exec plugin gave no credential: missing, failed, hung or printed
+    something else. One line naming the user, the command and what went wrong."""
+
+    def __init__(self, user: str, command: str, problem: str) -> None:
+        self.user = user
+        self.command = command
+        self.problem = problem
+        super().__init__(f"kubeconfig user {user!r}: exec plugin {command!r}: {problem}")

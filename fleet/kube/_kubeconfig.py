@@ -1,16 +1,21 @@
-"""Reading a kubeconfig: parse it, and resolve a context to its cluster, user and namespace.
+"""Reading a kubeconfig: parse it, merge a `$KUBECONFIG` list, and resolve a context to its
+cluster, user and namespace.
 
-Written once for both of fleet's kinds of kubeconfig: the strict rules for member kubeconfigs
-taken from Secrets (fleet.kubeconfig) and the permissive reading of the fleet's own kubeconfig
-(fleet.kube.load), which may point at files like any kubectl kubeconfig. Every problem names
-its field (`contexts[0].context.cluster`), so one round of fixing is enough.
+Written once for both of fleet's kinds of kubeconfig, and `Trust` is the one place that says
+which rules each gets: the user's own files (`fleet.kube.load`: `--kubeconfig`, `$KUBECONFIG`,
+`~/.kube/config`) are read as kubectl reads them, files and exec plugins included; a kubeconfig
+someone handed fleet in a Secret (a member's) holds inline data only (`refused_in_secret`, and
+fleet.kubeconfig's stricter checks on top). Every problem names its field
+(`contexts[0].context.cluster`), so one round of fixing is enough.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+import enum
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,14 +25,48 @@ import yaml
 from fleet.kube._errors import KubeconfigError, KubeconfigProblem
 
 __all__ = [
+    "JOIN_HINT",
     "KubeconfigContext",
     "KubeconfigEntry",
     "KubeconfigResolution",
+    "Trust",
     "credential",
     "load_kubeconfig",
+    "merge_kubeconfig_files",
     "read_kubeconfig_file",
+    "refused_in_secret",
     "resolve_context",
 ]
+
+
+class Trust(enum.Enum):
+    """Whose kubeconfig it is, which decides what it may make fleet do.
+
+    USER: the user's own kubeconfig files, on the user's own machine or in a pod the user
+    runs: kubectl's rules. Files it names are read (relative to the file that holds them) and
+    exec credential plugins run.
+
+    SECRET: a kubeconfig handed to fleet as data, in a Secret (a member's): whoever wrote the
+    Secret must never make fleet read its files or run a command, so it holds inline data only
+    (`refused_in_secret`). The default for a kubeconfig in memory.
+    """
+
+    USER = "user"
+    SECRET = "secret"
+
+
+#: What to do instead of an exec or auth-provider plugin in a member's kubeconfig Secret.
+JOIN_HINT = "join the member with `fleet join`, which stores a token for fleet's own ServiceAccount"
+
+#: Fields that name files, and their inline replacements, by entry kind.
+_FILE_FIELDS = {
+    "cluster": {"certificate-authority": "certificate-authority-data"},
+    "user": {
+        "client-certificate": "client-certificate-data",
+        "client-key": "client-key-data",
+        "tokenFile": "token",
+    },
+}
 
 
 def load_kubeconfig(text: str | bytes, source: str | None = None) -> dict[str, Any]:
@@ -209,3 +248,85 @@ def credential(
         except OSError as exc:
             out.append(KubeconfigProblem(path, f"cannot read {file}: {exc.strerror}"))
     return None
+
+
+def refused_in_secret(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
+    """What a kubeconfig from a Secret may not hold (Trust.SECRET): file paths, which would read
+    the controller's disk, and exec or auth-provider plugins, which would run a command in it.
+    The one copy of the rule: fleet.kubeconfig reports these, and from_kubeconfig refuses to
+    connect with them."""
+    kind = entry.section[:-1]
+    out = [
+        KubeconfigProblem(f"{entry.path}.{key}", f"file paths are not allowed; use {inline}")
+        for key, inline in _FILE_FIELDS.get(kind, {}).items()
+        if entry.body.get(key)
+    ]
+    if kind == "user":
+        for plugin in ("exec", "auth-provider"):
+            if entry.body.get(plugin) is not None:
+                out.append(
+                    KubeconfigProblem(
+                        f"{entry.path}.{plugin}",
+                        f"{plugin} plugins are not allowed in a kubeconfig Secret; {JOIN_HINT}",
+                    )
+                )
+    return out
+
+
+def _absolute(value: Any, base: Path) -> Any:
+    if not isinstance(value, str) or not value:
+        return value
+    path = Path(value).expanduser()
+    return value if path.is_absolute() else str(base / path)
+
+
+def _resolve_paths(section: str, item: Any, base: Path) -> Any:
+    """An entry with its relative file paths made absolute against `base` (its file's folder),
+    as client-go's ResolveLocalPaths does: an exec command only when it names a folder (a bare
+    name is looked up on PATH)."""
+    kind = section[:-1]
+    if not isinstance(item, Mapping) or not isinstance(item.get(kind), Mapping):
+        return item
+    body = dict(item[kind])
+    for key in _FILE_FIELDS.get(kind, {}):
+        if key in body:
+            body[key] = _absolute(body[key], base)
+    plugin = body.get("exec")
+    if kind == "user" and isinstance(plugin, Mapping):
+        command = plugin.get("command")
+        if isinstance(command, str) and os.sep in command:
+            body["exec"] = {**plugin, "command": _absolute(command, base)}
+    return {**item, kind: body}
+
+
+def merge_kubeconfig_files(files: Sequence[Path]) -> dict[str, Any]:
+    """The `$KUBECONFIG` list, merged as kubectl merges it.
+
+    The first file that defines a cluster, user or context of a given name wins; the first
+    non-empty current-context wins; relative paths are resolved against the folder of the file
+    that held the entry; files that do not exist are skipped. A file that exists but cannot be
+    read or parsed is an error naming it. A name defined twice in one file stays a problem.
+    """
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config"}
+    sections: dict[str, list[Any]] = {"clusters": [], "contexts": [], "users": []}
+    for file in files:
+        if not file.exists():
+            continue
+        config = read_kubeconfig_file(file)
+        base = file.absolute().parent
+        if not merged.get("current-context") and config.get("current-context"):
+            merged["current-context"] = config["current-context"]
+        for section, entries in sections.items():
+            raw = config.get(section)
+            if raw is None:
+                continue
+            if not isinstance(raw, list):
+                raise KubeconfigError.one(section, "must be a list", str(file))
+            earlier = {e.get("name") for e in entries if isinstance(e, Mapping)}
+            for item in raw:
+                name = item.get("name") if isinstance(item, Mapping) else None
+                if name is not None and name in earlier:
+                    continue  # an earlier file defines it: that one wins
+                entries.append(_resolve_paths(section, item, base))
+    merged.update(sections)
+    return merged

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from fleet.amc.errors import EXIT_ERROR, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+from fleet.kube import JOIN_HINT
 from tests.amc.world import (
     POD_COLUMNS,
     World,
@@ -134,6 +135,7 @@ def test_a_member_kubeconfig_fleet_refuses_names_the_field(world: World) -> None
     (line,) = result.err.splitlines()
     assert line.startswith("warning: member-2: invalid kubeconfig (Secret fleet-system/")
     assert "users[0].user.exec: exec plugins are not allowed" in line
+    assert line.endswith(f"not allowed in a kubeconfig Secret; {JOIN_HINT}")
     assert _clusters(result.out) == ["member-1"]
 
 

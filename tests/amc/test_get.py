@@ -221,3 +221,18 @@ def test_an_unreachable_member_is_one_warning_and_the_exit_code_says_so(world: W
         "warning: DISCOVER v1 on member-1: unreachable: ConnectError: connection refused"
     ]
     assert [line.split()[1] for line in result.out.splitlines()[1:]] == ["member-2"]
+
+
+def test_a_row_whose_metadata_is_null_is_not_a_crash(world: World) -> None:
+    nameless = {"cells": ["ghost", "1/1", "Running", 0, ago(5), "", ""], "object": None}
+    no_metadata = pod_row("p-1", 5)
+    no_metadata["object"]["metadata"] = None
+    world.members["member-1"].on(
+        "GET", PODS, table(POD_COLUMNS, [pod_row("p-0", 5), no_metadata, nameless])
+    )
+    world.members["member-2"].on("GET", PODS, table(POD_COLUMNS, []))
+    names = world.amc("get", "pods", "-M", "-n", "team-a", "-o", "name")
+    assert (names.code, names.out.splitlines()) == (EXIT_OK, ["member-1/pod/p-0"])
+    shown = world.amc("get", "pods", "-M", "-n", "team-a")
+    assert shown.code == EXIT_OK
+    assert [line.split()[0] for line in shown.out.splitlines()[1:]] == ["p-0", "p-1", "ghost"]

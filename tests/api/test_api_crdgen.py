@@ -93,8 +93,8 @@ def test_file_names_and_identity(rendered: dict[str, str]) -> None:
 @pytest.mark.parametrize(
     ("kind", "group", "scope", "short", "status"),
     [
-        ("PropagationPolicy", constants.POLICY_GROUP, "Namespaced", "pp", False),
-        ("ClusterPropagationPolicy", constants.POLICY_GROUP, "Cluster", "cpp", False),
+        ("PropagationPolicy", constants.POLICY_GROUP, "Namespaced", "pp", True),
+        ("ClusterPropagationPolicy", constants.POLICY_GROUP, "Cluster", "cpp", True),
         ("MemberCluster", constants.FLEET_GROUP, "Cluster", "mc", True),
         ("GangBinding", constants.FLEET_GROUP, "Namespaced", "gb", True),
     ],

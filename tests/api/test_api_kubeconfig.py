@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet.kube import JOIN_HINT
 from fleet.kubeconfig import (
     KubeconfigError,
     ResolvedKubeconfig,
@@ -99,13 +100,19 @@ def test_exec_plugin_is_refused() -> None:
         "command": "aws",
         "apiVersion": "client.authentication.k8s.io/v1",
     }
-    assert messages(cfg) == ["users[0].user.exec: exec plugins are not allowed"]
+    assert messages(cfg) == [
+        "users[0].user.exec: exec plugins are not allowed in a kubeconfig Secret; "
+        "join the member with `fleet join`, which stores a token for fleet's own ServiceAccount"
+    ]
 
 
 def test_auth_provider_is_refused() -> None:
     cfg = good()
     cfg["users"][0]["user"]["auth-provider"] = {"name": "gcp"}
-    assert messages(cfg) == ["users[0].user.auth-provider: auth-provider plugins are not allowed"]
+    assert messages(cfg) == [
+        f"users[0].user.auth-provider: auth-provider plugins are not allowed "
+        f"in a kubeconfig Secret; {JOIN_HINT}"
+    ]
 
 
 @pytest.mark.parametrize(

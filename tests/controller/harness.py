@@ -226,8 +226,8 @@ class World:
             if deleted:
                 self.policies.remove(kind, meta.get("namespace"), meta["name"])
             else:
-                problems, _ = self.policies.upsert(obj)
-                assert not problems, problems
+                report = self.policies.upsert(obj)
+                assert not report.problems, report.problems
             self.triggers.policies_changed()
 
     # -- members -----------------------------------------------------------------------------------

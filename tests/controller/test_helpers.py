@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleet.api import PropagationPolicy, placement_rules
-from fleet.controller.policies import PolicyIndex
+from fleet.controller.policies import PolicyIndex, PolicyReport
 from fleet.controller.status_mirror import with_fleet_condition
 from fleet.core.jobstate import job_state
 from fleet.testing.workloads import gang_policy, pytorchjob
@@ -43,11 +43,10 @@ def test_policy_affinity_becomes_the_engines_rules():
 
 def test_policy_index_matches_only_in_the_workloads_namespace_and_skips_bad_policies():
     index = PolicyIndex()
-    assert index.upsert(gang_policy("gang", "team-a")) == ([], [])
+    assert index.upsert(gang_policy("gang", "team-a")) == PolicyReport(gang=True)
     broken = gang_policy("broken", "team-a")
     broken["spec"]["failover"]["application"]["purgeMode"] = "Sometimes"
-    problems, _ = index.upsert(broken)
-    assert problems  # reported, and ignored
+    assert index.upsert(broken).problems  # reported, and ignored
     job = pytorchjob("j", namespace="team-a")
     assert index.match(job).gang and index.match(job).policy.metadata.name == "gang"
     assert not index.match(pytorchjob("j", namespace="team-b")).gang
@@ -59,7 +58,7 @@ def test_fields_fleet_does_not_act_on_are_reported_for_gang_policies():
     policy = gang_policy("karmada", "ns")
     policy["spec"]["placement"]["spreadConstraints"] = [{"spreadByField": "cluster"}]
     policy["spec"]["dependentOverrides"] = ["my-override"]
-    _, ignored = PolicyIndex().upsert(policy)
+    ignored = PolicyIndex().upsert(policy).ignored
     assert [x.split(":")[0] for x in ignored] == [
         "spec.placement.spreadConstraints",
         "spec.dependentOverrides",

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from fleet.controller.operator import kopf_login
-from fleet.kube import KubeconfigError, KubeError, from_kubeconfig, load
+from fleet.kube import KubeconfigError, KubeError, Trust, from_kubeconfig, load
 from fleet.kube import _tls as tls
 from tests.kube.pki import b64, inline_kubeconfig, make_pem
 
@@ -93,13 +93,23 @@ def test_a_context_can_be_chosen_and_a_missing_one_is_named() -> None:
 def test_problems_name_their_fields() -> None:
     config = inline_kubeconfig(make_pem())
     config["users"][0]["user"]["client-key-data"] = "not base64!"
-    config["users"][0]["user"]["exec"] = {"command": "aws"}
+    config["users"][0]["user"]["auth-provider"] = {"name": "gcp"}
     config["clusters"][0]["cluster"]["server"] = ""
-    assert sorted(problems(config)) == [
+    assert sorted(problems(config, trust=Trust.USER)) == [
         "clusters[0].cluster.server: required",
+        "users[0].user.auth-provider: auth-provider plugins are not supported (kubectl removed "
+        "its own too); log in with the provider's exec plugin (gke-gcloud-auth-plugin, kubelogin)",
         "users[0].user.client-key-data: is not valid base64",
-        "users[0].user.exec: exec plugins are not supported by fleet; "
-        "use a token or a client certificate",
+    ]
+
+
+def test_a_kubeconfig_in_memory_gets_the_secret_rules_unless_it_is_the_users() -> None:
+    config = inline_kubeconfig(make_pem())
+    config["users"][0]["user"] = {"exec": {"command": "aws"}, "tokenFile": "/etc/shadow"}
+    assert problems(config) == [
+        "users[0].user.tokenFile: file paths are not allowed; use token",
+        "users[0].user.exec: exec plugins are not allowed in a kubeconfig Secret; join the "
+        "member with `fleet join`, which stores a token for fleet's own ServiceAccount",
     ]
 
 
@@ -120,7 +130,7 @@ def test_a_ca_that_is_not_pem_is_named() -> None:
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     config = inline_kubeconfig(make_pem())
     config["users"][0]["user"] = {"tokenFile": "nowhere"}
-    (problem,) = problems(config, base=tmp_path)
+    (problem,) = problems(config, base=tmp_path, trust=Trust.USER)
     assert problem.startswith(f"users[0].user.tokenFile: cannot read {tmp_path / 'nowhere'}")
     with pytest.raises(KubeconfigError, match=r"\(file\): cannot read"):
         load(str(tmp_path / "no-such-kubeconfig"))

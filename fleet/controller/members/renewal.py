@@ -28,7 +28,7 @@ from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.membership import IssuedToken, identity_of, renewed_secret, token_request
 from fleet.core.tokens import renew_at
-from fleet.kube import BearerToken, KubeClient, from_kubeconfig
+from fleet.kube import BearerToken, KubeClient, Trust, from_kubeconfig
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class RenewableToken(BearerToken):
 
 def connect_renewable(name: str, config: Mapping[str, Any]) -> KubeClient:
     """The member's client, its token (if it authenticates with one) replaceable in place."""
-    connection = from_kubeconfig(config)
+    connection = from_kubeconfig(config, trust=Trust.SECRET)  # inline data only, never a plugin
     if isinstance(connection.auth, BearerToken):
         connection = dataclasses.replace(connection, auth=RenewableToken(connection.auth.token()))
     return KubeClient(connection, name=name)
