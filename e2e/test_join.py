@@ -8,7 +8,9 @@ failover, logs and Reservations are proven with this identity alone."""
 from __future__ import annotations
 
 import base64
+import json
 import secrets
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -239,3 +241,92 @@ def test_a_user_who_may_not_create_rbac_gets_one_line_and_nothing_is_left(
     assert member.get("v1", "ServiceAccount", "fleet", f"ns-{name}") is None or gone()
     assert live.api.get(*MEMBER_CLUSTER, name) is None
     assert live.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE) is None
+
+
+# -- a member whose only login is an exec plugin -------------------------------------------------
+
+PLUGIN = Path(__file__).with_name("exec_credential_plugin.py")
+
+
+def _claims(token: str) -> dict[str, Any]:
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+@pytest.fixture
+def exec_login(live: Fleet, tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig for member-3 whose only login is an exec plugin printing a token of an
+    admin-ish ServiceAccount (cluster-admin), as a cloud's CLI would."""
+    member = live.clusters["member-3"]
+    account = f"exec-admin-{secrets.token_hex(2)}"
+    rbac = "rbac.authorization.k8s.io/v1"
+    member.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+        "kube-system",
+    )
+    member.create(
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": account},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "kube-system"}],
+        }
+    )
+    base = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), "member-3")
+    context = base["contexts"][0]
+    exec_user = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": sys.executable,
+        "args": [str(PLUGIN), str(live.sandbox.kubeconfig), "member-3", "kube-system", account],
+        "interactiveMode": "Never",
+    }
+    config = {
+        **base,
+        "users": [{"name": "cloud-login", "user": {"exec": exec_user}}],
+        "contexts": [{**context, "context": {**context["context"], "user": "cloud-login"}}],
+    }
+    file = tmp_path / "exec.kubeconfig"
+    file.write_text(yaml.safe_dump(config))
+    yield file
+    member.delete(rbac, "ClusterRoleBinding", account)
+    member.delete("v1", "ServiceAccount", account, "kube-system")
+
+
+def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
+    live: Fleet, exec_login: Path, second_name, namespace
+):
+    name, member_namespace = second_name
+    fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+    argv = ["join", name, *fleet_flags, "--member-kubeconfig", str(exec_login)]
+    assert cli.main([*argv, "--member-namespace", member_namespace]) == 0
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+
+    config = _stored(live, name)
+    (user,) = config["users"]
+    assert set(user["user"]) == {"token"}  # no exec, no admin token: fleet's own identity
+    claims = _claims(user["user"]["token"])
+    assert claims["sub"] == f"system:serviceaccount:{member_namespace}:fleet"
+
+    policy = gang_policy("gang", namespace, toleration_seconds=0)
+    policy["spec"]["placement"]["clusterAffinities"] = [
+        {"affinityName": "cloud", "clusterNames": [name]},
+        {"affinityName": "fallback", "clusterNames": ["member-1"]},
+    ]
+    live.api.create(policy)
+    live.api.create(pytorchjob("pytorch-test", namespace=namespace, workers=2, gpus=0, cpu="100m"))
+    wait_until(lambda: live.target(namespace, "pytorch-test") == name, what="placed there")
+    live.wait_running(namespace, "pytorch-test", "member-3")
+
+    live.mark("member-3", namespace, "pytorch-test", "Failed")
+    wait_until(
+        lambda: live.target(namespace, "pytorch-test") == "member-1",
+        timeout=120,
+        what="the job failed over to member-1",
+    )
+    live.wait_running(namespace, "pytorch-test", "member-1")
+    assert set(_stored(live, name)["users"][0]["user"]) == {"token"}
