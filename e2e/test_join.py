@@ -318,7 +318,11 @@ def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
         {"affinityName": "fallback", "clusterNames": ["member-1"]},
     ]
     live.api.create(policy)
-    live.api.create(pytorchjob("pytorch-test", namespace=namespace, workers=2, gpus=0, cpu="100m"))
+    # restartPolicy Never: a failing pod fails the job, as the training operator rules.
+    job = pytorchjob(
+        "pytorch-test", namespace=namespace, workers=2, gpus=0, cpu="100m", restart_policy="Never"
+    )
+    live.api.create(job)
     wait_until(lambda: live.target(namespace, "pytorch-test") == name, what="placed there")
     live.wait_running(namespace, "pytorch-test", "member-3")
 
