@@ -44,7 +44,8 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from fleet.api import constants as c
-from fleet.install import install_crds, join, single_context
+from fleet.install import install_crds
+from fleet.join import join_member
 from fleet.kube import KubeClient, SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.sandbox.process import free_ports
@@ -365,7 +366,7 @@ def _setup(kubeconfig: Path) -> None:
         install_crds(fleet)
         config = read_kubeconfig_file(kubeconfig)
         for m in MEMBERS:
-            join(fleet, m, single_context(config, m))
+            join_member(fleet, m, config, context=m, base=kubeconfig.parent)
 
 
 def _workers(controller_args: list[str]) -> int:

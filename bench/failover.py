@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from fleet.install import install_crds, join, single_context
+from fleet.install import install_crds
+from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.testing.controller import ControllerProcess
@@ -39,7 +40,7 @@ def _setup(kubeconfig: Path) -> None:
         install_crds(fleet)
         config = read_kubeconfig_file(kubeconfig)
         for m in MEMBERS:
-            join(fleet, m, single_context(config, m))
+            join_member(fleet, m, config, context=m, base=kubeconfig.parent)
 
 
 class Bench:

@@ -37,7 +37,8 @@ from typing import Any
 # `queue`: search the repository, not this directory.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from fleet.install import install_crds, join, single_context
+from fleet.install import install_crds
+from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, Sandbox, SandboxConfig
 from fleet.testing.controller import ControllerProcess
@@ -254,7 +255,7 @@ def _setup(kubeconfig: Path) -> None:
         install_crds(fleet)
         config = read_kubeconfig_file(kubeconfig)
         for m in MEMBERS:
-            join(fleet, m, single_context(config, m))
+            join_member(fleet, m, config, context=m, base=kubeconfig.parent)
 
 
 def main() -> int:

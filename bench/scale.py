@@ -29,7 +29,8 @@ from pathlib import Path
 # `queue` (anyio imports it): search the repository, not this directory.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from fleet.install import install_crds, join, single_context
+from fleet.install import install_crds
+from fleet.join import join_member
 from fleet.kube import (
     Conflict,
     KubeClient,
@@ -211,7 +212,9 @@ def main() -> int:
             install_crds(fleet)
             kubeconfig = read_kubeconfig_file(sandbox.kubeconfig)
             for m in config.members:
-                join(fleet, m.name, single_context(kubeconfig, m.name))
+                join_member(
+                    fleet, m.name, kubeconfig, context=m.name, base=sandbox.kubeconfig.parent
+                )
         variants: list[tuple[str, Path | None]] = [("this checkout", None)]
         if args.compare:
             variants.append((str(args.compare), args.compare.resolve()))

@@ -19,7 +19,8 @@ import yaml
 from fleet.amc import main
 from fleet.api import binding_name
 from fleet.core.kinds import adapter_for
-from fleet.install import SECRETS_NAMESPACE, install_crds, join, single_context
+from fleet.install import SECRETS_NAMESPACE, install_crds, single_context
+from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import Sandbox
 from fleet.sandbox.process import free_ports
@@ -86,6 +87,9 @@ class Fleet:
             str(QUEUE_BACKOFF),
             "--sweep-interval",
             str(SWEEP_SECONDS),
+            # e2e/test_join.py: a 600-second token (TokenRequest's shortest) renewed every 30 s.
+            "--token-renew-before",
+            "570",
         )
         replica.metrics_port = port
         self.replicas.append(replica.start())
@@ -280,7 +284,16 @@ def _bootstrap(kubeconfig: Path) -> None:
         install_crds(fleet)
         config = read_kubeconfig_file(kubeconfig)
         for i, member in enumerate(MEMBERS, start=1):
-            join(fleet, member, single_context(config, member), {"region": f"region-{i}"})
+            # As users join theirs: the controller reaches each member with fleet's own
+            # least-privilege identity alone, so every e2e test also proves those rules enough.
+            join_member(
+                fleet,
+                member,
+                config,
+                {"region": f"region-{i}"},
+                context=member,
+                base=kubeconfig.parent,
+            )
 
 
 def _install_chart_rbac(kubeconfig: Path, api: ClusterClient) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fleet.install import join, single_context
+from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
@@ -49,7 +49,14 @@ def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
     """member-4 joined (taint, reservations on; its gang scheduler detected), then removed."""
     kubeconfig = read_kubeconfig_file(fleet.sandbox.kubeconfig)
     with SyncKubeClient(load(str(fleet.sandbox.kubeconfig), "fleet"), name="fleet") as api:
-        join(api, KOORDINATOR_MEMBER, single_context(kubeconfig, KOORDINATOR_MEMBER), {})
+        join_member(
+            api,
+            KOORDINATOR_MEMBER,
+            kubeconfig,
+            {},
+            context=KOORDINATOR_MEMBER,
+            base=fleet.sandbox.kubeconfig.parent,
+        )
     _member_settings(fleet.api)
     wait_until(
         lambda: (

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
+from fleet.api.membership import DEFAULT_TOKEN_SECONDS
 from fleet.core.kinds import supported
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
 from fleet.sandbox.toolchain import OPERATOR_PARTS, ensure_operators
@@ -114,6 +116,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         fleet_id=args.fleet_id or "",
         sweep_interval=args.sweep_interval,
+        token_renew_before=args.token_renew_before,
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
@@ -153,22 +156,77 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_join(args: argparse.Namespace) -> int:
-    from fleet.install import join, single_context
-    from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
-
-    member_config = read_kubeconfig_file(Path(args.member_kubeconfig))
-    member = single_context(member_config, args.member_context)
+def _labels(items: list[str] | None) -> dict[str, str] | None:
     labels = {}
-    for item in args.label or []:
+    for item in items or []:
         key, eq, value = item.partition("=")
         if not eq or not key:
             print(f"fleet: error: --label {item!r} is not key=value", file=sys.stderr)
-            return 2
+            return None
         labels[key] = value
-    with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as client:
-        join(client, args.name, member, labels)
+    return labels
+
+
+def _cmd_join(args: argparse.Namespace) -> int:
+    from fleet.join import JoinError, dry_run, join, member_client, plan_for, user_kubeconfig
+    from fleet.kube import KubeError, SyncKubeClient, load
+
+    labels = _labels(args.label)
+    if labels is None:
+        return 2
+    config = user_kubeconfig(args.member_kubeconfig)
+    client, cluster = member_client(config, args.member_context)
+    with client:
+        try:
+            plan = plan_for(
+                args.name,
+                client,
+                cluster,
+                labels=labels,
+                namespace=args.member_namespace,
+                token_type=args.token_type,
+                token_seconds=args.token_expiration,
+                secrets_namespace=args.secrets_namespace,
+            )
+        except KubeError:
+            raise  # an unusable kubeconfig: main prints it
+        except ValueError as e:
+            print(f"fleet: error: {e}", file=sys.stderr)
+            return 2
+        if args.dry_run:
+            print(dry_run(plan), end="")
+            return 0
+        with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
+            try:
+                join(fleet, client, plan)
+            except JoinError as e:
+                print(f"fleet: error: join {e}", file=sys.stderr)
+                return 1
     print(f"membercluster/{args.name} joined")
+    return 0
+
+
+def _cmd_unjoin(args: argparse.Namespace) -> int:
+    from fleet.join import JoinError, member_client, unjoin, user_kubeconfig
+    from fleet.kube import SyncKubeClient, load
+
+    member = None
+    if args.member_kubeconfig or args.member_context:
+        member, _ = member_client(user_kubeconfig(args.member_kubeconfig), args.member_context)
+    try:
+        with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
+            notes = unjoin(
+                fleet, member, args.name, move=args.move, leave=args.leave, timeout=args.timeout
+            )
+    except JoinError as e:
+        print(f"fleet: error: unjoin {e}", file=sys.stderr)
+        return 1
+    finally:
+        if member is not None:
+            member.close()
+    for note in notes:
+        print(note, file=sys.stderr)
+    print(f"membercluster/{args.name} unjoined")
     return 0
 
 
@@ -302,6 +360,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between sweeps for member copies whose fleet object is gone (0: off)",
     )
     ctl.add_argument(
+        "--token-renew-before",
+        type=float,
+        default=0.0,
+        help="renew a joined member's bound token this many seconds before it expires "
+        "(default 0: at 80%% of its lifetime)",
+    )
+    ctl.add_argument(
         "--queue-placement-timeout",
         type=float,
         default=300.0,
@@ -338,13 +403,67 @@ def build_parser() -> argparse.ArgumentParser:
     inst = sub.add_parser("install", help="apply fleet's CRDs to the fleet API server")
     _fleet_flags(inst)
     inst.set_defaults(func=_cmd_install)
-    jn = sub.add_parser("join", help="register a member cluster (Secret + MemberCluster)")
+    jn = sub.add_parser(
+        "join", help="make fleet's own identity in a member and register it (docs/security.md)"
+    )
     _fleet_flags(jn)
     jn.add_argument("name", help="the member's name in the fleet")
-    jn.add_argument("--member-kubeconfig", required=True, help="kubeconfig reaching the member")
+    jn.add_argument(
+        "--member-kubeconfig",
+        help="YOUR kubeconfig reaching the member (default: $KUBECONFIG); used once, never stored",
+    )
     jn.add_argument("--member-context", help="context in that kubeconfig (default: current)")
     jn.add_argument("--label", action="append", help="key=value label for clusterAffinity")
+    jn.add_argument(
+        "--member-namespace",
+        default=DEFAULT_MEMBER_NAMESPACE,
+        help=f"namespace for fleet's identity in the member (default {DEFAULT_MEMBER_NAMESPACE})",
+    )
+    jn.add_argument(
+        "--token-type",
+        choices=["bound", "secret"],
+        default="bound",
+        help="bound: a TokenRequest token with an expiry, renewed by the controller (default); "
+        "secret: a long-lived service-account-token Secret, for members that forbid TokenRequest",
+    )
+    jn.add_argument(
+        "--token-expiration",
+        type=int,
+        default=DEFAULT_TOKEN_SECONDS,
+        help=f"lifetime of a bound token in seconds (default {DEFAULT_TOKEN_SECONDS}, min 600)",
+    )
+    jn.add_argument(
+        "--secrets-namespace",
+        default=FLEET_SECRETS_NAMESPACE,
+        help="namespace of the kubeconfig Secret on the fleet: the chart's "
+        f"(default {FLEET_SECRETS_NAMESPACE})",
+    )
+    jn.add_argument(
+        "--dry-run", action="store_true", help="print what would be created, send nothing"
+    )
     jn.set_defaults(func=_cmd_join)
+    uj = sub.add_parser(
+        "unjoin", help="remove a member from the fleet and fleet's identity from the member"
+    )
+    _fleet_flags(uj)
+    uj.add_argument("name", help="the member's name in the fleet")
+    uj.add_argument(
+        "--member-kubeconfig",
+        help="YOUR kubeconfig reaching the member, to remove fleet's identity there "
+        "(without it or --member-context, only the fleet side is removed)",
+    )
+    uj.add_argument("--member-context", help="context in that kubeconfig (default: current)")
+    jobs = uj.add_mutually_exclusive_group()
+    jobs.add_argument(
+        "--move", action="store_true", help="fail the member's jobs over first (MemberUnjoined)"
+    )
+    jobs.add_argument(
+        "--leave", action="store_true", help="leave the member's jobs running there, unmanaged"
+    )
+    uj.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds --move waits (default 300)"
+    )
+    uj.set_defaults(func=_cmd_unjoin)
     sub.add_parser("simulate", help="replay GPU traces through the placement code (see --help)")
     sub.add_parser("amc", help="kubectl amc: objects across member clusters (see --help)")
     tc = sub.add_parser("toolchain", help="build (or find) the pinned upstream binaries")

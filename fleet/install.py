@@ -1,14 +1,13 @@
-"""Install fleet's CRDs on a fleet control plane, and join member clusters to it."""
+"""Install fleet's CRDs on a fleet control plane (joining members is fleet.join's)."""
 
 from __future__ import annotations
 
-import base64
 import copy
 from typing import Any
 
 import yaml
 
-from fleet.api import constants as c
+from fleet.api.access import FLEET_SECRETS_NAMESPACE
 from fleet.api.crdgen import render_crds
 from fleet.kube import (
     KubeconfigError,
@@ -17,10 +16,9 @@ from fleet.kube import (
     resolve_context,
     wait_established,
 )
-from fleet.kubeconfig import check_kubeconfig
 
 #: Where `fleet join` keeps member kubeconfig Secrets.
-SECRETS_NAMESPACE = "fleet-system"
+SECRETS_NAMESPACE = FLEET_SECRETS_NAMESPACE
 
 
 def crd_objects() -> list[dict[str, Any]]:
@@ -36,33 +34,6 @@ def install_crds(fleet: SyncKubeClient, *, timeout: float = 60.0) -> list[str]:
         names.append(crd["metadata"]["name"])
     wait_established(fleet, names, timeout=timeout)
     return names
-
-
-def member_objects(
-    name: str, kubeconfig: dict[str, Any], *, labels: dict[str, str] | None = None
-) -> list[dict[str, Any]]:
-    """The Secret and MemberCluster that join a member (the kubeconfig is validated first)."""
-    check_kubeconfig(kubeconfig, source=f"kubeconfig for {name}")
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"{name}-kubeconfig", "namespace": SECRETS_NAMESPACE},
-        "type": "Opaque",
-        "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
-    }
-    member = {
-        "apiVersion": c.FLEET_API_VERSION,
-        "kind": "MemberCluster",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": {
-            "kubeconfigSecretRef": {
-                "namespace": SECRETS_NAMESPACE,
-                "name": f"{name}-kubeconfig",
-                "key": "kubeconfig",
-            }
-        },
-    }
-    return [secret, member]
 
 
 def single_context(kubeconfig: dict[str, Any], context: str | None = None) -> dict[str, Any]:
@@ -89,18 +60,3 @@ def single_context(kubeconfig: dict[str, Any], context: str | None = None) -> di
         ],
         "current-context": resolved.name,
     }
-
-
-def join(
-    fleet: SyncKubeClient,
-    name: str,
-    kubeconfig: dict[str, Any],
-    labels: dict[str, str] | None = None,
-) -> None:
-    """Register a member: its kubeconfig (validated first, so nothing is written for a
-    kubeconfig the controller would refuse) in a Secret, and its MemberCluster."""
-    objects = member_objects(name, kubeconfig, labels=labels)
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SECRETS_NAMESPACE}}
-    fleet.apply(namespace, field_manager="fleet-install")
-    for obj in objects:
-        fleet.apply(obj, field_manager="fleet-install")

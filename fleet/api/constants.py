@@ -138,3 +138,24 @@ REASON_HEALTHY: Final = "Healthy"
 REASON_UNHEALTHY: Final = "Unhealthy"
 REASON_CLUSTER_LOST: Final = "ClusterLost"
 REASON_FAILED_OVER: Final = "FailedOver"
+
+# --- fleet's identity in a member (`fleet join`) -----------------------------------------------
+JOINED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+"""Label on the objects `fleet join` makes (value JOINED_BY), in the member and on the fleet."""
+JOINED_BY: Final = "fleet-join"
+TOKEN_TYPE_ANNOTATION: Final = "fleet.dev/token-type"
+"""On a member kubeconfig Secret `fleet join` wrote: `bound` (a TokenRequest token with an
+expiry, renewed by the controller) or `secret` (a long-lived service-account-token Secret)."""
+TOKEN_TYPE_BOUND: Final = "bound"
+TOKEN_TYPE_SECRET: Final = "secret"
+SERVICE_ACCOUNT_ANNOTATION: Final = "fleet.dev/service-account"
+"""On a member kubeconfig Secret: `<namespace>/<name>` of fleet's ServiceAccount in the member,
+whose tokens the controller requests when it renews, and which `fleet unjoin` removes."""
+TOKEN_ISSUED_ANNOTATION: Final = "fleet.dev/token-issued-at"
+TOKEN_EXPIRES_ANNOTATION: Final = "fleet.dev/token-expires-at"
+"""When the bound token in the Secret was issued and expires (RFC 3339): the renewal is timed
+from these (fleet.core.tokens.renew_at)."""
+UNJOINING_TAINT_KEY: Final = "fleet.dev/unjoining"
+"""NoExecute taint `fleet unjoin --move` puts on a MemberCluster: the controller moves every
+gang off it (failover reason MemberUnjoined, not counted against maxFailovers)."""
+REASON_MEMBER_UNJOINED: Final = "MemberUnjoined"

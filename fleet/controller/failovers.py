@@ -101,6 +101,7 @@ async def judge(shell: Shell, job: Job) -> bool:
         job_failed=(state == "Failed") if synced else None,
         job_succeeded=state == "Succeeded",
         no_execute=(str(evicting[0]), evicting[1]) if evicting else None,
+        unjoining=member is not None and any(t.key == c.UNJOINING_TAINT_KEY for t in member.taints),
     )
     now = shell.clock.now()
     verdict = failover.judge(

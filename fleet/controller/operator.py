@@ -84,6 +84,7 @@ class Controller:
             connect=connect,
             member_qps=settings.member_qps,
             member_burst=settings.member_burst,
+            token_renew_before=settings.token_renew_before or None,
         )
         self.kube_queue = KubeQueue(
             fleet,

@@ -39,6 +39,10 @@ class Settings:
     lease_name: str = "fleet-controller"
     #: Lease duration: a standby takes over at most this long after the leader stops renewing.
     lease_seconds: float = 15.0
+    #: Renew a joined member's bound token this many seconds before it expires; 0: at 80% of
+    #: its lifetime (fleet.core.tokens). TokenRequest issues tokens of 10 minutes at least, so a
+    #: test that wants to watch renewals sets this close to the lifetime.
+    token_renew_before: float = 0.0
     #: Port for /metrics and /healthz; 0 disables.
     metrics_port: int = 0
     #: Kube Queue: how long a job the queue released may stay unplaced (no member can hold the

@@ -16,8 +16,11 @@ from typing import Literal
 
 PurgeMode = Literal["Directly", "Gracefully", "Never"]
 #: Karmada's eviction reasons: the job failed, its cluster was lost, or the cluster carries a
-#: NoExecute taint the policy does not tolerate.
-FailoverReason = Literal["ApplicationFailure", "ClusterLost", "TaintUntolerated"]
+#: NoExecute taint the policy does not tolerate; and fleet's own: the cluster is being unjoined
+#: (`fleet unjoin --move`).
+FailoverReason = Literal["ApplicationFailure", "ClusterLost", "TaintUntolerated", "MemberUnjoined"]
+#: Failovers that are not the job's doing, so they do not count against maxFailovers.
+UNCHARGED_REASONS: frozenset[str] = frozenset({"MemberUnjoined"})
 
 #: Karmada's default graceful-eviction timeout: the longest an old copy waits for its successor.
 DEFAULT_GRACE_SECONDS = 600.0
@@ -75,6 +78,8 @@ class Observation:
     #: An untolerated NoExecute taint on the cluster: (the taint, seconds it is tolerated for;
     #: 0 = not at all). See `fleet.core.taints.no_execute_grace`.
     no_execute: tuple[str, float] | None = None
+    #: The cluster is being unjoined (`fleet unjoin --move`): every gang leaves it now.
+    unjoining: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +142,10 @@ def judge(
     settings = settings or NO_FAILOVER
     if observed.job_succeeded and observed.cluster_ready:
         return Stay(CLEAR)
+    if observed.unjoining:
+        # The operator is taking the cluster out of the fleet: no toleration, whatever the
+        # policy says, and not counted against maxFailovers (see UNCHARGED_REASONS).
+        return Move("MemberUnjoined", f"{cluster} is being unjoined from the fleet")
     if observed.cluster_ready is None:
         return Stay(timers)
     if not observed.cluster_ready:

@@ -19,6 +19,7 @@ from typing import Literal
 
 from fleet.core.failover import (
     CLEAR,
+    UNCHARGED_REASONS,
     FailoverReason,
     FailoverSettings,
     GiveUp,
@@ -112,7 +113,9 @@ class Binding:
 
     @property
     def failover_count(self) -> int:
-        return len(self.failovers)
+        """Failovers counted against maxFailovers: not those the job did not cause (an unjoined
+        member's)."""
+        return sum(1 for f in self.failovers if f.reason not in UNCHARGED_REASONS)
 
     @property
     def finished(self) -> bool:

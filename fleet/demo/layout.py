@@ -18,7 +18,8 @@ import urllib.request
 from functools import partial
 
 from fleet.demo.runner import Demo
-from fleet.install import install_crds, join, single_context
+from fleet.install import install_crds
+from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import MemberSpec, NodePool, SandboxConfig
 from fleet.sandbox.process import Component, free_ports, start, wait_ready
@@ -68,8 +69,15 @@ def bring_up(demo: Demo, *, die_with_parent: bool = False) -> None:
     with SyncKubeClient(load(str(demo.kubeconfig), "fleet"), name="fleet") as fleet:
         install_crds(fleet)
         config = read_kubeconfig_file(demo.kubeconfig)
-        for member in DEMO_CONFIG.members:
-            join(fleet, member.name, single_context(config, member.name), member.labels)
+        for member in DEMO_CONFIG.members:  # as a user would: fleet's own identity, no admin's
+            join_member(
+                fleet,
+                member.name,
+                config,
+                member.labels,
+                context=member.name,
+                base=demo.kubeconfig.parent,
+            )
     start_controller(demo, die_with_parent=die_with_parent)
     for member in DEMO_CONFIG.members:
         demo.expect(partial(_ready, demo, member.name), f"MemberCluster {member.name} Ready")

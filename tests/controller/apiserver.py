@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from fleet.core.kinds import ADAPTERS
-from fleet.kube import Connection, KubeClient
+from fleet.kube import Connection, KubeClient, SyncKubeClient
 
 Obj = dict[str, Any]
 Watcher = Callable[[str, Obj], None]
@@ -79,8 +79,24 @@ FLEET_KINDS = [
         status_subresource=False,
     ),
 ]
+RBAC = "rbac.authorization.k8s.io/v1"
+#: What `fleet join` makes in a member: fleet's ServiceAccount and its roles.
+IDENTITY_KINDS = [
+    Kind("v1", "ServiceAccount", "serviceaccounts", status_subresource=False),
+    Kind(RBAC, "ClusterRole", "clusterroles", namespaced=False, status_subresource=False),
+    Kind(
+        RBAC,
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        namespaced=False,
+        status_subresource=False,
+    ),
+    Kind(RBAC, "Role", "roles", status_subresource=False),
+    Kind(RBAC, "RoleBinding", "rolebindings", status_subresource=False),
+]
 MEMBER_KINDS = [
     *CORE_KINDS,
+    *IDENTITY_KINDS,
     *_job_kinds(),
     # A Koordinator member's Reservations (cluster-scoped); served by every member here.
     Kind("scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", namespaced=False),
@@ -212,6 +228,27 @@ class MemoryApi:
             transport=self.transport(),
             sleep=no_wait,
             retries=retries,
+        )
+
+    def sync_client(self, name: str = "") -> SyncKubeClient:
+        """A blocking client of this server (command-line code: `fleet join`), no retries."""
+
+        def serve(request: httpx.Request) -> httpx.Response:
+            self.requests.append(request)
+            if not self.reachable:
+                raise httpx.ConnectError("connection refused", request=request)
+            for intercept in list(self.interceptors):
+                answer = intercept(request)
+                if answer is not None:
+                    return answer
+            return self._serve(request)
+
+        return SyncKubeClient(
+            Connection(self.server),
+            name=name or self.server,
+            transport=httpx.MockTransport(serve),
+            sleep=lambda _seconds: None,
+            retries=1,
         )
 
     # -- what a test reads and seeds ------------------------------------------------------------

@@ -135,3 +135,15 @@ def test_nothing_is_judged_on_what_is_not_known_yet():
     assert judge(SETTINGS, Observation(cluster_ready=None), timers, now=100) == Stay(timers)
     unknown_job = Observation(cluster_ready=True, job_failed=None)
     assert judge(SETTINGS, unknown_job, timers, now=100) == Stay(Timers(unhealthy_since=5.0))
+
+
+def test_an_unjoining_cluster_moves_its_gang_at_once_whatever_the_policy():
+    unjoining = Observation(cluster_ready=True, unjoining=True)
+    for settings in (SETTINGS, None, FailoverSettings(max_failovers=0)):
+        verdict = judge(settings, unjoining, CLEAR, now=10.0, failovers=5, cluster="m1")
+        assert isinstance(verdict, Move) and verdict.reason == "MemberUnjoined"
+    # Even while it cannot be reached: the operator has said it is leaving.
+    lost = Observation(cluster_ready=False, unjoining=True)
+    assert judge(SETTINGS, lost, CLEAR, now=10.0) == Move(
+        "MemberUnjoined", "its cluster is being unjoined from the fleet"
+    )

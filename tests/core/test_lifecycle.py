@@ -188,3 +188,17 @@ def test_coming_back_to_a_cluster_takes_over_its_pending_eviction() -> None:
     back = lifecycle.scheduled(b, "a", 20)
     assert back.evictions == ()
     assert lifecycle.purge_plan(back.evictions, successor="Running", now=30).delete == ()
+
+
+def test_a_failover_off_an_unjoined_member_is_not_counted_against_max_failovers():
+    settings = FailoverSettings(max_failovers=1)
+    b = lifecycle.scheduled(lifecycle.Binding(), "m1", 0)
+    moved = lifecycle.failed_over(
+        b, Move("MemberUnjoined", "m1 is being unjoined"), settings, 10, old_cluster_reachable=True
+    ).binding
+    assert moved.failover_count == 0 and len(moved.failovers) == 1
+    again = lifecycle.scheduled(moved, "m2", 11)
+    failed = lifecycle.failed_over(
+        again, Move("ApplicationFailure", "failed"), settings, 20, old_cluster_reachable=True
+    ).binding
+    assert failed.failover_count == 1

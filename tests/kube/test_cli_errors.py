@@ -132,40 +132,7 @@ def test_fleet_install_refused_says_forbidden_naming_the_crd(
     ]
 
 
-def test_fleet_join_refused_says_forbidden_naming_the_secret_not_missing(
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    kubeconfig: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    member_file = tmp_path / "member"
-    member_file.write_text(yaml.safe_dump(inline_kubeconfig(make_pem())))
-    message = (
-        'secrets "m1-kubeconfig" is forbidden: User "dev" cannot patch resource "secrets" '
-        'in the namespace "fleet-system"'
-    )
-    api = FakeApi()
-    api.on(
-        "PATCH",
-        "/api/v1/namespaces/fleet-system",
-        httpx.Response(200, json={"kind": "Namespace", "metadata": {"name": "fleet-system"}}),
-    )
-    api.on(
-        "PATCH",
-        "/api/v1/namespaces/fleet-system/secrets/m1-kubeconfig",
-        status(403, "Forbidden", message),
-    )
-    _fleet_behind(monkeypatch, api)
-    argv = ["join", "m1", "--member-kubeconfig", str(member_file), "--kubeconfig", str(kubeconfig)]
-
-    assert cli.main(argv) == 1
-
-    _out, err = capsys.readouterr()
-    assert err.splitlines() == [
-        f"fleet: error: APPLY Secret fleet-system/m1-kubeconfig on fleet: 403 Forbidden: {message}"
-    ]
-    # Nothing was joined half-way: the MemberCluster was never written.
-    assert not [r for r in api.requests if "memberclusters" in r.url.path]
+# A join refused by either side: tests/join/test_join.py (one line, and rolled back).
 
 
 def test_fleet_join_with_a_label_that_is_not_key_value_exits_2_with_one_line(

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from fleet.api import constants as c
-from fleet.core.kinds import ADAPTERS
+from fleet.api.access import job_kinds
 from fleet.kube import ApiError, Informer, KubeClient, Obj, Unreachable, identity
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,8 @@ GANG_SCHEDULER_KINDS = (
     ("scheduling.volcano.sh/v1beta1", "PodGroup", "Volcano"),
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup", "Coscheduling"),
 )
-#: Every kind fleet dispatches, as (apiVersion, kind).
-JOB_KINDS = tuple(adapter.type for adapter in ADAPTERS)
+#: Every kind fleet dispatches, as (apiVersion, kind): the same list its member role permits.
+JOB_KINDS = job_kinds()
 #: Pods that hold resources: finished ones free their node and are not watched.
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 

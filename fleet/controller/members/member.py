@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 
 from fleet.controller.members.connection import MemberConnection
@@ -35,6 +36,11 @@ class Member:
         self.generation: int | None = None
         #: The kubeconfig Secret's digest the connection was made from.
         self.fingerprint = ""
+        #: That kubeconfig's digest without its token: a Secret of the same shape differs by its
+        #: token alone, which is swapped into the live client (renewal).
+        self.shape = ""
+        #: The task that renews the member's bound token (a `fleet join` Secret's), if any.
+        self.renewal: asyncio.Task[None] | None = None
         #: Namespaces known to exist in the member (skips a GET per dispatch).
         self.namespaces: set[str] = set()
         #: The last probe: (answered, why not); None until the first probe.

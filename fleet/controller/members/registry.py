@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -26,12 +27,22 @@ from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event, apply_pod_event
 from fleet.controller.members.health import Health, SourceState, next_health, verdict
 from fleet.controller.members.member import Member
+from fleet.controller.members.renewal import (
+    RETRY_SECONDS,
+    Renewal,
+    connect_renewable,
+    renew,
+    renewable_token,
+    renewal_of,
+    shape,
+    token_of,
+)
 from fleet.controller.members.secrets import SecretWatch
 from fleet.controller.members.status import MemberStatusWriter
 from fleet.core.errors import FieldError
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, parse_taints
-from fleet.kube import ApiError, KubeClient, Obj, RateLimit, Unreachable, from_kubeconfig
+from fleet.kube import ApiError, KubeClient, Obj, RateLimit, Unreachable
 from fleet.kubeconfig import KubeconfigError, kubeconfig_from_secret
 
 log = logging.getLogger(__name__)
@@ -41,7 +52,8 @@ Connect = Callable[[str, Mapping[str, Any]], KubeClient]
 
 
 def connect_with_kubeconfig(name: str, config: Mapping[str, Any]) -> KubeClient:
-    return KubeClient(from_kubeconfig(config), name=name)
+    """The member's client; a token in it can be renewed in place (renewal.RenewableToken)."""
+    return connect_renewable(name, config)
 
 
 class MemberListener(Protocol):
@@ -71,6 +83,8 @@ class MemberRegistry:
         connect: Connect = connect_with_kubeconfig,
         member_qps: float = 0.0,
         member_burst: int = 0,
+        token_renew_before: float | None = None,
+        renew_retry: float = RETRY_SECONDS,
     ) -> None:
         self.fleet = fleet
         self.listener = listener
@@ -84,6 +98,12 @@ class MemberRegistry:
         #: Each member client's rate limit (client-go's QPS and burst); qps 0: none.
         self.member_qps = member_qps
         self.member_burst = member_burst
+        #: Renew joined members' bound tokens this many seconds before they expire (None: at
+        #: 80% of their lifetime, fleet.core.tokens).
+        self.token_renew_before = token_renew_before
+        self.renew_retry = renew_retry
+        #: Tokens renewed, per member.
+        self.renewals: defaultdict[str, int] = defaultdict(int)
         self.members: dict[str, Member] = {}
         #: The last MemberCluster seen per member, to resync when its Secret changes.
         self._objects: dict[str, Obj] = {}
@@ -224,17 +244,90 @@ class MemberRegistry:
         ).hexdigest()
         if fingerprint == member.fingerprint and member.connection is not None:
             return
+        try:
+            resolved = kubeconfig_from_secret(secret, key)
+        except (KubeconfigError, ValueError) as e:
+            await self._disconnect(member)
+            member.fingerprint = fingerprint
+            self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
+            return
+        token, new_token = renewable_token(member.client), token_of(resolved.config)
+        if token is not None and new_token and member.shape == shape(resolved.config):
+            # Only the token changed (renewed, or rotated by hand): swap it into the live
+            # client; the watches, the snapshot and the member's health go on untouched.
+            token.current = new_token
+            member.fingerprint = fingerprint
+            self._schedule_renewal(member, secret, key, resolved.config)
+            log.info("member %s: took in a new token", name)
+            return
         await self._disconnect(member)
         member.fingerprint = fingerprint
         try:
-            resolved = kubeconfig_from_secret(secret, key)
             client = self.connect(name, resolved.config)
         except (KubeconfigError, ValueError) as e:
             self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
             return
         if self.member_qps > 0:
             client.rate_limit = RateLimit(self.member_qps, self.member_burst or 1)
+        member.shape = shape(resolved.config)
         self._connect(member, client)
+        self._schedule_renewal(member, secret, key, resolved.config)
+
+    # -- token renewal -------------------------------------------------------------------------
+
+    def _schedule_renewal(
+        self, member: Member, secret: Obj, key: str, config: Mapping[str, Any]
+    ) -> None:
+        self._cancel_renewal(member)
+        renewal = renewal_of(secret, key, config)
+        if renewal is not None:
+            member.renewal = asyncio.create_task(
+                self._renew_loop(member, renewal), name=f"renew-{member.name}"
+            )
+
+    @staticmethod
+    def _cancel_renewal(member: Member) -> None:
+        task, member.renewal = member.renewal, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def _renew_loop(self, member: Member, renewal: Renewal) -> None:
+        """Renew the member's token when due, for as long as the member keeps this Secret."""
+        while True:
+            now = self.clock.now()
+            due = renewal.due(now, self.token_renew_before)
+            if due > now:
+                # Look at the clock again at least every renew_retry: a suspended machine, or
+                # a test's clock, moves time without this task sleeping through it.
+                await asyncio.sleep(min(due - now, self.renew_retry))
+                continue
+            client, token = member.client, renewable_token(member.client)
+            if not self.writes_enabled or client is None or token is None:
+                await asyncio.sleep(min(self.renew_retry, self.probe_interval))
+                continue  # only the leader renews; a standby takes over when it leads
+            try:
+                issued = await renew(client, self.fleet, renewal, now)
+            except (ApiError, Unreachable, ValueError) as e:
+                log.warning(
+                    "member %s: cannot renew its token (expires in %.0fs): %s; retrying in %.0fs",
+                    member.name,
+                    renewal.expires - now,
+                    e,
+                    self.renew_retry,
+                )
+                await asyncio.sleep(self.renew_retry)
+                continue
+            # Used at once; the Secret's watch brings the same token back (swapped in place).
+            token.current = issued.token
+            self.renewals[member.name] += 1
+            log.info(
+                "member %s: token renewed, expires in %.0fs",
+                member.name,
+                (issued.expires or now) - now,
+            )
+            renewal = dataclasses.replace(
+                renewal, issued=issued.issued or now, expires=issued.expires or now
+            )
 
     def _connect(self, member: Member, client: KubeClient) -> None:
         now = self.clock.monotonic()
@@ -254,6 +347,7 @@ class MemberRegistry:
         member.connection.start()
 
     async def _disconnect(self, member: Member) -> None:
+        self._cancel_renewal(member)
         connection, member.connection = member.connection, None
         if connection is not None:
             await connection.close()

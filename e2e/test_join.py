@@ -1,0 +1,337 @@
+"""fleet's own identity in members, end to end: what `fleet join` stores, what the member refuses
+it, its token renewed with no human step, `fleet unjoin` with and without bound jobs, and a join
+by a user who may not create RBAC.
+
+Every other e2e test runs on members joined this way (e2e/conftest.py), so dispatch, status,
+failover, logs and Reservations are proven with this identity alone."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet import cli
+from fleet.api import constants as c
+from fleet.install import SECRETS_NAMESPACE, single_context
+from fleet.join import join_member
+from fleet.kube import Forbidden, SyncKubeClient, from_kubeconfig, load, read_kubeconfig_file
+from fleet.testing.chart import service_account_kubeconfig
+from fleet.testing.kube import ClusterClient, wait_until
+from fleet.testing.workloads import gang_policy, pytorchjob
+
+from .conftest import MEMBER_CLUSTER, MEMBERS, PYTORCHJOB, Fleet
+
+#: The e2e controllers renew this long before a token expires (conftest's
+#: --token-renew-before): a 600-second token (TokenRequest's shortest) every 30 seconds.
+RENEW_EVERY = 30
+
+
+def _stored(fleet: Fleet, name: str) -> dict[str, Any]:
+    secret = fleet.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
+    assert secret is not None
+    return dict(yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"])))
+
+
+def _member_client(fleet: Fleet, name: str) -> SyncKubeClient:
+    """A client of the member with exactly what the fleet holds for it."""
+    return SyncKubeClient(from_kubeconfig(_stored(fleet, name)), name=name)
+
+
+def test_the_fleet_holds_a_token_and_no_key_for_every_member(live: Fleet):
+    for member in MEMBERS:
+        config = _stored(live, member)
+        (user,) = config["users"]
+        assert set(user["user"]) == {"token"}, f"{member}: more than a token is stored"
+        assert user["name"] == "system:serviceaccount:fleet-member:fleet"
+        (cluster,) = config["clusters"]
+        assert set(cluster["cluster"]) <= {"server", "certificate-authority-data"}
+
+
+def test_the_member_refuses_fleet_what_its_role_does_not_grant(live: Fleet):
+    with _member_client(live, "member-1") as member:
+        assert member.list("v1", "Node")["items"]  # granted: placement reads nodes
+        with pytest.raises(Forbidden):
+            member.list("v1", "Secret", "kube-system")
+        with pytest.raises(Forbidden):
+            member.get("v1", "ConfigMap", "kube-root-ca.crt", "kube-system")
+        with pytest.raises(Forbidden):
+            member.delete("v1", "Namespace", "kube-system")
+
+
+@pytest.fixture
+def second_name(live: Fleet) -> Iterator[tuple[str, str]]:
+    """A second MemberCluster for member-3 with its own identity (name, member namespace),
+    unjoined afterwards whatever the test left."""
+    suffix = secrets.token_hex(2)
+    name, namespace = f"again-{suffix}", f"fleet-again-{suffix}"
+    yield name, namespace
+    live.api.delete(*MEMBER_CLUSTER, name)
+    live.api.delete("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
+    member = live.clusters["member-3"]
+    for kind in ("ClusterRoleBinding", "ClusterRole"):
+        member.delete("rbac.authorization.k8s.io/v1", kind, f"fleet:{namespace}")
+    member.delete("v1", "Namespace", namespace)
+
+
+def _join_member_3(live: Fleet, name: str, namespace: str, **options: Any) -> None:
+    config = read_kubeconfig_file(live.sandbox.kubeconfig)
+    with SyncKubeClient(load(str(live.sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
+        join_member(
+            fleet,
+            name,
+            config,
+            {},
+            context="member-3",
+            base=live.sandbox.kubeconfig.parent,
+            namespace=namespace,
+            **options,
+        )
+
+
+def _ready_condition(live: Fleet, name: str) -> tuple[str, str, str] | None:
+    """(status, reason, lastTransitionTime) of the member's Ready condition, when True."""
+    condition = live.member_condition(name) or {}
+    if condition.get("status") != "True":
+        return None
+    return condition["status"], condition["reason"], condition["lastTransitionTime"]
+
+
+def test_the_token_is_renewed_twice_and_the_member_stays_ready(live: Fleet, second_name):
+    name, namespace = second_name
+    _join_member_3(live, name, namespace, token_seconds=600)
+    ready = wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    seen = {_stored(live, name)["users"][0]["user"]["token"]}
+
+    def renewed() -> bool:
+        seen.add(_stored(live, name)["users"][0]["user"]["token"])
+        assert _ready_condition(live, name) == ready, "Ready changed during a renewal"
+        return len(seen) >= 3
+
+    wait_until(renewed, timeout=6 * RENEW_EVERY, what="two renewals of the token")
+    secret = live.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE) or {}
+    assert secret["metadata"]["annotations"][c.TOKEN_TYPE_ANNOTATION] == "bound"
+    # The member answers the newest token: the controller has been using it.
+    with _member_client(live, name) as member:
+        assert member.list("v1", "Node")["items"]
+    assert _ready_condition(live, name) == ready
+
+
+def test_unjoin_refuses_while_a_job_is_bound_then_moves_it(
+    live: Fleet, second_name, namespace, capsys
+):
+    name, member_namespace = second_name
+    _join_member_3(live, name, member_namespace)
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    policy = gang_policy("gang", namespace)
+    policy["spec"]["placement"]["clusterAffinities"] = [
+        {"affinityName": "leaving", "clusterNames": [name]},
+        {"affinityName": "staying", "clusterNames": ["member-1"]},
+    ]
+    live.api.create(policy)
+    live.api.create(pytorchjob("train", namespace=namespace, workers=1, gpus=0, cpu="100m"))
+    wait_until(lambda: live.target(namespace, "train") == name, what="the job placed there")
+
+    fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+    member_flags = ["--member-kubeconfig", str(live.sandbox.kubeconfig)]
+    argv = ["unjoin", name, *fleet_flags, *member_flags, "--member-context", "member-3"]
+    assert cli.main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{namespace}/PyTorchJob/train" in line and "--move" in line
+    assert live.api.get(*MEMBER_CLUSTER, name) is not None
+
+    assert cli.main([*argv, "--move", "--timeout", "120"]) == 0
+    # unjoin returns once no binding holds a copy there; the gang is placed again meanwhile.
+    wait_until(lambda: live.target(namespace, "train") == "member-1", what="placed again")
+    binding = live.binding(namespace, "train") or {}
+    failovers = (binding.get("status") or {}).get("failoverHistory") or []
+    assert [f["reason"] for f in failovers] == [c.REASON_MEMBER_UNJOINED]
+    assert not (binding.get("status") or {}).get("failoverCount")  # not charged
+    assert live.api.get(*MEMBER_CLUSTER, name) is None
+    member = live.clusters["member-3"]
+    role = f"fleet:{member_namespace}"
+    assert member.get("rbac.authorization.k8s.io/v1", "ClusterRole", role) is None
+    assert member.get(*PYTORCHJOB, "train", namespace) is None  # the old copy purged
+
+
+def test_unjoin_without_jobs_and_the_member_unreachable(live: Fleet, second_name, capsys):
+    name, member_namespace = second_name
+    _join_member_3(live, name, member_namespace)
+    fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+    # No member kubeconfig: as unreachable as a member gets; the fleet side goes, with a note.
+    assert cli.main(["unjoin", name, *fleet_flags]) == 0
+    err = capsys.readouterr().err
+    assert f"left in member {name}" in err and f"clusterrole/fleet:{member_namespace}" in err
+    assert live.api.get(*MEMBER_CLUSTER, name) is None
+    assert live.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE) is None
+    role = live.clusters["member-3"].get(
+        "rbac.authorization.k8s.io/v1", "ClusterRole", f"fleet:{member_namespace}"
+    )
+    assert role is not None  # left, as the note says
+
+
+@pytest.fixture
+def limited_user(live: Fleet, tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig for member-2 of a user who may create namespaces and ServiceAccounts but
+    no RBAC (and may delete what it made)."""
+    member = live.clusters["member-2"]
+    suffix = secrets.token_hex(2)
+    ns, account = "kube-system", f"limited-{suffix}"
+    member.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}, ns)
+    rbac = "rbac.authorization.k8s.io/v1"
+    verbs = ["get", "create", "patch", "delete"]
+    member.create(
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRole",
+            "metadata": {"name": account},
+            "rules": [
+                {"apiGroups": [""], "resources": ["namespaces", "serviceaccounts"], "verbs": verbs}
+            ],
+        }
+    )
+    member.create(
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": account},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": account,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}],
+        }
+    )
+    base = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), "member-2")
+    config = service_account_kubeconfig(member, base, ns, account)
+    file = tmp_path / "limited.kubeconfig"
+    file.write_text(yaml.safe_dump(config))
+    yield file
+    member.delete(rbac, "ClusterRoleBinding", account)
+    member.delete(rbac, "ClusterRole", account)
+    member.delete("v1", "ServiceAccount", account, ns)
+
+
+def test_a_user_who_may_not_create_rbac_gets_one_line_and_nothing_is_left(
+    live: Fleet, limited_user: Path, capsys
+):
+    name = f"limited-{secrets.token_hex(2)}"
+    argv = ["join", name, "--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+    argv += ["--member-kubeconfig", str(limited_user), "--member-namespace", f"ns-{name}"]
+
+    assert cli.main(argv) == 1
+
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"fleet: error: join {name}: the member {name} refused: ")
+    assert "clusterroles" in line and "403" in line
+    member: ClusterClient = live.clusters["member-2"]
+
+    def gone() -> bool:
+        ns = member.get("v1", "Namespace", f"ns-{name}")
+        return ns is None or bool(ns["metadata"].get("deletionTimestamp"))
+
+    assert gone(), "the namespace this run created was left behind"
+    assert member.get("v1", "ServiceAccount", "fleet", f"ns-{name}") is None or gone()
+    assert live.api.get(*MEMBER_CLUSTER, name) is None
+    assert live.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE) is None
+
+
+# -- a member whose only login is an exec plugin -------------------------------------------------
+
+PLUGIN = Path(__file__).with_name("exec_credential_plugin.py")
+
+
+def _claims(token: str) -> dict[str, Any]:
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+@pytest.fixture
+def exec_login(live: Fleet, tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig for member-3 whose only login is an exec plugin printing a token of an
+    admin-ish ServiceAccount (cluster-admin), as a cloud's CLI would."""
+    member = live.clusters["member-3"]
+    account = f"exec-admin-{secrets.token_hex(2)}"
+    rbac = "rbac.authorization.k8s.io/v1"
+    member.create(
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}},
+        "kube-system",
+    )
+    member.create(
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": account},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "kube-system"}],
+        }
+    )
+    base = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), "member-3")
+    context = base["contexts"][0]
+    exec_user = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": sys.executable,
+        "args": [str(PLUGIN), str(live.sandbox.kubeconfig), "member-3", "kube-system", account],
+        "interactiveMode": "Never",
+    }
+    config = {
+        **base,
+        "users": [{"name": "cloud-login", "user": {"exec": exec_user}}],
+        "contexts": [{**context, "context": {**context["context"], "user": "cloud-login"}}],
+    }
+    file = tmp_path / "exec.kubeconfig"
+    file.write_text(yaml.safe_dump(config))
+    yield file
+    member.delete(rbac, "ClusterRoleBinding", account)
+    member.delete("v1", "ServiceAccount", account, "kube-system")
+
+
+def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
+    live: Fleet, exec_login: Path, second_name, namespace
+):
+    name, member_namespace = second_name
+    fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+    argv = ["join", name, *fleet_flags, "--member-kubeconfig", str(exec_login)]
+    assert cli.main([*argv, "--member-namespace", member_namespace]) == 0
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+
+    config = _stored(live, name)
+    (user,) = config["users"]
+    assert set(user["user"]) == {"token"}  # no exec, no admin token: fleet's own identity
+    claims = _claims(user["user"]["token"])
+    assert claims["sub"] == f"system:serviceaccount:{member_namespace}:fleet"
+
+    policy = gang_policy("gang", namespace, toleration_seconds=0)
+    policy["spec"]["placement"]["clusterAffinities"] = [
+        {"affinityName": "cloud", "clusterNames": [name]},
+        {"affinityName": "fallback", "clusterNames": ["member-1"]},
+    ]
+    live.api.create(policy)
+    # restartPolicy Never: a failing pod fails the job, as the training operator rules.
+    job = pytorchjob(
+        "pytorch-test", namespace=namespace, workers=2, gpus=0, cpu="100m", restart_policy="Never"
+    )
+    live.api.create(job)
+    wait_until(lambda: live.target(namespace, "pytorch-test") == name, what="placed there")
+    live.wait_running(namespace, "pytorch-test", "member-3")
+
+    live.mark("member-3", namespace, "pytorch-test", "Failed")
+    wait_until(
+        lambda: live.target(namespace, "pytorch-test") == "member-1",
+        timeout=120,
+        what="the job failed over to member-1",
+    )
+    live.wait_running(namespace, "pytorch-test", "member-1")
+    assert set(_stored(live, name)["users"][0]["user"]) == {"token"}

@@ -1,0 +1,464 @@
+"""What fleet may do, as data: the RBAC rules of its identity in a member and on the fleet.
+
+One place for every permission. `fleet join` creates the member-side ClusterRole from
+`member_rules()`, the Helm chart's `templates/rbac.yaml` (the controller on the fleet) and
+`templates/member-rbac.yaml` (the same member identity, for GitOps) are generated from here by
+`python -m fleet.api.rbacgen`, and docs/security.md lists the same rules with why each verb is
+needed (a test keeps all three equal to this module).
+
+The rules were found by auditing what the controller and `kubectl amc` send: the member
+connection's informers and probe (controller/members), the member copy and its dependencies
+(controller/member_copy), Reservations (controller/reserving), and amc's get, describe and logs,
+which reach the members through the identity fleet stores. Discovery (`/api`, `/apis`) and
+`/version` need no rule: Kubernetes grants them to every authenticated user.
+
+The job kinds come from `job_kinds()`, the one reader of the kinds fleet dispatches, so a new
+kind is permitted where it is dispatched and nowhere else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from fleet.api.constants import DEPENDENCY_KINDS
+from fleet.core.kinds import ADAPTERS
+
+__all__ = [
+    "DEFAULT_MEMBER_NAMESPACE",
+    "FLEET_SECRETS_NAMESPACE",
+    "SERVICE_ACCOUNT",
+    "TOKEN_ROLE",
+    "Rule",
+    "as_policy_rules",
+    "fleet_namespaced_rules",
+    "fleet_rules",
+    "group_of",
+    "job_kinds",
+    "member_cluster_role",
+    "member_rules",
+    "plural",
+    "token_rules",
+]
+
+#: The namespace `fleet join` makes in a member for fleet's identity (ServiceAccount, token Role,
+#: a long-lived token Secret when asked for).
+DEFAULT_MEMBER_NAMESPACE: Final = "fleet-member"
+#: fleet's ServiceAccount in that namespace.
+SERVICE_ACCOUNT: Final = "fleet"
+#: The namespaced Role (and RoleBinding) letting that ServiceAccount request its own tokens.
+TOKEN_ROLE: Final = "fleet-token"
+#: Where `fleet join` keeps member kubeconfig Secrets on the fleet (the chart's namespace).
+FLEET_SECRETS_NAMESPACE: Final = "fleet-system"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One RBAC rule and, for each verb, why fleet needs it."""
+
+    group: str
+    resources: tuple[str, ...]
+    why: Mapping[str, str]
+    resource_names: tuple[str, ...] = ()
+    #: What the rule as a whole is for (a comment in the chart).
+    about: str = ""
+
+    @property
+    def verbs(self) -> tuple[str, ...]:
+        return tuple(self.why)
+
+    def as_policy_rule(self) -> dict[str, Any]:
+        rule: dict[str, Any] = {
+            "apiGroups": [self.group],
+            "resources": list(self.resources),
+            "verbs": list(self.verbs),
+        }
+        if self.resource_names:
+            rule["resourceNames"] = list(self.resource_names)
+        return rule
+
+
+def as_policy_rules(rules: Iterable[Rule]) -> list[dict[str, Any]]:
+    return [r.as_policy_rule() for r in rules]
+
+
+def group_of(api_version: str) -> str:
+    """`kubeflow.org/v1` -> `kubeflow.org`; `v1` -> `` (the core group)."""
+    return api_version.rpartition("/")[0]
+
+
+def plural(kind: str) -> str:
+    """The resource name of a kind fleet writes. Every kind fleet knows pluralises by an `s`
+    (pytorchjobs, jobs, configmaps, reservations); a kind that does not would be caught by the
+    sandbox tests, which run the controller with exactly these rules."""
+    return kind.lower() + "s"
+
+
+def job_kinds() -> tuple[tuple[str, str], ...]:
+    """Every (apiVersion, kind) fleet dispatches: the one place the rules read the kinds from."""
+    return tuple(adapter.type for adapter in ADAPTERS)
+
+
+def _job_kind_resources() -> dict[str, tuple[str, ...]]:
+    by_group: dict[str, list[str]] = {}
+    for api_version, kind in job_kinds():
+        names = by_group.setdefault(group_of(api_version), [])
+        if plural(kind) not in names:
+            names.append(plural(kind))
+    return {group: tuple(names) for group, names in by_group.items()}
+
+
+#: Kubeflow Trainer's runtimes: a TrainJob's gang is read from the one it names (fleet.core.kinds).
+TRAINER_GROUP: Final = "trainer.kubeflow.org"
+TRAINING_RUNTIMES: Final = ("trainingruntimes", "clustertrainingruntimes")
+#: scheduler-plugins' PodGroup, which fleet writes beside a JobSet or Ray copy on coscheduling
+#: members.
+POD_GROUP_GROUP: Final = "scheduling.x-k8s.io"
+
+#: Koordinator's Reservation, which fleet makes for a gang on a member that enables them.
+RESERVATION_GROUP: Final = "scheduling.koordinator.sh"
+
+
+def member_rules() -> tuple[Rule, ...]:
+    """The ClusterRole of fleet's identity in a member: exactly what the controller and
+    `kubectl amc` ask of a member."""
+    jobs = tuple(
+        Rule(
+            group,
+            resources,
+            {
+                "get": "reads a copy before it is overwritten or deleted, to tell fleet's own copy "
+                "(by its fleet-UID label) from an object fleet did not create; `kubectl amc get "
+                "NAME`, `describe` and `logs` read it",
+                "list": "the controller's job informer lists fleet's copies (by the managed-by "
+                "label) to mirror their status and find orphans; `kubectl amc get -M` lists them",
+                "watch": "keeps that informer current, so status and failures are seen at once",
+                "create": "dispatches the job: the member copy",
+                "patch": "updates the copy by server-side apply when the fleet object changes",
+                "delete": "removes the copy: the job was deleted, failed over, or orphaned",
+            },
+            about="The job kinds fleet dispatches (fleet.core.kinds).",
+        )
+        for group, resources in sorted(_job_kind_resources().items())
+    )
+    dependencies = Rule(
+        "",
+        tuple(plural(kind) for kind in DEPENDENCY_KINDS),
+        {
+            "create": "propagateDeps: a dependency the member does not have yet is created (a "
+            "server-side apply of a new object is authorized as create)",
+            "patch": "propagateDeps: the copy is written by server-side apply",
+        },
+        about="What propagateDeps copies with a job (fleet.api.constants.DEPENDENCY_KINDS). "
+        "Write only: fleet never reads them in a member.",
+    )
+    return (
+        Rule(
+            "",
+            ("nodes",),
+            {
+                "list": "the node informer: what each node can hold (placement is node by node)",
+                "watch": "keeps the node snapshot current (a node added, cordoned, removed)",
+            },
+            about="Nodes, read: the member's capacity.",
+        ),
+        Rule(
+            "",
+            ("pods",),
+            {
+                "get": "`kubectl amc logs --replica` reads the pod it prints",
+                "list": "the pod informer (what is allocated where, whether a gang's pods are "
+                "bound); `kubectl amc get pod -M`, `describe` and `logs` list pods",
+                "watch": "keeps the pod snapshot current",
+            },
+            about="Pods, read: what is allocated, and the gang's pods.",
+        ),
+        Rule(
+            "",
+            ("pods/log",),
+            {"get": "`kubectl amc logs` streams a replica's log from the member"},
+            about="Pod logs, for `kubectl amc logs`.",
+        ),
+        Rule(
+            "",
+            ("events",),
+            {"list": "`kubectl amc describe` shows the member copy's events"},
+            about="Events, read, for `kubectl amc describe`.",
+        ),
+        Rule(
+            "",
+            ("namespaces",),
+            {
+                "get": "`kubectl amc get namespace NAME -M`: which members have a namespace",
+                "list": "`kubectl amc get namespace -M`",
+                "create": "a job's namespace is created in the member on its first dispatch there",
+            },
+            about="Namespaces: created when a job's is missing; never changed or deleted.",
+        ),
+        *jobs,
+        dependencies,
+        Rule(
+            TRAINER_GROUP,
+            TRAINING_RUNTIMES,
+            {
+                "create": "propagateDeps: the runtime a TrainJob names is created in a member that "
+                "has none of that name (one it has is never changed)",
+            },
+            about="Kubeflow Trainer runtimes, which a TrainJob's gang is read from.",
+        ),
+        Rule(
+            POD_GROUP_GROUP,
+            ("podgroups",),
+            {
+                "create": "a JobSet or Ray copy's PodGroup on a coscheduling member (their "
+                "operators make none); server-side apply of a new object is authorized as create",
+                "patch": "that PodGroup is written by server-side apply",
+            },
+            about="scheduler-plugins PodGroups for kinds whose operator makes none.",
+        ),
+        Rule(
+            RESERVATION_GROUP,
+            ("reservations",),
+            {
+                "create": "reserves a gang's capacity before dispatch (spec.reservation)",
+                "list": "finds the Reservations made for a job (by its fleet-UID label) to judge "
+                "them and to delete them",
+                "delete": "releases them once the job runs, is deleted or fails over",
+            },
+            about="Koordinator Reservations (MemberCluster spec.reservation).",
+        ),
+    )
+
+
+def token_rules(service_account: str = SERVICE_ACCOUNT) -> tuple[Rule, ...]:
+    """The namespaced Role that lets fleet's ServiceAccount renew its own token, and nothing
+    else: TokenRequest for that one ServiceAccount (resourceNames)."""
+    return (
+        Rule(
+            "",
+            ("serviceaccounts/token",),
+            {
+                "create": "the controller renews its bound token before it expires, "
+                "authenticated by its current one (TokenRequest)",
+            },
+            resource_names=(service_account,),
+            about="Its own tokens, only: TokenRequest for fleet's ServiceAccount.",
+        ),
+    )
+
+
+def member_cluster_role(namespace: str = DEFAULT_MEMBER_NAMESPACE) -> str:
+    """The name of the ClusterRole (and ClusterRoleBinding) of the identity in `namespace`: one
+    per identity, so two fleets joining a member in two namespaces do not share theirs."""
+    return f"fleet:{namespace}"
+
+
+# -- the fleet side -----------------------------------------------------------------------------
+
+
+def fleet_rules() -> tuple[Rule, ...]:
+    """The ClusterRole of the controller on the fleet (the Helm chart's): what kopf's event
+    handlers, the controller's informers and its writes (controller/**) ask of the fleet."""
+    jobs = _job_kind_resources()
+    watch = "kopf's event handler watches them"
+    return (
+        *(
+            Rule(
+                group,
+                resources,
+                {
+                    "get": "reads a job that is not in the informer's cache yet",
+                    "list": "kopf lists the jobs to claim",
+                    "watch": watch,
+                    "patch": "puts fleet's finalizer and policy annotation on a claimed job",
+                },
+                about="The jobs users submit: read, claimed (finalizer).",
+            )
+            for group, resources in sorted(jobs.items())
+        ),
+        *(
+            Rule(
+                group,
+                tuple(f"{r}/status" for r in resources),
+                {"patch": "mirrors the member copy's status onto the fleet job"},
+                about="Their status: mirrored from the member copy.",
+            )
+            for group, resources in sorted(jobs.items())
+        ),
+        Rule(
+            TRAINER_GROUP,
+            TRAINING_RUNTIMES,
+            {"get": "a TrainJob's gang is read from the runtime it names"},
+            about="Kubeflow Trainer runtimes, read (and taken along with propagateDeps).",
+        ),
+        Rule(
+            "policy.one.alibabacloud.com",
+            ("propagationpolicies", "clusterpropagationpolicies"),
+            {
+                "get": "reads the policy that claimed a job",
+                "list": "kopf lists the policies",
+                "watch": "a policy edit re-places what it claims",
+            },
+            about="The policies, read.",
+        ),
+        Rule(
+            "policy.one.alibabacloud.com",
+            ("propagationpolicies/status", "clusterpropagationpolicies/status"),
+            {
+                "patch": "condition Recognized: a customSchedulingType fleet does not know "
+                "(`gang`) is said on the policy",
+            },
+            about="Their status: whether fleet recognizes the policy.",
+        ),
+        Rule(
+            "fleet.dev",
+            ("gangbindings",),
+            {
+                "get": "reads a binding not in the cache yet",
+                "list": "the bindings are listed at start (and by kopf)",
+                "watch": watch,
+                "create": "a GangBinding per claimed job",
+                "patch": "a binding's spec (placement, the policy's terms)",
+                "delete": "a binding whose job is gone",
+            },
+            about="GangBindings: fleet's record of each gang.",
+        ),
+        Rule(
+            "fleet.dev",
+            ("memberclusters",),
+            {
+                "get": "reads a MemberCluster before its status is written",
+                "list": "kopf lists the members",
+                "watch": watch,
+            },
+            about="MemberClusters, read: who joined (fleet join writes them).",
+        ),
+        Rule(
+            "fleet.dev",
+            ("gangbindings/status", "memberclusters/status"),
+            {"patch": "a binding's lifecycle (placements, failovers); a member's health"},
+            about="Their status.",
+        ),
+        Rule(
+            "scheduling.sigs.k8s.io",
+            ("elasticquotatrees",),
+            {
+                "get": "reads the quota tree",
+                "list": "kopf lists the trees",
+                "watch": "a tree edit re-admits queued jobs",
+            },
+            about="Kube Queue: the ElasticQuotaTree, read.",
+        ),
+        Rule(
+            "scheduling.sigs.k8s.io",
+            ("elasticquotatrees/status",),
+            {"patch": "the tree's per-quota usage"},
+            about="Its status (usage).",
+        ),
+        Rule(
+            "scheduling.x-k8s.io",
+            ("queues",),
+            {
+                "get": "reads a Queue",
+                "list": "kopf lists the Queues",
+                "watch": watch,
+                "create": "one Queue per quota node",
+                "delete": "a Queue whose quota node is gone",
+            },
+            about="Kube Queue: one Queue per quota node.",
+        ),
+        Rule(
+            "scheduling.x-k8s.io",
+            ("queueunits",),
+            {
+                "get": "reads a QueueUnit after a conflict",
+                "list": "kopf lists the QueueUnits",
+                "watch": watch,
+                "create": "one QueueUnit per queued job",
+                "patch": "moves a QueueUnit to its Queue",
+                "delete": "a QueueUnit whose job is gone",
+            },
+            about="Kube Queue: one QueueUnit per queued job.",
+        ),
+        Rule(
+            "scheduling.x-k8s.io",
+            ("queues/status", "queueunits/status"),
+            {"patch": "queue positions and phases"},
+            about="Their status.",
+        ),
+        Rule(
+            "scheduling.k8s.io",
+            ("priorityclasses",),
+            {
+                "get": "reads the PriorityClass a job names",
+                "list": "kopf lists them",
+                "watch": "keeps queue order current",
+            },
+            about="PriorityClasses, read (queue order).",
+        ),
+        Rule(
+            "",
+            ("namespaces",),
+            {"create": "the kube-queue namespace, for the Queues"},
+            about="The kube-queue namespace.",
+        ),
+        Rule(
+            "",
+            tuple(
+                dict.fromkeys(
+                    ["secrets", *(plural(kind) for kind in DEPENDENCY_KINDS), "namespaces"]
+                )
+            ),
+            {
+                "get": "a member's kubeconfig Secret; what propagateDeps copies; the kube-system "
+                "namespace (the fleet id) and kube-queue (whether it exists)",
+                "list": "the informer on the namespaces holding kubeconfig Secrets (rotation)",
+                "watch": "an edited or renewed kubeconfig Secret is taken in at once",
+            },
+            about="Member kubeconfigs (Secrets named by MemberClusters), the dependencies "
+            "propagateDeps copies, namespaces.",
+        ),
+        Rule(
+            "",
+            ("events",),
+            {"create": "records what fleet did (ScheduleBindingSucceed, FailedOver, ...)"},
+            about="Events.",
+        ),
+        Rule(
+            "apiextensions.k8s.io",
+            ("customresourcedefinitions",),
+            {
+                "get": "kopf checks the resources it serves",
+                "list": "kopf's discovery",
+                "watch": "kopf notices a CRD installed later",
+            },
+            about="kopf discovers resources.",
+        ),
+    )
+
+
+def fleet_namespaced_rules() -> tuple[Rule, ...]:
+    """The Role of the controller in its own namespace (the chart's release namespace, where
+    `fleet join` keeps the member kubeconfig Secrets)."""
+    return (
+        Rule(
+            "coordination.k8s.io",
+            ("leases",),
+            {
+                "get": "reads the leader Lease",
+                "create": "the first replica creates it",
+                "update": "the leader renews it; a standby takes it over",
+            },
+            about="Leader election.",
+        ),
+        Rule(
+            "",
+            ("secrets",),
+            {
+                "patch": "writes a member's renewed token into its kubeconfig Secret "
+                "(only the Secrets in this namespace)",
+            },
+            about="Token renewal: the member kubeconfig Secrets `fleet join` made here.",
+        ),
+    )

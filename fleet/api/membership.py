@@ -1,0 +1,350 @@
+"""What joining a member makes, on either side, as plain objects (no I/O).
+
+In the member: a namespace, fleet's ServiceAccount, the ClusterRole of fleet.api.access and its
+binding, a Role letting the ServiceAccount request its own tokens and its binding, and (only
+with the `secret` token type) a long-lived service-account-token Secret. On the fleet: the
+kubeconfig Secret, which holds the member's server, its CA and a token of that ServiceAccount
+(never the credentials of whoever ran `fleet join`), and the MemberCluster.
+
+`fleet join` (fleet.join) sends these; the controller's token renewal
+(controller/members/renewal) rewrites the Secret through `renewed_secret`, so the kubeconfig
+shape is written in one place.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import yaml
+
+from fleet.api import constants as c
+from fleet.api._time import format_time
+from fleet.api.access import (
+    DEFAULT_MEMBER_NAMESPACE,
+    FLEET_SECRETS_NAMESPACE,
+    SERVICE_ACCOUNT,
+    TOKEN_ROLE,
+    as_policy_rules,
+    member_cluster_role,
+    member_rules,
+    token_rules,
+)
+
+__all__ = [
+    "DEFAULT_TOKEN_SECONDS",
+    "KUBECONFIG_KEY",
+    "REDACTED",
+    "TOKEN_SECRET",
+    "IssuedToken",
+    "JoinPlan",
+    "MemberEndpoint",
+    "TokenType",
+    "identity_of",
+    "kubeconfig_secret",
+    "member_kubeconfig",
+    "plan_join",
+    "redacted",
+    "renewed_secret",
+    "token_request",
+]
+
+TokenType = Literal["bound", "secret"]
+
+#: A bound token lives 24 hours by default: a leaked one is useful for a day at most, and the
+#: controller renews it at 80% of that (fleet.core.tokens), so it may be down for almost five
+#: hours before a member needs `fleet join` again. An API server may cap it lower
+#: (--service-account-max-token-expiration); the expiry it answers with is the one used.
+DEFAULT_TOKEN_SECONDS: Final = 24 * 3600
+#: TokenRequest's lower bound on expirationSeconds.
+MIN_TOKEN_SECONDS: Final = 600
+#: The long-lived token Secret of the `secret` token type, in fleet's namespace in the member.
+TOKEN_SECRET: Final = "fleet-token"
+KUBECONFIG_KEY: Final = "kubeconfig"
+#: What a dry run prints instead of a token.
+REDACTED: Final = "<redacted>"
+
+_RBAC_GROUP: Final = "rbac.authorization.k8s.io"
+_RBAC: Final = f"{_RBAC_GROUP}/v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberEndpoint:
+    """How the controller reaches the member: its server, the CA that signs it (base64 PEM, as
+    the user's kubeconfig had it; None: the system's CAs) and, if set, the TLS server name."""
+
+    server: str
+    ca_data: str | None = None
+    tls_server_name: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class IssuedToken:
+    """A token of fleet's ServiceAccount; `issued`/`expires` are epoch seconds (None: a
+    long-lived token Secret's, which does not expire)."""
+
+    token: str
+    issued: float | None = None
+    expires: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class JoinPlan:
+    """Everything `fleet join NAME` writes, in the order it is written (and the reverse order
+    of its rollback). The fleet-side Secret is made once the token is known (`fleet_objects`)."""
+
+    name: str
+    namespace: str
+    service_account: str
+    token_type: TokenType
+    token_seconds: int
+    member: tuple[dict[str, Any], ...]
+    endpoint: MemberEndpoint
+    labels: Mapping[str, str]
+    secrets_namespace: str = FLEET_SECRETS_NAMESPACE
+
+    @property
+    def secret_name(self) -> str:
+        return f"{self.name}-kubeconfig"
+
+    def fleet_objects(self, token: IssuedToken) -> tuple[dict[str, Any], ...]:
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": self.secrets_namespace},
+        }
+        secret = kubeconfig_secret(
+            self.secret_name,
+            self.secrets_namespace,
+            member_kubeconfig(self.name, self.endpoint, self.service_account_ref, token.token),
+            token_type=self.token_type,
+            service_account=self.service_account_ref,
+            token=token,
+        )
+        member = {
+            "apiVersion": c.FLEET_API_VERSION,
+            "kind": "MemberCluster",
+            "metadata": {"name": self.name, "labels": dict(self.labels)},
+            "spec": {
+                "kubeconfigSecretRef": {
+                    "namespace": self.secrets_namespace,
+                    "name": self.secret_name,
+                    "key": KUBECONFIG_KEY,
+                }
+            },
+        }
+        return namespace, secret, member
+
+    @property
+    def service_account_ref(self) -> str:
+        return f"{self.namespace}/{self.service_account}"
+
+
+def _labels() -> dict[str, str]:
+    return {c.JOINED_BY_LABEL: c.JOINED_BY}
+
+
+def plan_join(
+    name: str,
+    endpoint: MemberEndpoint,
+    *,
+    labels: Mapping[str, str] | None = None,
+    namespace: str = DEFAULT_MEMBER_NAMESPACE,
+    token_type: TokenType = "bound",
+    token_seconds: int = DEFAULT_TOKEN_SECONDS,
+    secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
+) -> JoinPlan:
+    """The objects that make fleet's identity in the member named `name`."""
+    if token_seconds < MIN_TOKEN_SECONDS:
+        raise ValueError(
+            f"--token-expiration {token_seconds}: TokenRequest issues no token shorter "
+            f"than {MIN_TOKEN_SECONDS} seconds"
+        )
+    account = SERVICE_ACCOUNT
+    role = member_cluster_role(namespace)
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    meta = {"labels": _labels()}
+    member: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, **meta}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": namespace, **meta},
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRole",
+            "metadata": {"name": role, **meta},
+            "rules": as_policy_rules(member_rules()),
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role, **meta},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": subject,
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "Role",
+            "metadata": {"name": TOKEN_ROLE, "namespace": namespace, **meta},
+            "rules": as_policy_rules(token_rules(account)),
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "RoleBinding",
+            "metadata": {"name": TOKEN_ROLE, "namespace": namespace, **meta},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": TOKEN_ROLE,
+            },
+            "subjects": subject,
+        },
+    ]
+    if token_type == "secret":
+        member.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/service-account-token",
+                "metadata": {
+                    "name": TOKEN_SECRET,
+                    "namespace": namespace,
+                    "annotations": {"kubernetes.io/service-account.name": account},
+                    **meta,
+                },
+            }
+        )
+    return JoinPlan(
+        name=name,
+        namespace=namespace,
+        service_account=account,
+        token_type=token_type,
+        token_seconds=token_seconds,
+        member=tuple(member),
+        endpoint=endpoint,
+        labels=dict(labels or {}),
+        secrets_namespace=secrets_namespace,
+    )
+
+
+def token_request(seconds: int) -> dict[str, Any]:
+    """A TokenRequest for the API server's own audience, expiring after `seconds`."""
+    return {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": int(seconds)},
+    }
+
+
+def member_kubeconfig(
+    name: str, endpoint: MemberEndpoint, service_account: str, token: str
+) -> dict[str, Any]:
+    """The kubeconfig fleet keeps for a member: its server, its CA, one token. Nothing else."""
+    cluster: dict[str, Any] = {"server": endpoint.server}
+    if endpoint.ca_data:
+        cluster["certificate-authority-data"] = endpoint.ca_data
+    if endpoint.tls_server_name:
+        cluster["tls-server-name"] = endpoint.tls_server_name
+    user = f"system:serviceaccount:{service_account.replace('/', ':')}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": user}}],
+        "current-context": name,
+    }
+
+
+def _token_annotations(token: IssuedToken) -> dict[str, str]:
+    if token.issued is None or token.expires is None:
+        return {}
+    return {
+        c.TOKEN_ISSUED_ANNOTATION: format_time(token.issued),
+        c.TOKEN_EXPIRES_ANNOTATION: format_time(token.expires),
+    }
+
+
+def kubeconfig_secret(
+    name: str,
+    namespace: str,
+    kubeconfig: Mapping[str, Any],
+    *,
+    token_type: TokenType,
+    service_account: str,
+    token: IssuedToken,
+) -> dict[str, Any]:
+    """The fleet-side Secret holding a member's kubeconfig, annotated with what the controller
+    needs to renew its token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": _labels(),
+            "annotations": {
+                c.TOKEN_TYPE_ANNOTATION: token_type,
+                c.SERVICE_ACCOUNT_ANNOTATION: service_account,
+                **_token_annotations(token),
+            },
+        },
+        "data": {
+            KUBECONFIG_KEY: base64.b64encode(yaml.safe_dump(dict(kubeconfig)).encode()).decode()
+        },
+    }
+
+
+def identity_of(secret: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, ServiceAccount) of fleet's identity in the member, from a Secret `fleet join`
+    wrote; None for a Secret made any other way."""
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+    namespace, slash, name = str(annotations.get(c.SERVICE_ACCOUNT_ANNOTATION) or "").partition("/")
+    return (namespace, name) if slash and namespace and name else None
+
+
+def renewed_secret(
+    secret: Mapping[str, Any],
+    kubeconfig: Mapping[str, Any],
+    token: IssuedToken,
+    key: str = KUBECONFIG_KEY,
+) -> dict[str, Any]:
+    """A merge patch of `secret` (a member's kubeconfig Secret) to `kubeconfig` with every user's
+    token replaced by `token`, and the token's times."""
+    config = copy.deepcopy(dict(kubeconfig))
+    for user in config.get("users") or []:
+        body = user.get("user") or {}
+        if "token" in body:
+            body["token"] = token.token
+    data = base64.b64encode(yaml.safe_dump(config).encode()).decode()
+    return {
+        "metadata": {
+            "name": (secret.get("metadata") or {}).get("name"),
+            "namespace": (secret.get("metadata") or {}).get("namespace"),
+            "annotations": _token_annotations(token),
+        },
+        "data": {key: data},
+    }
+
+
+def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """`obj` with the token of a kubeconfig Secret replaced by REDACTED (dry runs)."""
+    out = copy.deepcopy(dict(obj))
+    if out.get("kind") == "Secret" and KUBECONFIG_KEY in (out.get("data") or {}):
+        config = yaml.safe_load(base64.b64decode(out["data"][KUBECONFIG_KEY]))
+        for user in config.get("users") or []:
+            if "token" in (user.get("user") or {}):
+                user["user"]["token"] = REDACTED
+        del out["data"]
+        out["stringData"] = {KUBECONFIG_KEY: yaml.safe_dump(config)}
+    return out

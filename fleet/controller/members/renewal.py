@@ -1,0 +1,154 @@
+"""Renewing a joined member's bound token before it expires, with no human step.
+
+`fleet join` stores a TokenRequest token of fleet's ServiceAccount in the member, with when it
+was issued and when it expires (annotations on the kubeconfig Secret). Before it expires
+(`fleet.core.tokens.renew_at`), the leading controller asks the member for a new one,
+authenticated by the current one (the ServiceAccount's Role allows exactly that), and writes it
+into the Secret. The Secret's watch takes it in like any rotation, but a change of the token
+alone is swapped into the live client (`RenewableToken`): the member's watches, its snapshot
+and its health go on untouched, so a renewal never makes a Ready member blink.
+
+A renewal that fails (the member is down, the Role was removed) is retried; the member turns
+NotReady with the API server's 401 only if the token runs out first. `fleet join` again mends
+that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Generator, Mapping
+from typing import Any
+
+import httpx
+
+from fleet.api import constants as c
+from fleet.api._time import parse_time, to_epoch
+from fleet.api.membership import IssuedToken, identity_of, renewed_secret, token_request
+from fleet.core.tokens import renew_at
+from fleet.kube import BearerToken, KubeClient, Trust, from_kubeconfig
+
+log = logging.getLogger(__name__)
+
+#: How long a failed renewal waits before it tries again.
+RETRY_SECONDS = 15.0
+
+
+class RenewableToken(BearerToken):
+    """A bearer token that is replaced in place, for the requests that follow."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(token)
+        self.current = token
+
+    def token(self) -> str:
+        return self.current
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self.current}"
+        yield request
+
+    def __repr__(self) -> str:
+        return "RenewableToken(<hidden>)"
+
+
+def connect_renewable(name: str, config: Mapping[str, Any]) -> KubeClient:
+    """The member's client, its token (if it authenticates with one) replaceable in place."""
+    connection = from_kubeconfig(config, trust=Trust.SECRET)  # inline data only, never a plugin
+    if isinstance(connection.auth, BearerToken):
+        connection = dataclasses.replace(connection, auth=RenewableToken(connection.auth.token()))
+    return KubeClient(connection, name=name)
+
+
+def renewable_token(client: KubeClient | None) -> RenewableToken | None:
+    auth = client.connection.auth if client is not None else None
+    return auth if isinstance(auth, RenewableToken) else None
+
+
+def shape(config: Mapping[str, Any]) -> str:
+    """A digest of a kubeconfig without its tokens: equal shapes differ by the token alone."""
+    users = [
+        {**user, "user": {k: v for k, v in (user.get("user") or {}).items() if k != "token"}}
+        for user in config.get("users") or []
+    ]
+    stripped = {**config, "users": users}
+    return hashlib.sha256(json.dumps(stripped, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def token_of(config: Mapping[str, Any]) -> str | None:
+    """The token of the kubeconfig's current user (None if it has none)."""
+    context = next(
+        (x for x in config.get("contexts") or [] if x.get("name") == config.get("current-context")),
+        None,
+    )
+    user = ((context or {}).get("context") or {}).get("user")
+    for entry in config.get("users") or []:
+        if entry.get("name") == user:
+            token = (entry.get("user") or {}).get("token")
+            return str(token) if token else None
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Renewal:
+    """What renewing a member's token needs, read from its kubeconfig Secret."""
+
+    secret: Mapping[str, Any]
+    key: str
+    config: Mapping[str, Any]
+    namespace: str
+    service_account: str
+    issued: float
+    expires: float
+
+    @property
+    def lifetime(self) -> int:
+        return max(round(self.expires - self.issued), 600)
+
+    def due(self, now: float, renew_before: float | None) -> float:
+        return renew_at(self.issued, self.expires, now, renew_before=renew_before)
+
+
+def renewal_of(secret: Mapping[str, Any], key: str, config: Mapping[str, Any]) -> Renewal | None:
+    """The renewal of a Secret `fleet join` wrote with a bound token; None for any other."""
+    annotations = (secret.get("metadata") or {}).get("annotations") or {}
+    identity = identity_of(secret)
+    if annotations.get(c.TOKEN_TYPE_ANNOTATION) != c.TOKEN_TYPE_BOUND or identity is None:
+        return None
+    try:
+        issued = to_epoch(parse_time(str(annotations[c.TOKEN_ISSUED_ANNOTATION])))
+        expires = to_epoch(parse_time(str(annotations[c.TOKEN_EXPIRES_ANNOTATION])))
+    except (KeyError, ValueError):
+        log.warning(
+            "Secret %s: a bound token without valid %s/%s annotations is not renewed",
+            (secret.get("metadata") or {}).get("name"),
+            c.TOKEN_ISSUED_ANNOTATION,
+            c.TOKEN_EXPIRES_ANNOTATION,
+        )
+        return None
+    namespace, account = identity
+    return Renewal(secret, key, config, namespace, account, issued, expires)
+
+
+async def renew(client: KubeClient, fleet: KubeClient, renewal: Renewal, now: float) -> IssuedToken:
+    """Request a new token with the current one and write it into the fleet's Secret."""
+    answer = await client.create_subresource(
+        "v1",
+        "ServiceAccount",
+        renewal.service_account,
+        "token",
+        token_request(renewal.lifetime),
+        renewal.namespace,
+    )
+    status = answer.get("status") or {}
+    stamp = status.get("expirationTimestamp")
+    expires = to_epoch(parse_time(stamp)) if stamp else now + renewal.lifetime
+    token = IssuedToken(str(status.get("token") or ""), issued=now, expires=expires)
+    if not token.token:
+        raise ValueError(f"{client.name} answered the TokenRequest without a token")
+    patch = renewed_secret(renewal.secret, renewal.config, token, renewal.key)
+    meta = renewal.secret.get("metadata") or {}
+    await fleet.patch("v1", "Secret", meta["name"], patch, meta.get("namespace"))
+    return token

@@ -1,0 +1,124 @@
+"""Joining members to the fleet with fleet's own least-privilege identity, and unjoining them.
+
+`fleet join` and `fleet unjoin` (the command line), the demo and the end-to-end fixtures all
+come through `join_member`, so every member in every test is joined the way users join theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
+from fleet.api.membership import (
+    DEFAULT_TOKEN_SECONDS,
+    IssuedToken,
+    JoinPlan,
+    MemberEndpoint,
+    TokenType,
+    member_kubeconfig,
+    plan_join,
+)
+from fleet.install import single_context
+from fleet.join.join import JoinError, dry_run, endpoint_of, join
+from fleet.join.unjoin import bound_jobs, unjoin
+from fleet.kube import (
+    SyncKubeClient,
+    Trust,
+    from_kubeconfig,
+    kubeconfig_files,
+    merge_kubeconfig_files,
+    read_kubeconfig_file,
+)
+from fleet.kubeconfig import check_kubeconfig
+
+__all__ = [
+    "JoinError",
+    "bound_jobs",
+    "dry_run",
+    "join",
+    "join_member",
+    "member_client",
+    "plan_for",
+    "unjoin",
+    "user_kubeconfig",
+]
+
+
+def user_kubeconfig(path: str | None = None) -> dict[str, Any]:
+    """The user's own kubeconfig, as kubectl reads it: `path`, else the `$KUBECONFIG` files
+    merged, else ~/.kube/config (relative file paths resolved against each file's folder)."""
+    if path:
+        files = [Path(path).expanduser()]
+    else:
+        files = kubeconfig_files() or [Path.home() / ".kube" / "config"]
+    if not any(f.exists() for f in files):
+        read_kubeconfig_file(files[0])  # raises, naming the file
+    return merge_kubeconfig_files(files)
+
+
+def member_client(
+    config: Mapping[str, Any], context: str | None = None, base: Path | None = None
+) -> tuple[SyncKubeClient, Mapping[str, Any]]:
+    """A client of the member with the user's own kubeconfig (kubectl's rules: files, exec
+    plugins), and that context's cluster entry."""
+    one = single_context(dict(config), context)
+    source = f"member kubeconfig context {one['current-context']}"
+    connection = from_kubeconfig(one, base=base, source=source, trust=Trust.USER)
+    return SyncKubeClient(connection, name=one["current-context"]), one["clusters"][0]["cluster"]
+
+
+def plan_for(
+    name: str,
+    client: SyncKubeClient,
+    cluster: Mapping[str, Any],
+    *,
+    labels: Mapping[str, str] | None = None,
+    namespace: str = DEFAULT_MEMBER_NAMESPACE,
+    token_type: TokenType = "bound",
+    token_seconds: int = DEFAULT_TOKEN_SECONDS,
+    secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
+) -> JoinPlan:
+    endpoint = endpoint_of(client.connection, cluster)
+    _check_stored(name, endpoint, cluster)
+    return plan_join(
+        name,
+        endpoint,
+        labels=labels,
+        namespace=namespace,
+        token_type=token_type,
+        token_seconds=token_seconds,
+        secrets_namespace=secrets_namespace,
+    )
+
+
+def _check_stored(name: str, endpoint: MemberEndpoint, cluster: Mapping[str, Any]) -> None:
+    """The kubeconfig fleet will store passes the controller's rules (fleet.kubeconfig), or
+    KubeconfigError names the field, before anything is written. A member the user reaches
+    without verifying it (insecure-skip-tls-verify) is refused: fleet would have no CA to verify
+    it with."""
+    stored = member_kubeconfig(name, endpoint, "ns/sa", "token")
+    if "insecure-skip-tls-verify" in cluster:
+        stored["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = cluster[
+            "insecure-skip-tls-verify"
+        ]
+    check_kubeconfig(stored, source=f"kubeconfig for {name}")
+
+
+def join_member(
+    fleet: SyncKubeClient,
+    name: str,
+    config: Mapping[str, Any],
+    labels: Mapping[str, str] | None = None,
+    *,
+    context: str | None = None,
+    base: Path | None = None,
+    say: Callable[[str], None] = lambda _: None,
+    **options: Any,
+) -> IssuedToken:
+    """Join the member `config` (the user's kubeconfig, `context` in it) as `name`."""
+    client, cluster = member_client(config, context, base)
+    with client:
+        plan = plan_for(name, client, cluster, labels=labels, **options)
+        return join(fleet, client, plan, say=say)

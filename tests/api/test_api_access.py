@@ -1,0 +1,61 @@
+"""fleet's permissions come from one place: the rules in fleet.api.access, copied into the Helm
+chart and docs/security.md, and derived from the kinds fleet dispatches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet.api import access, rbacgen
+from fleet.api.constants import DEPENDENCY_KINDS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _grants(rules, group: str, resource: str) -> set[str]:
+    return {v for r in rules if r.group == group and resource in r.resources for v in r.verbs}
+
+
+def test_the_chart_and_the_docs_are_what_the_rules_generate():
+    stale = [
+        str(path.relative_to(REPO))
+        for path, text in rbacgen.render(REPO).items()
+        if path.read_text() != text
+    ]
+    assert not stale, "run: python -m fleet.api.rbacgen --write ."
+    assert rbacgen.main(["--check", str(REPO)]) == 0
+
+
+def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else_may():
+    rules = access.member_rules()
+    for api_version, kind in access.job_kinds():
+        verbs = _grants(rules, access.group_of(api_version), access.plural(kind))
+        assert verbs == {"get", "list", "watch", "create", "patch", "delete"}, kind
+    for kind in DEPENDENCY_KINDS:
+        assert _grants(rules, "", access.plural(kind)) == {"create", "patch"}, kind
+    # Read-only where fleet only reads; no update, no deletecollection, no wildcard anywhere.
+    assert _grants(rules, "", "nodes") == {"list", "watch"}
+    assert _grants(rules, "", "namespaces") == {"get", "list", "create"}
+    every_verb = {v for r in rules for v in r.verbs}
+    assert every_verb <= {"get", "list", "watch", "create", "patch", "delete"}
+    assert all("*" not in r.resources and r.group != "*" for r in rules)
+    assert _grants(rules, "rbac.authorization.k8s.io", "clusterroles") == set()
+
+
+def test_the_token_role_lets_fleet_request_its_own_tokens_only():
+    (rule,) = access.token_rules("fleet")
+    assert rule.as_policy_rule() == {
+        "apiGroups": [""],
+        "resources": ["serviceaccounts/token"],
+        "verbs": ["create"],
+        "resourceNames": ["fleet"],
+    }
+
+
+def test_each_verb_says_why():
+    for rule in (
+        *access.member_rules(),
+        *access.token_rules(),
+        *access.fleet_rules(),
+        *access.fleet_namespaced_rules(),
+    ):
+        assert rule.verbs and all(why.strip() for why in rule.why.values()), rule

@@ -1,0 +1,326 @@
+"""`fleet join` and `fleet unjoin` against in-memory API servers: what each side holds after a
+join (fleet's identity in the member, only its token on the fleet), a second run, a dry run,
+rollback when a side refuses, and unjoin with and without bound jobs, reachable or not."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from fleet import cli
+from fleet.api import access
+from fleet.api import constants as c
+from fleet.api.membership import MemberEndpoint, plan_join
+from fleet.join import JoinError, dry_run, join, unjoin
+from tests.controller.apiserver import FLEET_KINDS, MEMBER_KINDS, MemoryApi, status
+from tests.kube.pki import inline_kubeconfig, make_pem
+
+CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode()
+ENDPOINT = MemberEndpoint("https://member-1.example:6443", CA)
+RBAC = "rbac.authorization.k8s.io/v1"
+IDENTITY = [
+    ("v1", "Namespace", "fleet-member", None),
+    ("v1", "ServiceAccount", "fleet", "fleet-member"),
+    (RBAC, "ClusterRole", "fleet:fleet-member", None),
+    (RBAC, "ClusterRoleBinding", "fleet:fleet-member", None),
+    (RBAC, "Role", "fleet-token", "fleet-member"),
+    (RBAC, "RoleBinding", "fleet-token", "fleet-member"),
+]
+
+
+class TokenIssuer:
+    """The member's TokenRequest endpoint: token-1, token-2, ... expiring after what is asked."""
+
+    def __init__(self, api: MemoryApi) -> None:
+        self.issued: list[int] = []
+        api.interceptors.append(self)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response | None:
+        if not (request.method == "POST" and request.url.path.endswith("/token")):
+            return None
+        seconds = json.loads(request.content)["spec"]["expirationSeconds"]
+        self.issued.append(seconds)
+        return httpx.Response(
+            201,
+            json={
+                "kind": "TokenRequest",
+                "status": {
+                    "token": f"token-{len(self.issued)}",
+                    "expirationTimestamp": "2030-01-02T00:00:00Z",
+                },
+            },
+        )
+
+
+def refuse(api: MemoryApi, method: str, path_part: str) -> Callable[[httpx.Request], Any]:
+    def intercept(request: httpx.Request) -> httpx.Response | None:
+        if request.method == method and path_part in request.url.path:
+            return status(403, "Forbidden", f'{path_part} is forbidden: User "dev" cannot do it')
+        return None
+
+    api.interceptors.append(intercept)
+    return intercept
+
+
+@pytest.fixture
+def member() -> MemoryApi:
+    api = MemoryApi(MEMBER_KINDS, server=ENDPOINT.server)
+    TokenIssuer(api)
+    return api
+
+
+@pytest.fixture
+def fleet() -> MemoryApi:
+    return MemoryApi(FLEET_KINDS)
+
+
+def _stored_kubeconfig(fleet: MemoryApi) -> dict[str, Any]:
+    secret = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
+    assert secret is not None
+    return dict(yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"])))
+
+
+def _join(fleet: MemoryApi, member: MemoryApi, **kw: Any) -> list[str]:
+    said: list[str] = []
+    plan = plan_join("member-1", ENDPOINT, labels={"region": "east"}, **kw)
+    join(fleet.sync_client("fleet"), member.sync_client("member-1"), plan, say=said.append)
+    return said
+
+
+def test_join_makes_fleets_identity_in_the_member_and_stores_only_its_token(fleet, member):
+    _join(fleet, member)
+
+    for api_version, kind, name, namespace in IDENTITY:
+        assert member.get(api_version, kind, name, namespace) is not None, (kind, name)
+    role = member.get(RBAC, "ClusterRole", "fleet:fleet-member")
+    assert role is not None and role["rules"] == access.as_policy_rules(access.member_rules())
+    token_role = member.get(RBAC, "Role", "fleet-token", "fleet-member")
+    assert token_role is not None and token_role["rules"][0]["resourceNames"] == ["fleet"]
+    binding = member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member")
+    assert binding is not None and binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "fleet", "namespace": "fleet-member"}
+    ]
+
+    config = _stored_kubeconfig(fleet)
+    (user,) = config["users"]
+    assert user["user"] == {"token": "token-1"}  # no client key, no certificate, nothing else
+    assert config["clusters"][0]["cluster"] == {
+        "server": ENDPOINT.server,
+        "certificate-authority-data": CA,
+    }
+    secret = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
+    assert secret is not None
+    annotations = secret["metadata"]["annotations"]
+    assert annotations[c.TOKEN_TYPE_ANNOTATION] == "bound"
+    assert annotations[c.SERVICE_ACCOUNT_ANNOTATION] == "fleet-member/fleet"
+    assert annotations[c.TOKEN_EXPIRES_ANNOTATION] == "2030-01-02T00:00:00Z"
+    mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
+    assert mc is not None and mc["metadata"]["labels"] == {"region": "east"}
+    assert mc["spec"]["kubeconfigSecretRef"]["name"] == "member-1-kubeconfig"
+
+
+def test_join_again_updates_in_place_and_rotates_the_token(fleet, member):
+    _join(fleet, member)
+    before = {k: member.get(*k) for k in IDENTITY}
+    said = _join(fleet, member)
+
+    assert all("configured" in line for line in said if line.startswith(("member", "fleet")))
+    after = {k: member.get(*k) for k in IDENTITY}
+    assert {k: v["metadata"]["uid"] for k, v in after.items() if v} == {
+        k: v["metadata"]["uid"] for k, v in before.items() if v
+    }
+    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-2"
+    assert len(fleet.list(c.FLEET_API_VERSION, "MemberCluster")) == 1
+
+
+def test_a_long_lived_token_secret_when_asked(fleet, member):
+    def token_controller(event: str, obj: dict[str, Any]) -> None:
+        if obj.get("type") == "kubernetes.io/service-account-token" and event == "ADDED":
+            key = ("v1", "Secret", obj["metadata"]["namespace"], obj["metadata"]["name"])
+            member.objects[key]["data"] = {"token": base64.b64encode(b"long-lived").decode()}
+
+    member.watchers.append(token_controller)
+    _join(fleet, member, token_type="secret")
+
+    assert _stored_kubeconfig(fleet)["users"][0]["user"] == {"token": "long-lived"}
+    secret = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
+    assert secret is not None
+    annotations = secret["metadata"]["annotations"]
+    assert annotations[c.TOKEN_TYPE_ANNOTATION] == "secret"
+    assert c.TOKEN_EXPIRES_ANNOTATION not in annotations  # nothing to renew
+    assert not member.asked("POST", "/token")
+
+
+def test_a_member_refusing_rbac_leaves_nothing_behind(fleet, member):
+    refuse(member, "PATCH", "/clusterroles/")
+
+    with pytest.raises(JoinError) as err:
+        _join(fleet, member)
+
+    message = str(err.value)
+    assert "\n" not in message and "clusterroles" in message and "403" in message
+    assert "member member-1 refused" in message and "nothing this run created" in message
+    for api_version, kind, name, namespace in IDENTITY:
+        assert member.get(api_version, kind, name, namespace) is None, kind
+    assert fleet.list(c.FLEET_API_VERSION, "MemberCluster") == []
+
+
+def test_a_fleet_refusing_the_secret_rolls_the_member_back_too_but_not_what_was_there(
+    fleet, member
+):
+    member.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet-member"}})
+    refuse(fleet, "PATCH", "/secrets/member-1-kubeconfig")
+
+    with pytest.raises(JoinError) as err:
+        _join(fleet, member)
+
+    assert "the fleet refused" in str(err.value)
+    assert member.get(RBAC, "ClusterRole", "fleet:fleet-member") is None
+    assert member.get("v1", "ServiceAccount", "fleet", "fleet-member") is None
+    assert member.get("v1", "Namespace", "fleet-member") is not None  # was there before
+    assert fleet.get("v1", "Namespace", "fleet-system") is None
+    assert fleet.list(c.FLEET_API_VERSION, "MemberCluster") == []
+
+
+def test_a_dry_run_prints_every_object_of_either_side_and_no_token():
+    out = dry_run(plan_join("member-1", ENDPOINT))
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    kinds = [d["kind"] for d in docs]
+    assert kinds == [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "TokenRequest",
+        "Namespace",
+        "Secret",
+        "MemberCluster",
+    ]
+    stored = yaml.safe_load(docs[8]["stringData"]["kubeconfig"])
+    assert stored["users"][0]["user"] == {"token": "<redacted>"}
+
+
+# -- unjoin ---------------------------------------------------------------------------------
+
+
+def _binding(fleet: MemoryApi, name: str, cluster: str) -> None:
+    fleet.put(
+        {
+            "apiVersion": c.FLEET_API_VERSION,
+            "kind": "GangBinding",
+            "metadata": {"name": f"pytorchjob-{name}", "namespace": "default"},
+            "spec": {
+                "resource": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": name},
+                "clusters": [{"name": cluster}],
+            },
+        }
+    )
+
+
+def test_unjoin_removes_both_sides(fleet, member):
+    _join(fleet, member)
+    notes = unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+
+    assert notes == []
+    for api_version, kind, name, namespace in IDENTITY[:1] + IDENTITY[2:4]:
+        assert member.get(api_version, kind, name, namespace) is None, kind
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
+    assert fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system") is None
+
+
+def test_unjoin_refuses_while_jobs_are_bound_naming_them(fleet, member):
+    _join(fleet, member)
+    _binding(fleet, "train", "member-1")
+    _binding(fleet, "other", "member-2")
+
+    with pytest.raises(JoinError) as err:
+        unjoin(fleet.sync_client(), member.sync_client(), "member-1")
+
+    assert "default/PyTorchJob/train" in str(err.value)
+    assert "PyTorchJob/other" not in str(err.value) and "--move" in str(err.value)
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is not None
+    assert member.get(RBAC, "ClusterRole", "fleet:fleet-member") is not None
+
+
+def test_unjoin_leave_goes_ahead_and_move_waits_for_the_controller(fleet, member):
+    _join(fleet, member)
+    _binding(fleet, "train", "member-1")
+
+    def controller_moves_it(_seconds: float) -> None:
+        mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") or {}
+        taints = (mc.get("spec") or {}).get("taints") or []
+        assert {"key": c.UNJOINING_TAINT_KEY, "effect": "NoExecute"} in taints
+        fleet.merge(
+            c.FLEET_API_VERSION,
+            "GangBinding",
+            "pytorchjob-train",
+            "default",
+            {"spec": {"clusters": [{"name": "member-2"}]}},
+        )
+
+    notes = unjoin(
+        fleet.sync_client(),
+        member.sync_client(),
+        "member-1",
+        move=True,
+        say=lambda _: None,
+        sleep=controller_moves_it,
+    )
+    assert notes == [] and fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
+
+    _join(fleet, member)
+    _binding(fleet, "stays", "member-1")
+    unjoin(fleet.sync_client(), member.sync_client(), "member-1", leave=True, say=lambda _: None)
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
+
+
+def test_an_unreachable_member_is_unjoined_on_the_fleet_side_with_a_note(fleet, member):
+    _join(fleet, member)
+    member.reachable = False
+
+    (note,) = unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
+    assert fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system") is None
+    assert "left in member member-1" in note and "clusterrole/fleet:fleet-member" in note
+    assert "namespace/fleet-member" in note and "\n" not in note
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_the_command_line_says_one_line_and_exits_1_when_the_member_refuses(
+    monkeypatch, tmp_path, fleet, member, capsys
+):
+    from fleet import join as join_module
+    from fleet import kube as kube_module
+
+    pem = make_pem()
+    (tmp_path / "fleet").write_text(yaml.safe_dump(inline_kubeconfig(pem)))
+    (tmp_path / "member").write_text(yaml.safe_dump(inline_kubeconfig(pem, ENDPOINT.server)))
+    monkeypatch.setattr(kube_module, "SyncKubeClient", lambda *a, **kw: fleet.sync_client("fleet"))
+    monkeypatch.setattr(
+        join_module, "SyncKubeClient", lambda *a, **kw: member.sync_client("member-1")
+    )
+    refuse(member, "PATCH", "/clusterrolebindings/")
+
+    argv = ["join", "member-1", "--member-kubeconfig", str(tmp_path / "member")]
+    assert cli.main([*argv, "--kubeconfig", str(tmp_path / "fleet")]) == 1
+
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert line.startswith("fleet: error: join member-1: the member member-1 refused: ")
+    assert "clusterrolebindings" in line and "token" not in out
+    for api_version, kind, name, namespace in IDENTITY:
+        assert member.get(api_version, kind, name, namespace) is None, kind
+
+    assert cli.main(["join", "member-1", "--dry-run", "--member-kubeconfig", argv[3]]) == 0
+    assert "ClusterRoleBinding" in capsys.readouterr().out
