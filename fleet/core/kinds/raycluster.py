@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
@@ -111,7 +111,7 @@ def ray_state(status: Mapping[str, Any] | None) -> JobState:
 class RayClusterAdapter(KindAdapter):
     api_version = "ray.io/v1"
     kind = "RayCluster"
-    status_fields = (
+    status_fields: ClassVar[tuple[str, ...]] = (
         "state",
         "reason",
         "desiredWorkerReplicas",

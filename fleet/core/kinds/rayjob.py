@@ -13,19 +13,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
-from fleet.core.kinds.adapter import KindAdapter, PodTemplate, object_at
-from fleet.core.kinds.raycluster import (
-    CLUSTER_LABEL,
-    ROLE_LABEL,
-    cluster_templates,
-    ray_minimum,
-    worker_pod_spec,
-)
+from fleet.core.kinds.adapter import PodTemplate, object_at
+from fleet.core.kinds.raycluster import CLUSTER_LABEL, RayClusterAdapter, cluster_templates
 
 _STATES: dict[str, JobState] = {
     "Complete": "Succeeded",
@@ -38,10 +32,12 @@ _STATES: dict[str, JobState] = {
 }
 
 
-class RayJobAdapter(KindAdapter):
-    api_version = "ray.io/v1"
+class RayJobAdapter(RayClusterAdapter):
+    """A RayCluster's adapter whose cluster is `spec.rayClusterSpec`: the gang, the pod specs,
+    the minimum and the copy are the cluster's; the state and the pods' cluster are the job's."""
+
     kind = "RayJob"
-    status_fields = (
+    status_fields: ClassVar[tuple[str, ...]] = (
         "jobDeploymentStatus",
         "jobStatus",
         "jobId",
@@ -54,8 +50,6 @@ class RayJobAdapter(KindAdapter):
         "reason",
         "message",
     )
-    fleet_pod_group = True
-    role_label = ROLE_LABEL
     doc_gang = "its rayClusterSpec: the head plus each worker group's minReplicas x numOfHosts"
     doc_added = (
         "as RayCluster, and a submitter Job pod (500m CPU, 200Mi) after the gang runs: not counted"
@@ -70,18 +64,6 @@ class RayJobAdapter(KindAdapter):
                 "(spec.rayClusterSpec)",
             )
         return cluster_templates(object_at(spec, "rayClusterSpec", "spec"), "spec.rayClusterSpec")
-
-    def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
-        return [t for t, _least in self._found(obj)]
-
-    def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
-        return worker_pod_spec(template)
-
-    def min_member(
-        self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int
-    ) -> tuple[int, str]:
-        given, source = super().min_member(obj, templates, total)
-        return (given, source) if source != "all replicas" else ray_minimum(self._found(obj))
 
     def state(self, status: Mapping[str, Any] | None) -> JobState:
         return _STATES.get(str((status or {}).get("jobDeploymentStatus") or ""), "Pending")
