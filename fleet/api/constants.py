@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from fleet.core.admission.reasons import REASON_QUEUED as _REASON_QUEUED
+
 # --- API groups -----------------------------------------------------------------------------
 POLICY_GROUP: Final = "policy.one.alibabacloud.com"
 """ACK One's policy group; PropagationPolicy and ClusterPropagationPolicy live here."""
@@ -121,8 +123,9 @@ REASON_SCHEDULED: Final = "Success"
 """Karmada's reason on Scheduled=True."""
 REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"
 """Karmada's reason on Scheduled=False when no cluster can hold the workload."""
-REASON_QUEUED: Final = "SchedulingSuspended"
-"""Scheduled=False while spec.suspension.scheduling holds the binding in the queue."""
+#: Scheduled=False while spec.suspension.scheduling holds the binding in the queue (the core's
+#: `fleet.core.admission.reasons`, which decides it).
+REASON_QUEUED: Final = _REASON_QUEUED
 REASON_FULLY_APPLIED: Final = "FullyAppliedSuccess"
 REASON_APPLY_FAILED: Final = "FullyAppliedFailed"
 REASON_HEALTHY: Final = "Healthy"

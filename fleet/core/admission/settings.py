@@ -1,0 +1,33 @@
+"""The admission's settings: placement timeout, backoff, and what a unit with no quota does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+NoQuotaMode = Literal["wait", "bypass"]
+
+
+@dataclass(frozen=True)
+class AdmissionSettings:
+    placement_timeout: float = 300.0
+    """Seconds a dequeued unit may stay unplaced before it goes to TimeoutBackoff."""
+    backoff_seconds: float = 60.0
+    """The first backoff; each later one doubles, up to `backoff_limit`."""
+    backoff_limit: float = 900.0
+    no_quota: NoQuotaMode = "wait"
+    """What a unit in no quota node does: wait (reported) or bypass the queue (reported)."""
+
+    def __post_init__(self) -> None:
+        if not self.placement_timeout > 0:
+            raise ValueError(f"placement_timeout must be positive, got {self.placement_timeout}")
+        if self.backoff_seconds < 0 or self.backoff_limit < self.backoff_seconds:
+            raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
+        if self.no_quota not in ("wait", "bypass"):
+            raise ValueError(f"no_quota must be wait or bypass, got {self.no_quota!r}")
+
+    def backoff(self, attempts: int) -> float:
+        """The backoff after the `attempts`-th dequeue timed out."""
+        if attempts <= 1:
+            return self.backoff_seconds
+        return min(self.backoff_limit, self.backoff_seconds * 2.0 ** min(attempts - 1, 60))
