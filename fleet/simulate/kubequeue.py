@@ -31,9 +31,11 @@ import yaml
 from fleet.core.admission import (
     DEQUEUED,
     RUNNING,
+    SUCCEED,
     Admission,
     AdmissionSettings,
     UnitSpec,
+    unit_end,
 )
 from fleet.core.quota import QuotaTree, check_tree
 from fleet.core.resources import GPU, Resources
@@ -214,8 +216,7 @@ class QuotaQueue:
         self._withdraw(job)
         if job.state is State.GAVE_UP:
             self._unplaced.discard(key)
-            self._jobs.pop(key, None)
-            self.admission.remove(key)
+            self._end(key, None, gave_up=True, now=None)
 
     def capacity_freed(self) -> None:
         self._released.reopen()
@@ -253,8 +254,17 @@ class QuotaQueue:
         self._released.drain(place)
 
     def finished(self, job: SimJob, now: float) -> None:
-        key = job.spec.id
-        self.admission.finished(key, True, now)
+        """The job's copy completed: the simulation's jobs only complete by succeeding."""
+        self._end(job.spec.id, "Succeeded", gave_up=False, now=now)
+
+    def _end(self, key: str, phase: str | None, *, gave_up: bool, now: float | None) -> None:
+        """The job ended, by the controller's rule (`unit_end`): its unit goes Succeed or
+        Failed, releasing its quota once, and the simulation forgets it. A job that fails in
+        its member is failed over by the simulation (`push`), which the rule does not end."""
+        end = unit_end(phase, gave_up=gave_up, retried_on_failure=True)
+        if end is None:
+            return
+        self.admission.finished(key, end == SUCCEED, now if now is not None else 0.0)
         self._jobs.pop(key, None)
         self.admission.remove(key)
 

@@ -27,14 +27,21 @@ from fleet.api import constants as c
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.kubequeue import KubeQueue
-from fleet.controller.queue.units import key_of_job, new_unit, spec_of, state_of
+from fleet.controller.queue.units import key_of_job, new_unit
 from fleet.controller.status_mirror import (
     binding_conditions,
     mark_created,
     set_scheduled_condition,
 )
 from fleet.core import lifecycle
-from fleet.core.admission import DEQUEUED, RUNNING, TERMINAL, TIMEOUT_BACKOFF, UnitState
+from fleet.core.admission import (
+    DEQUEUED,
+    LOUD_REASONS,
+    RUNNING,
+    TIMEOUT_BACKOFF,
+    unit_end,
+    waiting_reason,
+)
 from fleet.kube import ApiError, Obj
 
 log = logging.getLogger(__name__)
@@ -43,8 +50,6 @@ log = logging.getLogger(__name__)
 QUEUED_MESSAGE = "suspension.scheduling holds the job for the queue"
 #: How soon a queued job is looked at again while the queue is being rebuilt.
 NOT_READY_RETRY_SECONDS = 1.0
-#: Why-kinds that get their own condition reason and a Warning Event.
-_LOUD = ("NoQuota", "NeverFits")
 
 
 def queued(job: Job) -> bool:
@@ -57,28 +62,24 @@ async def admit(shell: Shell, job: Job) -> bool:
     kq = shell.kube_queue
     key = key_of_job(job.key)
     if not queued(job):
-        if key in kq.admission:
+        if kq.knows(key):
             await release(shell, job.key)  # the policy stopped queueing it
         return True
     if not kq.ready:
         shell.queue.add_after(job.key, NOT_READY_RETRY_SECONDS)
         return False
-    if key in kq.unsaved:
+    if kq.undecided(key):
         return False  # decided, not yet written: the pass requeues the job once it is
-    unit = kq.units.get(key)
+    unit = kq.unit(key)
     if unit is not None and _consumer_uid(unit) != job.uid:
         await release(shell, job.key)  # left by an earlier job of the same name
         unit = None
     if unit is None:
         unit = await _create(shell, kq, job, key)
-    known = key in kq.admission
-    kq.admission.upsert(spec_of(unit), state_of(unit))
-    if not known:
-        kq.request_pass()
+    kq.track(unit)
     now = shell.clock.now()
-    phase = kq.admission.phase(key)
-    if phase == RUNNING and kq.admission.unplaced(key, now):
-        await _write(kq, key, "failed over: keeps its quota and is placed again", now)
+    phase = kq.phase(key)
+    if phase == RUNNING and await kq.fail_over(key, now):
         phase = DEQUEUED
     if phase == DEQUEUED:
         return True
@@ -88,54 +89,29 @@ async def admit(shell: Shell, job: Job) -> bool:
 
 async def placed(shell: Shell, job: WorkloadKey, cluster: str) -> None:
     """Placement chose `cluster` for `job`: its unit is Running (still holding its quota)."""
-    kq = shell.kube_queue
-    key = key_of_job(job)
-    now = shell.clock.now()
-    phase = kq.admission.phase(key)
-    if phase is None or phase == RUNNING:
-        return
-    if not kq.admission.placed(key, now):
-        # Its placement timed out while it was being placed: it runs, so it holds its quota
-        # again (as a restart would count it), rather than running uncharged.
-        state = kq.admission.state(key)
-        unit = kq.units.get(key)
-        if state is None or unit is None or state.phase in TERMINAL:
-            return
-        kq.unsaved.pop(key, None)
-        kq.admission.remove(key)
-        kq.admission.upsert(spec_of(unit), UnitState(RUNNING, now, None, max(state.attempts, 1)))
-    await _write(kq, key, f"placed in {cluster}", now)
+    await shell.kube_queue.place(key_of_job(job), cluster, shell.clock.now())
 
 
 async def observe(shell: Shell, job: Job) -> None:
-    """A job that ended releases its quota at once (exactly once)."""
+    """A job that ended releases its quota at once (exactly once; the core's rule says when a
+    job has ended, the same the simulator uses)."""
     kq = shell.kube_queue
     key = key_of_job(job.key)
-    if key not in kq.admission:
+    if not kq.knows(key):
         return
-    life = job.life
     failover = job.failover
-    retried = failover is not None and failover.on_job_failure
-    succeeded = life.phase == "Succeeded"
-    failed = life.gave_up is not None or (life.phase == "Failed" and not retried)
-    if not (succeeded or failed):
-        return
-    now = shell.clock.now()
-    if kq.admission.finished(key, succeeded, now):
-        what = "succeeded" if succeeded else "failed"
-        await _write(kq, key, f"the job {what}: its quota is released", now)
-        kq.request_pass()
+    end = unit_end(
+        job.life.phase,
+        gave_up=job.life.gave_up is not None,
+        retried_on_failure=failover is not None and failover.on_job_failure,
+    )
+    if end is not None:
+        await kq.finish(key, end, shell.clock.now())
 
 
 async def release(shell: Shell, key: WorkloadKey) -> None:
     """The job is deleted or gone: its quota is released at once and its unit removed."""
-    kq = shell.kube_queue
-    unit_key = key_of_job(key)
-    kq.unsaved.pop(unit_key, None)
-    kq.notices.pop(unit_key, None)
-    if kq.admission.remove(unit_key):
-        kq.request_pass()
-    await kq.units.delete(unit_key)
+    await shell.kube_queue.forget(key_of_job(key))
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -146,54 +122,29 @@ def _consumer_uid(unit: Obj) -> str | None:
     return str(uid) if uid else None
 
 
-async def _write(kq: KubeQueue, key: str, message: str, now: float) -> None:
-    state = kq.admission.state(key)
-    if state is None:
-        return
-    quota = kq.admission.quota_of(key)
-    await kq.units.write(key, state, quota, message, now, queue=kq.queue_of.get(quota or ""))
-
-
 async def _create(shell: Shell, kq: KubeQueue, job: Job, key: str) -> Obj:
-    """The job's unit: made now, with its quota's Queue and its priority (a unit the admission
-    still knows, deleted by hand, is made again with the state it had)."""
+    """The job's unit: made now, with its quota's Queue and its priority."""
     workload = job.workload
     meta = workload["metadata"]
-    tree = kq.admission.tree
-    quota = tree.quota_for(meta.get("namespace") or "", meta.get("labels")) if tree else None
+    quota = kq.quota_for(meta.get("namespace") or "", meta.get("labels"))
     priority, priority_class = await _priority(shell, kq, workload)
     unit = new_unit(
         workload,
         job.gang,
-        queue=kq.queue_of.get(quota or ""),
+        queue=kq.queue_name(quota),
         priority=priority,
         priority_class=priority_class,
     )
-    state = kq.admission.state(key)
-    if state is not None:
-        now = shell.clock.now()
-        unit.status = None
-        created = await kq.units.create(unit)
-        return (
-            await kq.units.write(key, state, kq.admission.quota_of(key), "made again", now)
-            or created
-        )
-    return await kq.units.create(unit)
+    return await kq.create_unit(key, unit, shell.clock.now())
 
 
 async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> None:
     """The job waits: its binding, its condition, its unit's message (each written only when
     it changed) and, for a job with no quota or that can never fit, a Warning Event."""
-    kq.notices.pop(key, None)
-    why = kq.admission.why(key, now)
-    phase = kq.admission.phase(key)
+    why = kq.why(key, now)
+    phase = kq.phase(key)
     text = why.message if why is not None else f"phase {phase}"
-    if phase == TIMEOUT_BACKOFF:
-        reason = "TimeoutBackoff"
-    elif why is not None and why.kind in _LOUD:
-        reason = why.kind
-    else:
-        reason = c.REASON_QUEUED
+    reason = waiting_reason(phase, why.kind if why is not None else None)
     message = f"{QUEUED_MESSAGE}: {text}"
     await save(
         shell,
@@ -207,12 +158,12 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
     shell.triggers.track(
         job.key, cluster=None, evicting=[e.from_cluster for e in job.life.evictions]
     )
-    if reason in _LOUD:
+    if reason in LOUD_REASONS:
         await shell.events.record(job.workload, reason, text, warning=True)
     mark_created(job.workload, "FleetQueued", "in its queue", now)
     await set_scheduled_condition(shell, job.workload, "False", reason, message)
     if phase != TIMEOUT_BACKOFF:  # the unit keeps the pass's word on why it backed off
-        await _write(kq, key, text, now)
+        await kq.write(key, text, now)
 
 
 async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, str | None]:
@@ -220,7 +171,8 @@ async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, st
     name = _priority_class(workload.get("spec") or {})
     if not name:
         return 0, None
-    if name not in kq.priorities:
+    known = kq.known_priority(name)
+    if known is None:
         try:
             found = await shell.fleet.get("scheduling.k8s.io/v1", "PriorityClass", name)
         except ApiError as err:
@@ -228,8 +180,9 @@ async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, st
             return 0, name
         if found is None:
             return 0, name
-        kq.priorities[name] = int(found.get("value") or 0)
-    return kq.priorities[name], name
+        known = int(found.get("value") or 0)
+        kq.remember_priority(name, known)
+    return known, name
 
 
 def _priority_class(spec: Mapping[str, Any]) -> str | None:

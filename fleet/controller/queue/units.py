@@ -161,6 +161,11 @@ class Units:
     def get(self, key: str) -> Obj | None:
         return self.objects.get(key)
 
+    def reset(self) -> None:
+        """Forget every unit (a restart lists them again)."""
+        self.objects = Newest()
+        self.keys = set()
+
     def offer(self, obj: Obj) -> None:
         key = key_of(obj)
         self.objects.offer(key, obj)
