@@ -191,6 +191,31 @@ class ClusterSnapshot:
             snap.upsert_node(node)
         return snap
 
+    def copy(self) -> ClusterSnapshot:
+        """An independent snapshot with the same nodes, bound pods and in-flight reservations:
+        what a "what if" may change (a reclaim removes a victim's pods to prove the waiting gang
+        then fits) without touching the one the caller keeps. O(nodes + pods)."""
+        twin = ClusterSnapshot.build(
+            self.name,
+            self.nodes(),
+            self.pods(),
+            self.labels,
+            fields=self.fields,
+            accelerator=self.accelerator,
+            identity_label_keys=self.identity_label_keys,
+        )
+        for key, res in self._reservations.items():
+            seq = next(twin._seq)
+            twin._reservations[key] = Reservation(key, list(res.pods), res.expires_at, seq)
+            heapq.heappush(twin._expiry, (res.expires_at, seq, key))
+            for node, requests in res.pods:
+                twin._hold(node, requests, +1)
+        for name in {node for res in self._reservations.values() for node, _ in res.pods}:
+            if name is not None and name in twin._nodes:
+                twin._refresh(name)
+        twin.version += 1
+        return twin
+
     # Reading ----------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
         group = self._nodes.get(name)

@@ -11,7 +11,8 @@ One concept per module:
 * `admission`: `Admission`, the queue's state and its decisions (docs/queue.md);
 * `ending`: when a job's unit ends (the one rule the controller and the simulator share);
 * `restore`: how a persisted unit is read back after a restart;
-* `reasons`: which condition reason a waiting unit's job carries.
+* `reasons`: which condition reason a waiting unit's job carries;
+* `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption).
 
 Everything the shell and the simulator use is re-exported here.
 """
@@ -20,6 +21,7 @@ from fleet.core.admission.admission import Admission
 from fleet.core.admission.decisions import (
     Backoff,
     Dequeue,
+    Evict,
     Notice,
     NoticeKind,
     Plan,
@@ -44,6 +46,15 @@ from fleet.core.admission.phases import (
 )
 from fleet.core.admission.policies import BLOCK, FIFO, POLICIES, PRIORITY, QueuePolicy
 from fleet.core.admission.reasons import LOUD_REASONS, REASON_QUEUED, waiting_reason
+from fleet.core.admission.reclaim import (
+    PREEMPT,
+    RECLAIM,
+    Choice,
+    Claim,
+    Placed,
+    Runner,
+    choose,
+)
 from fleet.core.admission.restore import restored_state
 from fleet.core.admission.settings import AdmissionSettings, NoQuotaMode
 from fleet.core.admission.usage import QuotaUsage
@@ -58,8 +69,10 @@ __all__ = [
     "LOUD_REASONS",
     "PHASES",
     "POLICIES",
+    "PREEMPT",
     "PRIORITY",
     "REASON_QUEUED",
+    "RECLAIM",
     "RUNNING",
     "SUCCEED",
     "TERMINAL",
@@ -67,20 +80,26 @@ __all__ = [
     "Admission",
     "AdmissionSettings",
     "Backoff",
+    "Choice",
+    "Claim",
     "Dequeue",
+    "Evict",
     "JobEnd",
     "NoQuotaMode",
     "Notice",
     "NoticeKind",
     "Phase",
+    "Placed",
     "Plan",
     "QueuePolicy",
     "QuotaUsage",
     "Requeue",
+    "Runner",
     "UnitSpec",
     "UnitState",
     "WaitKind",
     "WaitReason",
+    "choose",
     "restored_state",
     "unit_end",
     "waiting_reason",

@@ -51,12 +51,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from fleet.core.admission.decisions import (
     Backoff,
     Dequeue,
+    Evict,
     Notice,
     NoticeKind,
     Plan,
@@ -79,6 +80,19 @@ from fleet.core.admission.phases import (
     UnitState,
 )
 from fleet.core.admission.policies import BLOCK, POLICIES, PRIORITY
+from fleet.core.admission.reclaim import (
+    PREEMPT,
+    RECLAIM,
+    Choice,
+    Claim,
+    EvictionKind,
+    GangOf,
+    MembersFor,
+    Placed,
+    Runner,
+    choose,
+    fits_within_min,
+)
 from fleet.core.admission.settings import AdmissionSettings
 from fleet.core.admission.unit import OrderKey, Unit, demand_of
 from fleet.core.admission.usage import QuotaUsage
@@ -112,6 +126,9 @@ class Admission:
         self._timeouts: list[tuple[float, int, str]] = []
         self._backoffs: list[tuple[float, int, str]] = []
         self._notices: dict[str, Notice] = {}
+        #: Units for which evictions were made and that are not placed yet: they claim nothing
+        #: more until then (so a gang waiting for its victims to leave never evicts twice).
+        self._claimed: set[str] = set()
 
     # --- The tree ------------------------------------------------------------------------------
     @property
@@ -220,6 +237,7 @@ class Admission:
         if unit is None or unit.phase != DEQUEUED:
             return False
         self._set_phase(unit, RUNNING)
+        self._claimed.discard(key)
         return True
 
     def unplaced(self, key: str, now: float) -> bool:
@@ -253,6 +271,7 @@ class Admission:
         self._release(unit)
         unit.token += 1
         self._notices.pop(key, None)
+        self._claimed.discard(key)
         return True
 
     # --- Deciding --------------------------------------------------------------------------
@@ -271,6 +290,189 @@ class Admission:
             self._notices.clear()
         plan.wake_at = self._next_wake()
         return plan
+
+    def reclaim(
+        self,
+        now: float,
+        running: Mapping[str, Placed],
+        gang_of: GangOf,
+        members_for: MembersFor,
+        *,
+        in_flight: Collection[str] = (),
+    ) -> Plan:
+        """Evict running gangs whole where that lets a waiting gang start (module `reclaim`):
+        a unit waiting within its quota node's min takes back what others borrow; with
+        `preemption` on, a unit also evicts lower-priority gangs of its own queue. Applied in
+        memory like `plan`: each victim's quota is released and it is back in its queue at its
+        original place (Enqueued), and a claimant that now fits its quota is dequeued. The shell
+        records each eviction on the victim's binding before it deletes anything.
+
+        `running`: the Running units' copies (cluster, owner key, start, opt-out), from the
+        shell; `gang_of(key)`: a claimant's gang; `members_for(key)`: the member snapshots it
+        may go to; `in_flight`: claimants whose victims are still leaving (from the bindings,
+        after a restart). O(claims x victims in a member x a packing)."""
+        plan = Plan()
+        settings = self.settings
+        if self._tree is None or not (settings.reclaim or settings.preemption):
+            return plan
+        runners = self._runners(running)
+        if not runners:
+            return plan
+        skip = self._claimed | set(in_flight)
+        for kind, claim in self._claims(now, skip, gang_of):
+            choice = choose(
+                kind, self._tree, self._used, claim, runners, members_for(claim.key), now
+            )
+            if choice is None:
+                continue
+            self._apply(choice, now, plan)
+            gone = {v.key for v in choice.victims}
+            runners = [r for r in runners if r.key not in gone]
+        plan.wake_at = self._next_wake()
+        return plan
+
+    def _runners(self, running: Mapping[str, Placed]) -> list[Runner]:
+        out = []
+        for key, placed in running.items():
+            unit = self._units.get(key)
+            if unit is None or unit.phase != RUNNING or unit.charged is None:
+                continue
+            out.append(
+                Runner(
+                    key,
+                    unit.charged,
+                    unit.demand,
+                    unit.spec.priority,
+                    placed.started,
+                    placed.cluster,
+                    placed.owner,
+                    placed.protected,
+                )
+            )
+        return out
+
+    def _claims(
+        self, now: float, skip: Collection[str], gang_of: GangOf
+    ) -> Iterator[tuple[EvictionKind, Claim]]:
+        """Units that may evict, best first: per waiting line, the first unit in order that
+        would run within its node's min (a reclaim) or, with preemption on, the line's head
+        (a preemption); then dequeued units placement has not placed for `reclaim_delay`."""
+        assert self._tree is not None
+        tree = self._tree
+        found: list[tuple[tuple[int, int, OrderKey], EvictionKind, Unit]] = []
+        for line in list(self._active.values()):
+            heads = line.heads[:1] if line.policy == BLOCK else line.heads
+            for order, demand in heads:
+                unit = self._units[order[2]]
+                if unit.spec.key in skip:
+                    continue
+                if self.settings.reclaim and fits_within_min(tree, self._used, line.path, demand):
+                    found.append((self._rank(line, unit), RECLAIM, unit))
+                    break
+            if self.settings.preemption and line.heads:
+                unit = self._units[line.heads[0][0][2]]
+                if unit.spec.key not in skip:
+                    found.append((self._rank(line, unit), PREEMPT, unit))
+        delay = self.settings.reclaim_delay
+        for unit in self._units.values():
+            if (
+                unit.phase != DEQUEUED
+                or unit.charged is None
+                or unit.spec.key in skip
+                or unit.dequeued_at is None
+                or now - unit.dequeued_at < delay
+            ):
+                continue
+            if self.settings.reclaim and self._holds_within_min(unit):
+                found.append(((0, 0, (0, unit.spec.submitted, unit.spec.key)), RECLAIM, unit))
+        found.sort(key=lambda item: item[0])
+        for _, kind, unit in found:
+            # Judged again now: an earlier claim of this pass may have changed the usage.
+            if unit.phase == ENQUEUED and unit.quota is not None:
+                if kind == RECLAIM and not fits_within_min(
+                    tree, self._used, unit.quota, unit.demand
+                ):
+                    continue
+            elif unit.phase == DEQUEUED and unit.charged is not None:
+                if not self._holds_within_min(unit):
+                    continue
+            else:
+                continue
+            gang = gang_of(unit.spec.key)
+            quota = unit.charged or unit.quota
+            if gang is None or quota is None:
+                continue
+            yield (
+                kind,
+                Claim(
+                    unit.spec.key,
+                    quota,
+                    unit.demand,
+                    unit.spec.priority,
+                    gang,
+                    holds=unit.charged is not None,
+                ),
+            )
+
+    def _holds_within_min(self, unit: Unit) -> bool:
+        """A dequeued unit runs on its node's guarantee if, without it, it would fit the min."""
+        assert self._tree is not None and unit.charged is not None
+        path = unit.charged
+        without = {path: {r: a - unit.demand.get(r, 0) for r, a in self._used[path].items()}}
+        return fits_within_min(self._tree, without, path, unit.demand)
+
+    def _apply(self, choice: Choice, now: float, plan: Plan) -> None:
+        assert self._tree is not None
+        claimant = self._units[choice.claim]
+        quota = claimant.quota or ""
+        gpus = sum(v.demand.get("nvidia.com/gpu", 0) for v in choice.victims)
+        what = "reclaims" if choice.kind == RECLAIM else "preempts"
+        for victim in choice.victims:
+            unit = self._units[victim.key]
+            self._release(unit)
+            self._set_phase(unit, ENQUEUED)
+            unit.dequeued_at = None
+            self._enqueue(unit)
+            lost = victim.lost(now)
+            if choice.kind == RECLAIM:
+                why = (
+                    f"reclaimed by {choice.claim}: quota {quota} is below its min and needs "
+                    f"{_describe(claimant.demand)} of it back; quota {victim.quota} borrows "
+                    f"({_describe(self._used.get(victim.quota or '', {}), victim.demand)} in use "
+                    f"with this gang, min {_describe(self._tree.nodes[victim.quota or ''].min)})"
+                )
+            else:
+                why = (
+                    f"preempted by {choice.claim} (priority {claimant.spec.priority} over "
+                    f"{victim.priority}) in quota {quota}"
+                )
+            plan.evict.append(
+                Evict(
+                    victim.key,
+                    choice.claim,
+                    choice.kind,
+                    choice.cluster,
+                    f"{why}; evicted whole from {choice.cluster}, back in its queue at its "
+                    f"original place ({lost:.2f} GPU-hours of work lost)",
+                    lost,
+                )
+            )
+        self._claimed.add(choice.claim)
+        message = (
+            f"{what} {len(choice.victims)} gang(s) ({gpus} GPUs) in {choice.cluster} so that its "
+            f"{_describe(claimant.demand)} fit there"
+        )
+        if claimant.phase == ENQUEUED:
+            line = self._lines[quota]
+            line.discard(claimant)
+            if not line:
+                self._active.pop(line.path, None)
+            self._admit(claimant, now)
+            plan.dequeue.append(
+                Dequeue(choice.claim, quota, f"dequeued from quota {quota}: {message}")
+            )
+        else:
+            plan.notices.append(Notice(choice.claim, "Queued", message))
 
     def _expire_backoffs(self, now: float, plan: Plan) -> None:
         heap = self._backoffs
@@ -644,3 +846,14 @@ class Admission:
             if reason is not None:
                 out[key] = reason
         return out
+
+
+def _describe(used: Mapping[str, int], plus: Mapping[str, int] | None = None) -> str:
+    """`4 GPUs` (or the whole vector when it asks no GPU): amounts in numbers for messages."""
+    amounts = dict(used)
+    for resource, amount in (plus or {}).items():
+        amounts[resource] = amounts.get(resource, 0) + amount
+    amounts.pop(MAX_JOBS, None)
+    if amounts.get("nvidia.com/gpu"):
+        return describe_amount("nvidia.com/gpu", amounts["nvidia.com/gpu"])
+    return ", ".join(describe_amount(r, a) for r, a in sorted(amounts.items())) or "nothing"

@@ -60,6 +60,22 @@ class WaitReason:
     """The resource that is short there (`kube-queue/max-jobs` for the job count)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Evict a running gang whole (reclaim or preemption): its quota is released now, it is
+    back in its queue at its original place (phase Enqueued), and its member copy is to be
+    deleted after the grace period. Not a failover."""
+
+    key: str
+    by: str
+    """The unit it makes room for."""
+    kind: Literal["Reclaim", "Preempt"]
+    cluster: str
+    message: str
+    """For the victim's job and unit: who, why, in numbers."""
+    lost_gpu_hours: float
+
+
 @dataclass
 class Plan:
     """What one `plan(now)` decided. Already applied in memory; the shell persists each unit's new
@@ -69,8 +85,9 @@ class Plan:
     backoff: list[Backoff] = field(default_factory=list)
     requeue: list[Requeue] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
+    evict: list[Evict] = field(default_factory=list)
     wake_at: float | None = None
     """When to call `plan` again even if nothing happens (next timeout or backoff end)."""
 
     def __bool__(self) -> bool:
-        return bool(self.dequeue or self.backoff or self.requeue or self.notices)
+        return bool(self.dequeue or self.backoff or self.requeue or self.notices or self.evict)

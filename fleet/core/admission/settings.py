@@ -17,6 +17,14 @@ class AdmissionSettings:
     backoff_limit: float = 900.0
     no_quota: NoQuotaMode = "wait"
     """What a unit in no quota node does: wait (reported) or bypass the queue (reported)."""
+    reclaim: bool = True
+    """A unit waiting within its quota node's min evicts gangs that borrow (module `reclaim`)."""
+    preemption: bool = False
+    """A unit evicts lower-priority gangs of its own queue (off by default: PriorityClass
+    `preemptionPolicy` is the user's opt-in, and evicting a team's own work is its call)."""
+    reclaim_delay: float = 10.0
+    """A dequeued unit that placement has not placed for this long may reclaim node capacity
+    (before that, placement may simply not have run yet)."""
 
     def __post_init__(self) -> None:
         if not self.placement_timeout > 0:
