@@ -114,6 +114,9 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
+        queue_reclaim=args.queue_reclaim == "on",
+        queue_preemption=args.queue_preemption == "on",
+        queue_reclaim_grace=args.queue_reclaim_grace,
     )
     connection = load(args.kubeconfig, args.context)
     try:
@@ -287,6 +290,25 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=900.0,
         help="longest backoff after a placement timeout (default 900)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim",
+        choices=("on", "off"),
+        default="on",
+        help="a job waiting within its quota's min evicts gangs that borrow (default on)",
+    )
+    ctl.add_argument(
+        "--queue-preemption",
+        choices=("on", "off"),
+        default="off",
+        help="a job evicts lower-priority gangs of its own queue (default off)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-grace",
+        type=float,
+        default=30.0,
+        help="seconds between recording an eviction (reclaim or preemption) and deleting the "
+        "victim's member copy (default 30: Kubernetes' default termination grace; 0: at once)",
     )
     ctl.add_argument("-v", "--verbose", action="store_true")
     ctl.set_defaults(func=_cmd_controller)

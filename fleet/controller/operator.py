@@ -93,6 +93,7 @@ class Controller:
             self.queue,
             bindings=self.triggers.bindings,
             workloads=self.triggers.workloads,
+            members=self.members,
         )
         self.shell = Shell(
             fleet=fleet,

@@ -204,15 +204,8 @@ class ClusterSnapshot:
             accelerator=self.accelerator,
             identity_label_keys=self.identity_label_keys,
         )
-        for key, res in self._reservations.items():
-            seq = next(twin._seq)
-            twin._reservations[key] = Reservation(key, list(res.pods), res.expires_at, seq)
-            heapq.heappush(twin._expiry, (res.expires_at, seq, key))
-            for node, requests in res.pods:
-                twin._hold(node, requests, +1)
-        for name in {node for res in self._reservations.values() for node, _ in res.pods}:
-            if name is not None and name in twin._nodes:
-                twin._refresh(name)
+        for res in self._reservations.values():
+            twin.put_back(res)
         twin.version += 1
         return twin
 
@@ -395,6 +388,29 @@ class ClusterSnapshot:
             self._refresh(name)
         self.version += 1
         return True
+
+    def hold_back(self, key: str) -> Reservation | None:
+        """Take reservation `key` out (a "what if" on a copy), to `put_back` later."""
+        res = self._reservations.get(key)
+        if res is None:
+            return None
+        held = Reservation(key, list(res.pods), res.expires_at, res.seq)
+        self.release(key)
+        return held
+
+    def put_back(self, res: Reservation) -> None:
+        """Hold again what `hold_back` took out."""
+        seq = next(self._seq)
+        self._reservations[res.key] = Reservation(res.key, list(res.pods), res.expires_at, seq)
+        heapq.heappush(self._expiry, (res.expires_at, seq, res.key))
+        touched = set()
+        for node, requests in res.pods:
+            self._hold(node, requests, +1)
+            if node is not None:
+                touched.add(node)
+        for name in touched:
+            self._refresh(name)
+        self.version += 1
 
     def expire(self, now: float) -> list[str]:
         """Drop reservations whose deadline is at or before `now`; returns their keys."""

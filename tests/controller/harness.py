@@ -185,6 +185,7 @@ class World:
             self.queue,
             bindings=self.triggers.bindings,
             workloads=self.triggers.workloads,
+            members=self.registry,
         )
         self.shell = Shell(
             fleet=self.fleet,

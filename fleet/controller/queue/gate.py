@@ -76,15 +76,51 @@ async def admit(shell: Shell, job: Job) -> bool:
         unit = None
     if unit is None:
         unit = await _create(shell, kq, job, key)
-    kq.track(unit)
+    kq.track(unit, job.gang)
     now = shell.clock.now()
     phase = kq.phase(key)
     if phase == RUNNING and await kq.fail_over(key, now):
         phase = DEQUEUED
-    if phase == DEQUEUED:
+    if phase == DEQUEUED and not lifecycle.queue_evictions(job.life):
         return True
+    # (a gang the queue evicted is placed again only once its old copy is gone)
     await _hold(shell, kq, job, key, now)
     return False
+
+
+async def carry_out_eviction(shell: Shell, job: Job) -> None:
+    """A reclaim or preemption chose this job's gang: record it on the binding first (its stay
+    ends, an eviction names the unit it makes room for, the copy is deleted after the grace
+    period by the purge that follows), then tell the queue, which writes the unit and releases
+    the gang that reclaimed. Not a failover: nothing is charged against maxFailovers."""
+    kq = shell.kube_queue
+    key = key_of_job(job.key)
+    evict = kq.eviction_for(key)
+    if evict is None:
+        return
+    now = shell.clock.now()
+    if job.life.cluster == evict.cluster:
+        life = lifecycle.evicted_by_queue(
+            job.life,
+            preempted=evict.kind == "Preempt",
+            evicted_for=evict.by,
+            message=evict.message,
+            now=now,
+            grace_period_seconds=shell.settings.queue_reclaim_grace,
+        )
+        reason = _eviction_reason(evict.kind)
+        message = f"{QUEUED_MESSAGE}: {evict.message}"
+        await save(
+            shell,
+            job,
+            life,
+            conditions=binding_conditions(
+                shell, job, (c.CONDITION_SCHEDULED, "False", reason, message)
+            ),
+        )
+        await set_scheduled_condition(shell, job.workload, "False", reason, message)
+        await shell.events.record(job.workload, reason, evict.message, warning=True)
+    await kq.evicted(key, now)
 
 
 async def placed(shell: Shell, job: WorkloadKey, cluster: str) -> None:
@@ -145,6 +181,10 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
     phase = kq.phase(key)
     text = why.message if why is not None else f"phase {phase}"
     reason = waiting_reason(phase, why.kind if why is not None else None)
+    for eviction in lifecycle.queue_evictions(job.life):
+        # Evicted by the queue, its copy not deleted yet: the condition says so, in numbers.
+        reason = _eviction_reason("Preempt" if eviction.reason == lifecycle.PREEMPTED else "")
+        text = f"{eviction.message}; its copy in {eviction.from_cluster} is being deleted; {text}"
     message = f"{QUEUED_MESSAGE}: {text}"
     await save(
         shell,
@@ -164,6 +204,10 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
     await set_scheduled_condition(shell, job.workload, "False", reason, message)
     if phase != TIMEOUT_BACKOFF:  # the unit keeps the pass's word on why it backed off
         await kq.write(key, text, now)
+
+
+def _eviction_reason(kind: str) -> str:
+    return lifecycle.PREEMPTED if kind == "Preempt" else lifecycle.RECLAIMED
 
 
 async def _priority(shell: Shell, kq: KubeQueue, workload: Obj) -> tuple[int, str | None]:
@@ -203,4 +247,12 @@ def _priority_class(spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["QUEUED_MESSAGE", "admit", "observe", "placed", "queued", "release"]
+__all__ = [
+    "QUEUED_MESSAGE",
+    "admit",
+    "carry_out_eviction",
+    "observe",
+    "placed",
+    "queued",
+    "release",
+]

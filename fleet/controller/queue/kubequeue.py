@@ -29,10 +29,20 @@ from fleet.controller.cache import Newest
 from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
-from fleet.controller.queue.passes import Passes
+from fleet.controller.members.registry import MemberRegistry
+from fleet.controller.queue.passes import Passes, involved
 from fleet.controller.queue.queues import QUEUE, Queues
 from fleet.controller.queue.tree import TREE, Trees
-from fleet.controller.queue.units import UNIT, Units, job_of, key_of, spec_of, state_of
+from fleet.controller.queue.units import (
+    UNIT,
+    Units,
+    job_of,
+    key_of,
+    placed_copy,
+    queue_evictions_of,
+    spec_of,
+    state_of,
+)
 from fleet.controller.settings import Settings
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.admission import (
@@ -42,12 +52,15 @@ from fleet.core.admission import (
     TIMEOUT_BACKOFF,
     Admission,
     AdmissionSettings,
+    Evict,
     JobEnd,
     Phase,
+    Placed,
     UnitState,
     WaitReason,
     restored_state,
 )
+from fleet.core.workload import Gang
 from fleet.kube import ApiError, KubeClient, Obj, Unreachable
 
 log = logging.getLogger(__name__)
@@ -69,8 +82,11 @@ class KubeQueue:
         *,
         bindings: Newest[WorkloadKey],
         workloads: Newest[WorkloadKey],
+        members: MemberRegistry | None = None,
     ) -> None:
         self.fleet = fleet
+        #: The member clusters' snapshots (a reclaim proves the waiting gang then fits).
+        self.members = members
         #: The controller's caches of bindings and workloads (read by `restore`).
         self.bindings = bindings
         self.workloads = workloads
@@ -89,6 +105,8 @@ class KubeQueue:
         self.passes = Passes(self.units, events, jobs, self.queues.name_of)
         #: PriorityClass name -> value.
         self._priorities: dict[str, int] = {}
+        #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof).
+        self._gangs: dict[str, Gang] = {}
         self.work: WorkQueue[str] = WorkQueue(
             self.process, workers=1, expected=(ApiError, Unreachable)
         )
@@ -100,6 +118,8 @@ class KubeQueue:
                 placement_timeout=s.queue_placement_timeout,
                 backoff_seconds=s.queue_backoff_seconds,
                 backoff_limit=max(s.queue_backoff_limit, s.queue_backoff_seconds),
+                reclaim=s.queue_reclaim,
+                preemption=s.queue_preemption,
             )
         )
 
@@ -174,10 +194,40 @@ class KubeQueue:
             await self.run_pass()
 
     async def run_pass(self) -> None:
-        delay = await self.passes.run(self.admission, self.clock.now())
+        now = self.clock.now()
+        delay = await self.passes.run(self.admission, now)
         if delay is not None:
             self.work.add_after(self.PASS, delay)
+        await self._reclaim(now)
         await self.queues.write_status(self.admission, self.passes.waiting(self.admission))
+
+    async def _reclaim(self, now: float) -> None:
+        """Evictions that let a waiting gang start (the core's `Admission.reclaim`): each is
+        recorded on its victim's binding by the victim's reconcile before anything else."""
+        members = self.members
+        if members is None or not self.admission.waiting_units():
+            return
+        ready = [s for s in members.snapshots() if s.name not in members.not_ready()]
+        plan = self.admission.reclaim(now, self._running(), self._gangs.get, lambda _key: ready)
+        if not plan:
+            return
+        for evict in plan.evict:
+            log.info("%s: %s", evict.key, evict.message)
+        self.passes.evicting(plan)
+        await self.passes.save(self.admission, now)
+
+    def _running(self) -> dict[str, Placed]:
+        """Where each Running unit's copy runs, since when, under which owner key."""
+        out: dict[str, Placed] = {}
+        for key in self.units.keys:
+            if self.admission.phase(key) != RUNNING:
+                continue
+            unit = self.units.get(key)
+            binding = self.bindings.get(job_of(unit)) if unit is not None else None
+            placed = placed_copy(binding) if binding is not None else None
+            if placed is not None:
+                out[key] = placed
+        return out
 
     def _reconcile_waiting(self) -> None:
         """The tree changed (or the queue was rebuilt): every waiting job's reason may have
@@ -217,9 +267,10 @@ class KubeQueue:
     def queue_name(self, quota: str | None) -> str | None:
         return self.queues.name_of(quota)
 
-    def track(self, unit: Obj) -> None:
+    def track(self, unit: Obj, gang: Gang) -> None:
         """The gate saw the job's unit: the admission knows it (a new one asks for a pass)."""
         key = key_of(unit)
+        self._gangs[key] = gang
         known = key in self.admission
         self.admission.upsert(spec_of(unit), state_of(unit))
         if not known:
@@ -275,6 +326,7 @@ class KubeQueue:
     async def forget(self, key: str) -> None:
         """The job is deleted or gone: its quota is released at once and its unit removed."""
         self.passes.forget(key)
+        self._gangs.pop(key, None)
         if self.admission.remove(key):
             self.request_pass()
         await self.units.delete(key)
@@ -286,6 +338,25 @@ class KubeQueue:
             return
         quota = self.admission.quota_of(key)
         await self.units.write(key, state, quota, message, now, queue=self.queues.name_of(quota))
+
+    def eviction_for(self, key: str) -> Evict | None:
+        """A reclaim or preemption decided for this unit, not yet recorded on its binding."""
+        return self.passes.evictions.get(key)
+
+    async def evicted(self, key: str, now: float) -> None:
+        """The unit's binding records its eviction: its unit is written (Enqueued, who
+        reclaimed it and why), its job and unit get an Event, and the gang that reclaimed is
+        released once every one of its victims is on record."""
+        evict = self.passes.recorded(key)
+        if evict is None:
+            return
+        await self.write(key, evict.message, now)
+        unit = self.units.get(key)
+        if unit is not None:
+            reason = "Reclaimed" if evict.kind == "Reclaim" else "Preempted"
+            await self.events.record(involved(unit), reason, evict.message, warning=True)
+            await self.events.record(unit, reason, evict.message, warning=True)
+        await self.passes.save(self.admission, now)
 
     def known_priority(self, name: str) -> int | None:
         """A PriorityClass value read before (None: not read yet)."""
@@ -307,6 +378,7 @@ class KubeQueue:
         await self.queues.sync(self.admission)
         restored = 0
         now = self.clock.now()
+        claimants: set[str] = set()
         for unit in units:
             self.units.offer(unit)
             state = await self._restored_state(unit, now)
@@ -314,6 +386,10 @@ class KubeQueue:
                 continue
             self.admission.upsert(spec_of(unit), state)
             restored += 1
+            binding = self.bindings.get(job_of(unit))
+            claimants |= {e.evicted_for for e in queue_evictions_of(binding) if e.evicted_for}
+        # Gangs whose victims are still leaving claim nothing more (never evict twice).
+        self.admission.awaiting_evictions(claimants)
         in_force = self.trees.in_force
         log.info(
             "queue restored: %d units (%d holding quota), tree %s",
@@ -338,7 +414,10 @@ class KubeQueue:
         )
         binding = self.bindings.get(job) or {}
         placed = bool((binding.get("spec") or {}).get("clusters"))
-        return restored_state(state_of(unit), job_present=present, placed=placed, now=now)
+        evicted = bool(queue_evictions_of(binding))
+        return restored_state(
+            state_of(unit), job_present=present, placed=placed, now=now, evicted=evicted
+        )
 
     async def _list(self, kind: tuple[str, str], namespace: str | None = None) -> list[Obj]:
         listed: dict[str, Any] = await self.fleet.list(*kind, namespace)

@@ -17,7 +17,7 @@ from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.units import Units, job_of
 from fleet.controller.workqueue import WorkQueue
-from fleet.core.admission import ENQUEUED, TIMEOUT_BACKOFF, Admission, Notice
+from fleet.core.admission import ENQUEUED, TIMEOUT_BACKOFF, Admission, Evict, Notice, Plan
 from fleet.kube import Obj
 
 #: The Queue name of a quota path (the Queues' index, read when a unit is written).
@@ -51,15 +51,65 @@ class Passes:
         self.unsaved: dict[str, Decided] = {}
         #: The last NoQuota/NeverFits/Queued notice per unit, for the gate's condition.
         self.notices: dict[str, Notice] = {}
+        #: Evictions decided (reclaim, preemption) whose victim's binding does not record them
+        #: yet, by victim unit key; the victim's reconcile records them (`recorded`).
+        self.evictions: dict[str, Evict] = {}
+        #: A claimant's decision, held until every victim's eviction is recorded: nothing is
+        #: written for the gang that reclaims before its room is on record.
+        self.held: dict[str, tuple[Decided, set[str]]] = {}
 
     def clear(self) -> None:
         self.unsaved.clear()
         self.notices.clear()
+        self.evictions.clear()
+        self.held.clear()
+
+    def undecided(self, key: str) -> bool:
+        """Decided in memory, not yet written (or held for its victims' records)."""
+        return key in self.unsaved or key in self.held
+
+    def evicting(self, plan: Plan) -> None:
+        """Evictions decided: each victim's job is reconciled to record its own; the claimants'
+        decisions wait for those records."""
+        victims: dict[str, set[str]] = {}
+        for evict in plan.evict:
+            self.evictions[evict.key] = evict
+            victims.setdefault(evict.by, set()).add(evict.key)
+            unit = self.units.get(evict.key)
+            if unit is not None:
+                self.jobs.add(job_of(unit))
+        for dequeue in plan.dequeue:
+            decided: Decided = ("Dequeued", dequeue.message, False)
+            self.held[dequeue.key] = (decided, victims.get(dequeue.key, set()))
+        for notice in plan.notices:  # a claimant that already held its quota
+            self.held[notice.key] = (
+                ("Reclaiming", notice.message, False),
+                victims.get(notice.key, set()),
+            )
+        self._release_held()
+
+    def recorded(self, victim: str) -> Evict | None:
+        """The victim's binding records its eviction: claimants waiting only for it are
+        written at the next save."""
+        evict = self.evictions.pop(victim, None)
+        for _, waiting in self.held.values():
+            waiting.discard(victim)
+        self._release_held()
+        return evict
+
+    def _release_held(self) -> None:
+        for key, (decided, waiting) in list(self.held.items()):
+            if not waiting:
+                del self.held[key]
+                self.unsaved[key] = decided
 
     def forget(self, key: str) -> None:
         """The unit is gone: nothing of it is left to write or tell."""
         self.unsaved.pop(key, None)
         self.notices.pop(key, None)
+        self.held.pop(key, None)
+        if self.evictions.pop(key, None) is not None:
+            self.recorded(key)
 
     async def run(self, admission: Admission, now: float) -> float | None:
         """Plan, write every decision, requeue the decided jobs; the delay to the next pass

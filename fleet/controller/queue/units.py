@@ -18,8 +18,9 @@ from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.controller.cache import Newest
 from fleet.controller.keys import WorkloadKey
-from fleet.core.admission import PHASES, UnitSpec, UnitState
+from fleet.core.admission import PHASES, Placed, UnitSpec, UnitState
 from fleet.core.errors import FieldError
+from fleet.core.lifecycle import Eviction
 from fleet.core.quota import QUOTA_NAME_LABELS
 from fleet.core.resources import Resources
 from fleet.core.workload import Gang
@@ -67,6 +68,42 @@ def _epoch(value: Any) -> float | None:
         return to_epoch(parse_time(value))
     except ValueError:
         return None
+
+
+def placed_copy(binding: Mapping[str, Any]) -> Placed | None:
+    """Where a binding's gang runs (its cluster), since when (its last placement) and the owner
+    key its pods carry in the member (the job's UID); None when it names no cluster."""
+    spec = binding.get("spec") or {}
+    clusters = spec.get("clusters") or []
+    if not clusters:
+        return None
+    cluster = str(clusters[0].get("name") or "")
+    history = (binding.get("status") or {}).get("placementHistory") or []
+    started = next(
+        (_epoch(h.get("placedAt")) for h in reversed(history) if h.get("cluster") == cluster),
+        None,
+    )
+    owner = str((spec.get("resource") or {}).get("uid") or "")
+    if not cluster or not owner:
+        return None
+    return Placed(cluster, owner, started or 0.0)
+
+
+def queue_evictions_of(binding: Mapping[str, Any] | None) -> list[Eviction]:
+    """The queue's evictions (reclaim, preemption) a binding records and has not finished."""
+    tasks = ((binding or {}).get("spec") or {}).get("gracefulEvictionTasks") or []
+    return [
+        Eviction(
+            str(t.get("fromCluster") or ""),
+            str(t.get("reason") or ""),
+            str(t.get("message") or ""),
+            "Gracefully",
+            _epoch(t.get("creationTimestamp")) or 0.0,
+            evicted_for=str(t["evictedFor"]),
+        )
+        for t in tasks
+        if t.get("evictedFor")
+    ]
 
 
 def spec_of(unit: Mapping[str, Any]) -> UnitSpec:

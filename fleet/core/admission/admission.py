@@ -328,8 +328,31 @@ class Admission:
             self._apply(choice, now, plan)
             gone = {v.key for v in choice.victims}
             runners = [r for r in runners if r.key not in gone]
-        plan.wake_at = self._next_wake()
+        plan.wake_at = self._next_claim(now, skip)
         return plan
+
+    def _next_claim(self, now: float, skip: Collection[str]) -> float | None:
+        """When the next dequeued, unplaced unit may claim (its `reclaim_delay` ends)."""
+        delay = self.settings.reclaim_delay
+        due = [
+            unit.dequeued_at + delay
+            for unit in self._units.values()
+            if unit.phase == DEQUEUED
+            and unit.dequeued_at is not None
+            and unit.dequeued_at + delay > now
+            and unit.spec.key not in skip
+            and unit.spec.key not in self._claimed
+        ]
+        return min(due, default=None)
+
+    def waiting_units(self) -> bool:
+        """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
+        return bool(self._active) or bool(self._timeouts)
+
+    def awaiting_evictions(self, keys: Collection[str]) -> None:
+        """These units made evictions whose victims are still leaving (a restart reads them
+        from the victims' bindings): they claim nothing more until they are placed."""
+        self._claimed |= {k for k in keys if k in self._units}
 
     def _runners(self, running: Mapping[str, Placed]) -> list[Runner]:
         out = []
@@ -498,6 +521,7 @@ class Admission:
                 continue
             self._release(unit)
             self._set_phase(unit, TIMEOUT_BACKOFF)
+            self._claimed.discard(key)
             attempts = max(unit.attempts, 1)
             until = now + self.settings.backoff(attempts)
             self._arm_backoff(unit, until)

@@ -42,7 +42,7 @@ from fleet.core.inventory import PodInfo
 from fleet.core.packing import pack
 from fleet.core.quota import MAX_JOBS, QuotaTree
 from fleet.core.resources import GPU, Resources
-from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.snapshot import ClusterSnapshot, Reservation
 from fleet.core.workload import Gang
 
 EvictionKind = Literal["Reclaim", "Preempt"]
@@ -203,17 +203,26 @@ class _WhatIf:
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot.copy()
         self.pods: dict[str, list[PodInfo]] = {}
+        self.held: dict[str, Reservation] = {}
         for pod in self.snapshot.pods():
             if pod.owner_key is not None:
                 self.pods.setdefault(pod.owner_key, []).append(pod)
 
     def take(self, owner: str) -> None:
+        """The owner's pods leave, and so does its in-flight placement (a gang placed a
+        moment ago whose pods the member does not show yet)."""
         for pod in self.pods.get(owner, ()):
             self.snapshot.remove_pod(pod.uid)
+        held = self.snapshot.hold_back(owner)
+        if held is not None:
+            self.held[owner] = held
 
     def give_back(self, owner: str) -> None:
         for pod in self.pods.get(owner, ()):
             self.snapshot.upsert_pod(pod)
+        held = self.held.pop(owner, None)
+        if held is not None:
+            self.snapshot.put_back(held)
 
     def fit(self, gang: Gang) -> Assignment | None:
         result = pack(self.snapshot, gang)
