@@ -123,6 +123,10 @@ REASON_SCHEDULED: Final = "Success"
 """Karmada's reason on Scheduled=True."""
 REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"
 """Karmada's reason on Scheduled=False when no cluster can hold the workload."""
+#: Kube Queue's opt-out of reclaim: `"false"` on a PropagationPolicy (label or annotation) or
+#: a Namespace (label) keeps its queued jobs from being reclaimed, at the cost of not borrowing
+#: (they are dequeued only within their quota's min). Copied onto each QueueUnit.
+RECLAIMABLE_LABEL: Final = "kube-queue.fleet.dev/reclaimable"
 #: Scheduled=False while spec.suspension.scheduling holds the binding in the queue (the core's
 #: `fleet.core.admission.reasons`, which decides it).
 REASON_QUEUED: Final = _REASON_QUEUED

@@ -39,7 +39,7 @@ def two_teams(a_min: int = 4) -> dict[str, Any]:
                 "max": {GPU: 8},
                 "children": [
                     {"name": "a", "min": {GPU: a_min}, "max": {GPU: 8}, "namespaces": [NAMESPACE]},
-                    {"name": "b", "min": {GPU: 4}, "max": {GPU: 8}},
+                    {"name": "b", "min": {GPU: 8 - a_min}, "max": {GPU: 8}},
                 ],
             }
         },
@@ -215,3 +215,58 @@ async def test_with_reclaim_off_a_borrower_keeps_what_it_borrowed():
     await world.reconcile(second)
     assert [phase(world, k) for k in (first, second, b)] == ["Running", "Running", "Enqueued"]
     assert not world.binding(second)["spec"].get("gracefulEvictionTasks")  # type: ignore[index]
+
+
+async def test_a_policy_that_opts_out_is_never_reclaimed_and_never_borrows():
+    world = World(settings=Settings(fleet_id=FLEET_ID))
+    world.add_member("member-1", gpus=4, nodes=2)
+    policy = queued_policy()
+    policy["metadata"]["labels"] = {"kube-queue.fleet.dev/reclaimable": "false"}
+    world.apply_policy(policy)
+    world.fleet_api.put(copy.deepcopy(two_teams()))
+    world.kube_queue.lead()
+    await work(world)
+
+    first = await start(world, "a1", "a")  # within team A's min of 4
+    run_pods(world, first)
+    second = await start(world, "a2", "a")  # would borrow: it waits instead
+    assert [phase(world, k) for k in (first, second)] == ["Running", "Enqueued"]
+    assert "opted out of reclaim, so it never borrows" in unit_message(world, second)
+    unit = world.fleet_api.get(
+        "scheduling.x-k8s.io/v1alpha1", "QueueUnit", "pytorchjob-a1", NAMESPACE
+    )
+    assert unit["metadata"]["labels"]["kube-queue.fleet.dev/reclaimable"] == "false"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("preemption", [True, False])
+async def test_priority_preemption_within_a_queue_only_when_turned_on(preemption: bool):
+    world = await reclaim_world(a_min=8, queue_preemption=preemption)
+    world.fleet_api.put(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        }
+    )
+    first, second = await borrowed_fleet(world)
+    urgent = job("urgent", "a")
+    urgent["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
+    key = world.submit(urgent)
+    await world.reconcile(key)
+    await work(world)
+    await world.reconcile(second)
+    await work(world)
+    if preemption:
+        assert phase(world, second) == "Enqueued" and phase(world, key) == "Dequeued"
+        (event,) = world.events("Preempted", second)
+        assert "priority 1000 over 0" in event["message"]
+        (task,) = world.binding(second)["spec"]["gracefulEvictionTasks"]  # type: ignore[index]
+        assert task["reason"] == "Preempted"
+    else:
+        assert [phase(world, k) for k in (first, second, key)] == [
+            "Running",
+            "Running",
+            "Enqueued",
+        ]
+        assert not world.events("Preempted", second)

@@ -170,6 +170,7 @@ async def _create(shell: Shell, kq: KubeQueue, job: Job, key: str) -> Obj:
         queue=kq.queue_name(quota),
         priority=priority,
         priority_class=priority_class,
+        reclaimable=await _reclaimable(shell, kq, job),
     )
     return await kq.create_unit(key, unit, shell.clock.now())
 
@@ -204,6 +205,27 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
     await set_scheduled_condition(shell, job.workload, "False", reason, message)
     if phase != TIMEOUT_BACKOFF:  # the unit keeps the pass's word on why it backed off
         await kq.write(key, text, now)
+
+
+async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
+    """False when the job's policy (label or annotation) or its namespace (label) sets
+    `kube-queue.fleet.dev/reclaimable: "false"` (docs/queue.md, "Reclaim")."""
+    policy = shell.policies.get(job.binding.spec.policy)
+    meta = policy.metadata if policy is not None else None
+    for marks in (meta.labels, meta.annotations) if meta is not None else ():
+        if (marks or {}).get(c.RECLAIMABLE_LABEL) == "false":
+            return False
+    namespace = job.key.namespace
+    labels = kq.known_namespace(namespace)
+    if labels is None:
+        try:
+            found = await shell.fleet.get("v1", "Namespace", namespace)
+        except ApiError as err:
+            log.warning("cannot read Namespace %s (%s); reclaimable", namespace, err)
+            return True
+        labels = dict(((found or {}).get("metadata") or {}).get("labels") or {})
+        kq.remember_namespace(namespace, labels)
+    return labels.get(c.RECLAIMABLE_LABEL) != "false"
 
 
 def _eviction_reason(kind: str) -> str:

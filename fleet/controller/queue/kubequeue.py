@@ -105,6 +105,8 @@ class KubeQueue:
         self.passes = Passes(self.units, events, jobs, self.queues.name_of)
         #: PriorityClass name -> value.
         self._priorities: dict[str, int] = {}
+        #: Namespace name -> labels (a namespace's opt-out of reclaim).
+        self._namespaces: dict[str, dict[str, str]] = {}
         #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof).
         self._gangs: dict[str, Gang] = {}
         self.work: WorkQueue[str] = WorkQueue(
@@ -364,6 +366,13 @@ class KubeQueue:
 
     def remember_priority(self, name: str, value: int) -> None:
         self._priorities[name] = value
+
+    def known_namespace(self, name: str) -> dict[str, str] | None:
+        """A Namespace's labels read before (None: not read yet)."""
+        return self._namespaces.get(name)
+
+    def remember_namespace(self, name: str, labels: dict[str, str]) -> None:
+        self._namespaces[name] = labels
 
     # -- restart ---------------------------------------------------------------------------------
 

@@ -124,6 +124,7 @@ def spec_of(unit: Mapping[str, Any]) -> UnitSpec:
         submitted=_epoch(meta.get("creationTimestamp")) or 0.0,
         priority=int(spec.get("priority") or 0),
         quota_label=label,
+        borrows=labels.get(c.RECLAIMABLE_LABEL) != "false",
     )
 
 
@@ -163,9 +164,16 @@ def status_of(
 
 
 def new_unit(
-    job: Obj, gang: Gang, *, queue: str | None, priority: int, priority_class: str | None
+    job: Obj,
+    gang: Gang,
+    *,
+    queue: str | None,
+    priority: int,
+    priority_class: str | None,
+    reclaimable: bool = True,
 ) -> QueueUnit:
-    """A new unit for `job`, owned by it, carrying the job's quota label if it has one."""
+    """A new unit for `job`, owned by it, carrying the job's quota label if it has one, and
+    the opt-out of reclaim when its policy or namespace set it."""
     meta = job["metadata"]
     ref = ObjectReference(
         api_version=job["apiVersion"],
@@ -175,6 +183,8 @@ def new_unit(
         uid=meta["uid"],
     )
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in QUOTA_NAME_LABELS}
+    if not reclaimable:
+        labels[c.RECLAIMABLE_LABEL] = "false"
     resource: ResourceList = dict(gang_total(gang).quantities())
     unit = QueueUnit.for_job(
         ref,

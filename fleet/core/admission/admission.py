@@ -369,7 +369,7 @@ class Admission:
                     placed.started,
                     placed.cluster,
                     placed.owner,
-                    placed.protected,
+                    placed.protected or not unit.spec.borrows,
                 )
             )
         return out
@@ -559,7 +559,11 @@ class Admission:
             unit = self._units[key]
             line = self._lines[unit.quota or ""]
             headroom = self._headroom(line.lineage)
-            if unit.order is None or not fits(unit.demand, headroom):
+            if (
+                unit.order is None
+                or not fits(unit.demand, headroom)
+                or not self._may_borrow(line, unit)
+            ):
                 self._offer(line, headroom, heap)  # taken by a better unit: offer the next
                 continue
             current = self._rank(line, unit)
@@ -589,18 +593,28 @@ class Admission:
         if short is not None:  # even the cheapest demand of that resource does not fit
             line.wake = {short: floor[short]}
             return
-        wake: dict[str, int] = {}
+        wake: dict[str, int] | None = {}
         heads = line.heads[:1] if line.policy == BLOCK else line.heads
         for head, demand in heads:
             short = first_short(demand, headroom)
             if short is None:
                 unit = self._units[head[2]]
+                if not self._may_borrow(line, unit):
+                    wake = None  # held by its min, not by the headroom: look again next pass
+                    continue
                 heapq.heappush(heap, (self._rank(line, unit), head[2]))
                 return
             need = demand[short]
-            if need < wake.get(short, math.inf):
+            if wake is not None and need < wake.get(short, math.inf):
                 wake[short] = need
         line.wake = wake
+
+    def _may_borrow(self, line: Line, unit: Unit) -> bool:
+        """A unit that opted out of reclaim goes only while its node stays within its min."""
+        if unit.spec.borrows:
+            return True
+        assert self._tree is not None
+        return fits_within_min(self._tree, self._used, line.path, unit.demand)
 
     def _rank(self, line: Line, unit: Unit) -> tuple[int, int, OrderKey]:
         assert unit.order is not None
@@ -833,7 +847,18 @@ class Admission:
                 f"Block queue of quota {line.path}: waits behind {head}, which goes first",
                 line.path,
             )
-        return self._shortage(unit) or WaitReason(
+        shortage = self._shortage(unit)
+        if shortage is None and not self._may_borrow(line, unit):
+            node = self._tree.nodes[unit.quota] if self._tree is not None else None
+            held = self._used.get(unit.quota, {})
+            return WaitReason(
+                "Quota",
+                f"opted out of reclaim, so it never borrows: quota {unit.quota} holds "
+                f"{_describe(held)} of min {_describe(node.min if node else {})} and it needs "
+                f"{_describe(unit.demand)} more",
+                unit.quota,
+            )
+        return shortage or WaitReason(
             "Ready", "fits its quota now: dequeued at the next pass", unit.quota
         )
 

@@ -37,6 +37,9 @@ class UnitSpec:
     """Higher goes first (the PriorityClass value, or the unit's own priority)."""
     quota_label: str | None = None
     """Value of the job's `quota.scheduling.alibabacloud.com/name` label, if any."""
+    borrows: bool = True
+    """False: its policy or namespace opted out of being reclaimed, so it never borrows either:
+    it is dequeued only while its quota node stays within its min, and never evicted."""
 
 
 @dataclass(frozen=True, slots=True)
