@@ -228,6 +228,13 @@ async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
     return labels.get(c.RECLAIMABLE_LABEL) != "false"
 
 
+def evictions_settled(shell: Shell, job: Job) -> None:
+    """After the purge: once no queue eviction is left on the binding, the victim's old copy is
+    gone and the gang it made room for may claim again."""
+    if not lifecycle.queue_evictions(job.life):
+        shell.kube_queue.copy_gone(key_of_job(job.key))
+
+
 def _eviction_reason(kind: str) -> str:
     return lifecycle.PREEMPTED if kind == "Preempt" else lifecycle.RECLAIMED
 
@@ -273,6 +280,7 @@ __all__ = [
     "QUEUED_MESSAGE",
     "admit",
     "carry_out_eviction",
+    "evictions_settled",
     "observe",
     "placed",
     "queued",

@@ -30,7 +30,7 @@ from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members.registry import MemberRegistry
-from fleet.controller.queue.passes import Passes, involved
+from fleet.controller.queue.passes import WAKE_SLACK_SECONDS, Passes, involved
 from fleet.controller.queue.queues import QUEUE, Queues
 from fleet.controller.queue.tree import TREE, Trees
 from fleet.controller.queue.units import (
@@ -109,6 +109,11 @@ class KubeQueue:
         self._namespaces: dict[str, dict[str, str]] = {}
         #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof).
         self._gangs: dict[str, Gang] = {}
+        #: Evictions recorded on a victim's binding whose copy is not deleted yet: victim unit
+        #: key -> the unit it made room for. That unit claims nothing more meanwhile (a gang
+        #: waiting for its victims to leave, even across a backoff or a restart, never makes
+        #: a second eviction for the same room).
+        self._in_flight: dict[str, str] = {}
         self.work: WorkQueue[str] = WorkQueue(
             self.process, workers=1, expected=(ApiError, Unreachable)
         )
@@ -210,7 +215,15 @@ class KubeQueue:
         if members is None or not self.admission.waiting_units():
             return
         ready = [s for s in members.snapshots() if s.name not in members.not_ready()]
-        plan = self.admission.reclaim(now, self._running(), self._gangs.get, lambda _key: ready)
+        plan = self.admission.reclaim(
+            now,
+            self._running(),
+            self._gangs.get,
+            lambda _key: ready,
+            in_flight=set(self._in_flight.values()),
+        )
+        if plan.wake_at is not None:  # a dequeued gang may claim once its reclaim delay ends
+            self.work.add_after(self.PASS, plan.wake_at - now + WAKE_SLACK_SECONDS)
         if not plan:
             return
         for evict in plan.evict:
@@ -328,6 +341,7 @@ class KubeQueue:
     async def forget(self, key: str) -> None:
         """The job is deleted or gone: its quota is released at once and its unit removed."""
         self.passes.forget(key)
+        self._in_flight.pop(key, None)
         self._gangs.pop(key, None)
         if self.admission.remove(key):
             self.request_pass()
@@ -352,6 +366,7 @@ class KubeQueue:
         evict = self.passes.recorded(key)
         if evict is None:
             return
+        self._in_flight[key] = evict.by
         await self.write(key, evict.message, now)
         unit = self.units.get(key)
         if unit is not None:
@@ -359,6 +374,10 @@ class KubeQueue:
             await self.events.record(involved(unit), reason, evict.message, warning=True)
             await self.events.record(unit, reason, evict.message, warning=True)
         await self.passes.save(self.admission, now)
+
+    def copy_gone(self, key: str) -> None:
+        """The victim's old copy is deleted (its binding has no queue eviction left)."""
+        self._in_flight.pop(key, None)
 
     def known_priority(self, name: str) -> int | None:
         """A PriorityClass value read before (None: not read yet)."""
@@ -387,7 +406,7 @@ class KubeQueue:
         await self.queues.sync(self.admission)
         restored = 0
         now = self.clock.now()
-        claimants: set[str] = set()
+        self._in_flight.clear()
         for unit in units:
             self.units.offer(unit)
             state = await self._restored_state(unit, now)
@@ -395,10 +414,10 @@ class KubeQueue:
                 continue
             self.admission.upsert(spec_of(unit), state)
             restored += 1
-            binding = self.bindings.get(job_of(unit))
-            claimants |= {e.evicted_for for e in queue_evictions_of(binding) if e.evicted_for}
-        # Gangs whose victims are still leaving claim nothing more (never evict twice).
-        self.admission.awaiting_evictions(claimants)
+            # Gangs whose victims are still leaving claim nothing more (never evict twice).
+            for eviction in queue_evictions_of(self.bindings.get(job_of(unit))):
+                if eviction.evicted_for:
+                    self._in_flight[key_of(unit)] = eviction.evicted_for
         in_force = self.trees.in_force
         log.info(
             "queue restored: %d units (%d holding quota), tree %s",

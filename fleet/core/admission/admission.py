@@ -349,11 +349,6 @@ class Admission:
         """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
         return bool(self._active) or bool(self._timeouts)
 
-    def awaiting_evictions(self, keys: Collection[str]) -> None:
-        """These units made evictions whose victims are still leaving (a restart reads them
-        from the victims' bindings): they claim nothing more until they are placed."""
-        self._claimed |= {k for k in keys if k in self._units}
-
     def _runners(self, running: Mapping[str, Placed]) -> list[Runner]:
         out = []
         for key, placed in running.items():
