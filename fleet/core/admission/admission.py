@@ -372,9 +372,10 @@ class Admission:
     def _claims(
         self, now: float, skip: Collection[str], gang_of: GangOf
     ) -> Iterator[tuple[EvictionKind, Claim]]:
-        """Units that may evict, best first: per waiting line, the first unit in order that
-        would run within its node's min (a reclaim) or, with preemption on, the line's head
-        (a preemption); then dequeued units placement has not placed for `reclaim_delay`."""
+        """Units that may evict, best first: per waiting line, the best unit of each demand
+        that would run within its node's min (a reclaim; a Block line: its head only) or, with
+        preemption on, the line's head (a preemption); then dequeued units placement has not
+        placed for `reclaim_delay`. Each is judged again as the claims before it are applied."""
         assert self._tree is not None
         tree = self._tree
         found: list[tuple[tuple[int, int, OrderKey], EvictionKind, Unit]] = []
@@ -386,7 +387,6 @@ class Admission:
                     continue
                 if self.settings.reclaim and fits_within_min(tree, self._used, line.path, demand):
                     found.append((self._rank(line, unit), RECLAIM, unit))
-                    break
             if self.settings.preemption and line.heads:
                 unit = self._units[line.heads[0][0][2]]
                 if unit.spec.key not in skip:
