@@ -108,6 +108,15 @@ def _eviction(live: Fleet, namespace: str, name: str) -> dict[str, Any] | None:
     return next((t for t in tasks if t.get("evictedFor")), None)
 
 
+def _victim(live: Fleet, namespace: str) -> str:
+    """The gang of team a whose eviction is recorded: the most recent start, or (placements
+    recorded in the same second) the first by name."""
+    return wait_until(
+        lambda: next((n for n in ("a2", "a1") if _eviction(live, namespace, n)), None),
+        what="an eviction of a's gangs recorded on its binding",
+    )
+
+
 def _reasons(live: Fleet, namespace: str, name: str, reason: str) -> list[str]:
     return [m for r, m, _ in live.events(namespace, name) if r == reason]
 
@@ -124,25 +133,29 @@ def test_a_controller_killed_between_the_record_and_the_delete_finishes_it_once(
     second = _start(live, namespace, "a2", "a")
 
     live.api.create(_job(namespace, "b1", "b"))
-    task = wait_until(
-        lambda: _eviction(live, namespace, "a2"), what="a2's eviction recorded on its binding"
-    )
+    victim = _victim(live, namespace)
     for replica in live.replicas:  # within the 8 s grace: nothing is deleted yet
         replica.kill()
+    task = _eviction(live, namespace, victim)
+    assert task is not None
     assert task["evictedFor"] == f"{namespace}/pytorchjob-b1" and task["reason"] == "Reclaimed"
-    assert live.copies(namespace, "a2") == [second]
+    kept = "a1" if victim == "a2" else "a2"
+    where = {"a1": first, "a2": second}
+    assert live.copies(namespace, victim) == [where[victim]]
     live.ensure_running()
 
-    # The restarted controller finishes the eviction: the copy goes, b runs, a1 is untouched.
-    wait_until(lambda: not live.copies(namespace, "a2"), timeout=90, what="a2's copy deleted")
+    # The restarted controller finishes the eviction: the copy goes, b runs, the other gang of
+    # team a (borrowing too) is untouched: nothing is evicted twice.
+    wait_until(lambda: not live.copies(namespace, victim), timeout=90, what="the copy deleted")
     _wait_phase(live, namespace, "b1", "Running")
     live.wait_running(namespace, "b1", wait_until(lambda: live.target(namespace, "b1")))
-    assert _phase(live, namespace, "a2") == "Enqueued"
-    assert _phase(live, namespace, "a1") == "Running" and live.copies(namespace, "a1") == [first]
-    assert len(_reasons(live, namespace, "a2", "Reclaimed")) == 1
-    assert not _reasons(live, namespace, "a1", "Reclaimed")
-    history = ((live.binding(namespace, "a2") or {}).get("status") or {}).get("failoverHistory")
-    assert not history  # not a failover
+    assert _phase(live, namespace, victim) == "Enqueued"
+    assert _phase(live, namespace, kept) == "Running"
+    assert live.copies(namespace, kept) == [where[kept]]
+    assert len(_reasons(live, namespace, victim, "Reclaimed")) == 1
+    assert not _reasons(live, namespace, kept, "Reclaimed")
+    binding = live.binding(namespace, victim) or {}
+    assert not (binding.get("status") or {}).get("failoverHistory")  # not a failover
 
 
 def test_reclaim_with_the_victims_member_unreachable_waits_and_fences(
@@ -157,23 +170,26 @@ def test_reclaim_with_the_victims_member_unreachable_waits_and_fences(
     assert first != second
 
     live.api.create(_job(namespace, "b1", "b"))
-    wait_until(lambda: _eviction(live, namespace, "a2"), what="a2's eviction recorded")
-    live.sandbox.stop_cluster(second, abrupt=True)
+    victim = _victim(live, namespace)
+    kept = "a1" if victim == "a2" else "a2"
+    lost = second if victim == "a2" else first
+    live.sandbox.stop_cluster(lost, abrupt=True)
     try:
         # The eviction waits for the member: its record stays, b1 is not placed there.
         wait_until(
-            lambda: _reasons(live, namespace, "a2", "Reclaimed"), what="a Reclaimed event on a2"
+            lambda: _reasons(live, namespace, victim, "Reclaimed"),
+            what=f"a Reclaimed event on {victim}",
         )
-        assert _eviction(live, namespace, "a2") is not None
+        assert _eviction(live, namespace, victim) is not None
         assert live.target(namespace, "b1") is None
     finally:
-        live.sandbox.start_cluster(second)
+        live.sandbox.start_cluster(lost)
     # Back: the old copy is fenced (deleted), then b1 runs in its place.
-    wait_until(lambda: not live.copies(namespace, "a2"), timeout=120, what="a2's copy fenced")
-    wait_until(lambda: _eviction(live, namespace, "a2") is None, what="the eviction done")
+    wait_until(lambda: not live.copies(namespace, victim), timeout=120, what="the copy fenced")
+    wait_until(lambda: _eviction(live, namespace, victim) is None, what="the eviction done")
     _wait_phase(live, namespace, "b1", "Running", timeout=120)
-    assert live.target(namespace, "b1") == second
-    assert _phase(live, namespace, "a1") == "Running"
+    assert live.target(namespace, "b1") == lost
+    assert _phase(live, namespace, kept) == "Running"
 
 
 def test_a_policy_that_opts_out_is_never_reclaimed_and_never_borrows(
@@ -220,14 +236,17 @@ def test_priority_preemption_within_a_queue_only_when_turned_on(
         live.api.create(urgent)
         if preemption == "on":
             _wait_phase(live, namespace, "urgent", "Running", timeout=120)
-            (message,) = _reasons(live, namespace, "low2", "Preempted")
-            assert "priority 1000 over 0" in message
-            assert _phase(live, namespace, "low2") == "Enqueued"
+            messages = [
+                m for n in ("low1", "low2") for m in _reasons(live, namespace, n, "Preempted")
+            ]
+            assert len(messages) == 1 and "priority 1000 over 0" in messages[0]
+            phases = sorted(_phase(live, namespace, n) or "" for n in ("low1", "low2"))
+            assert phases == ["Enqueued", "Running"]
         else:
             _wait_phase(live, namespace, "urgent", "Enqueued")
             live.settle(namespace)  # the controller caught up: still nothing evicted
-            assert _phase(live, namespace, "low2") == "Running"
-            assert not _reasons(live, namespace, "low2", "Preempted")
+            assert _phase(live, namespace, "low1") == _phase(live, namespace, "low2") == "Running"
+            assert not any(_reasons(live, namespace, n, "Preempted") for n in ("low1", "low2"))
     finally:
         for replica in live.replicas:
             replica.kill()

@@ -90,6 +90,7 @@ from fleet.core.admission.reclaim import (
     MembersFor,
     Placed,
     Runner,
+    Scratch,
     choose,
     fits_within_min,
 )
@@ -129,6 +130,10 @@ class Admission:
         #: Units for which evictions were made and that are not placed yet: they claim nothing
         #: more until then (so a gang waiting for its victims to leave never evicts twice).
         self._claimed: set[str] = set()
+        #: Claims no eviction could satisfy, and when to try them again.
+        self._retry: dict[str, float] = {}
+        #: The Dequeued units (a reclaim looks at them without walking every unit).
+        self._dequeued: dict[str, None] = {}
 
     # --- The tree ------------------------------------------------------------------------------
     @property
@@ -203,6 +208,8 @@ class Admission:
                 raise ValueError(f"unit {spec.key}: phase Dequeued needs dequeued_at")
             unit = Unit(spec, state)
             self._units[spec.key] = unit
+            if unit.phase == DEQUEUED:
+                self._dequeued[spec.key] = None
             unit.quota = self._quota_of(spec)
             if unit.phase in HOLDING:
                 self._charge(unit)
@@ -238,6 +245,7 @@ class Admission:
             return False
         self._set_phase(unit, RUNNING)
         self._claimed.discard(key)
+        self._retry.pop(key, None)
         return True
 
     def unplaced(self, key: str, now: float) -> bool:
@@ -267,11 +275,13 @@ class Admission:
         unit = self._units.pop(key, None)
         if unit is None:
             return False
+        self._dequeued.pop(key, None)
         self._dequeue_from_lines(unit)
         self._release(unit)
         unit.token += 1
         self._notices.pop(key, None)
         self._claimed.discard(key)
+        self._retry.pop(key, None)
         return True
 
     # --- Deciding --------------------------------------------------------------------------
@@ -319,30 +329,48 @@ class Admission:
         if not runners:
             return plan
         skip = self._claimed | set(in_flight)
+        skip |= {k for k, until in self._retry.items() if until > now}
+        tried = 0
+        scratch = Scratch()
         for kind, claim in self._claims(now, skip, gang_of):
+            if tried >= settings.reclaim_claims_per_pass:
+                break
+            tried += 1
             choice = choose(
-                kind, self._tree, self._used, claim, runners, members_for(claim.key), now
+                kind,
+                self._tree,
+                self._used,
+                claim,
+                runners,
+                members_for(claim.key),
+                now,
+                scratch=scratch,
             )
             if choice is None:
+                self._retry[claim.key] = now + settings.reclaim_retry
                 continue
+            self._retry.pop(claim.key, None)
             self._apply(choice, now, plan)
+            scratch.commit(choice, now + settings.placement_timeout)
             gone = {v.key for v in choice.victims}
             runners = [r for r in runners if r.key not in gone]
         plan.wake_at = self._next_claim(now, skip)
         return plan
 
     def _next_claim(self, now: float, skip: Collection[str]) -> float | None:
-        """When the next dequeued, unplaced unit may claim (its `reclaim_delay` ends)."""
+        """When the next claim may be tried: a dequeued, unplaced unit's `reclaim_delay` ends,
+        or a claim that found nothing is due again."""
         delay = self.settings.reclaim_delay
         due = [
             unit.dequeued_at + delay
-            for unit in self._units.values()
+            for unit in (self._units[k] for k in self._dequeued)
             if unit.phase == DEQUEUED
             and unit.dequeued_at is not None
             and unit.dequeued_at + delay > now
             and unit.spec.key not in skip
             and unit.spec.key not in self._claimed
         ]
+        due += [until for until in self._retry.values() if until > now]
         return min(due, default=None)
 
     def waiting_units(self) -> bool:
@@ -392,7 +420,7 @@ class Admission:
                 if unit.spec.key not in skip:
                     found.append((self._rank(line, unit), PREEMPT, unit))
         delay = self.settings.reclaim_delay
-        for unit in self._units.values():
+        for unit in (self._units[k] for k in self._dequeued):
             if (
                 unit.phase != DEQUEUED
                 or unit.charged is None
@@ -667,6 +695,10 @@ class Admission:
     def _set_phase(self, unit: Unit, phase: Phase) -> None:
         unit.phase = phase
         unit.token += 1
+        if phase == DEQUEUED:
+            self._dequeued[unit.spec.key] = None
+        else:
+            self._dequeued.pop(unit.spec.key, None)
 
     def _admit(self, unit: Unit, now: float) -> None:
         self._set_phase(unit, DEQUEUED)

@@ -49,6 +49,10 @@ EvictionKind = Literal["Reclaim", "Preempt"]
 RECLAIM: Final = "Reclaim"
 PREEMPT: Final = "Preempt"
 
+#: The most gangs one eviction takes in a member: room that needs more is not worth what it
+#: destroys, and the search stays bounded (bench/queue.py --reclaim).
+MAX_VICTIMS: Final = 16
+
 #: Used per quota path, per resource (what the admission holds).
 Usage = Mapping[str, Mapping[str, int]]
 
@@ -147,12 +151,20 @@ def _released(tree: QuotaTree, victims: Sequence[Runner]) -> dict[str, dict[str,
     return out
 
 
-def keeps_min(tree: QuotaTree, used: Usage, claim_path: str, victims: Sequence[Runner]) -> bool:
+def keeps_min(
+    tree: QuotaTree,
+    used: Usage,
+    claim_path: str,
+    victims: Sequence[Runner],
+    released: Mapping[str, Mapping[str, int]] | None = None,
+) -> bool:
     """Whether, with `victims` evicted, every quota node on a victim's side of the tree (its
     lineage up to, not including, the first node the claim shares) is still at or above its min
-    in every resource its min lists: no victim ran within its own queue's min."""
+    in every resource its min lists: no victim ran within its own queue's min. `released`: what
+    `victims` release per path, when the caller keeps it (else it is summed here)."""
     shared = set(tree.nodes[claim_path].lineage)
-    released = _released(tree, victims)
+    if released is None:
+        released = _released(tree, victims)
     for victim in victims:
         assert victim.quota is not None
         for path in tree.nodes[victim.quota].lineage:
@@ -168,11 +180,18 @@ def keeps_min(tree: QuotaTree, used: Usage, claim_path: str, victims: Sequence[R
     return True
 
 
-def quota_fits(tree: QuotaTree, used: Usage, claim: Claim, victims: Sequence[Runner]) -> bool:
+def quota_fits(
+    tree: QuotaTree,
+    used: Usage,
+    claim: Claim,
+    victims: Sequence[Runner],
+    released: Mapping[str, Mapping[str, int]] | None = None,
+) -> bool:
     """Whether the claim fits every max up to the root once `victims` release their charge."""
     if claim.holds:
         return True
-    released = _released(tree, victims)
+    if released is None:
+        released = _released(tree, victims)
     for path in tree.nodes[claim.quota].lineage:
         have = used.get(path, {})
         gone = released.get(path, {})
@@ -224,9 +243,85 @@ class _WhatIf:
         if held is not None:
             self.snapshot.put_back(held)
 
-    def fit(self, gang: Gang) -> Assignment | None:
-        result = pack(self.snapshot, gang)
+    def fit(self, gang: Gang, largest: int, total: int) -> Assignment | None:
+        """Pack the gang, after two O(1) bounds (no node has the largest pod's GPUs free, or
+        the member has fewer GPUs free than the gang asks) that spare most packings."""
+        snapshot = self.snapshot
+        if snapshot.max_free(GPU) < largest or snapshot.total_free(GPU) < total:
+            return None
+        result = pack(snapshot, gang)
         return result if isinstance(result, Assignment) else None
+
+
+class Scratch:
+    """Member copies shared by the claims of one reclaim, made only when a claim needs one.
+    A choice that is made is kept in them (`commit`): its victims' pods are gone and the
+    claimant's proof is held, so the next claim does not count the same room twice."""
+
+    def __init__(self) -> None:
+        self._copies: dict[str, _WhatIf] = {}
+        self._where: dict[str, dict[str, list[tuple[str, int]]]] = {}
+        self._fragile: dict[str, frozenset[str]] = {}
+
+    def fragile(self, tree: QuotaTree, used: Usage, runner: Runner) -> frozenset[str]:
+        """The nodes of the runner's lineage its eviction alone would take below their min
+        (computed once per reclaim)."""
+        found = self._fragile.get(runner.key)
+        if found is None:
+            assert runner.quota is not None
+            out = []
+            for path in tree.nodes[runner.quota].lineage:
+                have = used.get(path, {})
+                for resource, low in tree.nodes[path].min.items():
+                    if resource == MAX_JOBS or low <= 0:
+                        continue
+                    if have.get(resource, 0) - runner.demand.get(resource, 0) < low:
+                        out.append(path)
+                        break
+            found = self._fragile[runner.key] = frozenset(out)
+        return found
+
+    def where(self, snapshot: ClusterSnapshot) -> dict[str, list[tuple[str, int]]]:
+        """Per owner key, the (node, GPUs) of its pods and in-flight placement in the member:
+        read once per reclaim, without copying the snapshot."""
+        found = self._where.get(snapshot.name)
+        if found is None:
+            found = self._where[snapshot.name] = {}
+            for pod in snapshot.pods():
+                if pod.owner_key is not None and pod.node_name is not None:
+                    found.setdefault(pod.owner_key, []).append(
+                        (pod.node_name, int(pod.requests.get(GPU, 0)))
+                    )
+            for key, res in snapshot.reservations().items():
+                for node, requests in res.pods:
+                    if node is not None:
+                        found.setdefault(key, []).append((node, int(requests.get(GPU, 0))))
+        return found
+
+    def of(self, snapshot: ClusterSnapshot) -> _WhatIf:
+        found = self._copies.get(snapshot.name)
+        if found is None:
+            found = self._copies[snapshot.name] = _WhatIf(snapshot)
+        return found
+
+    def known(self, name: str) -> _WhatIf | None:
+        return self._copies.get(name)
+
+    def commit(self, choice: Choice, expires_at: float) -> None:
+        whatif = self._copies.get(choice.cluster)
+        if whatif is None:
+            return
+        where = self._where.get(choice.cluster, {})
+        for victim in choice.victims:
+            whatif.take(victim.owner)
+            whatif.pods.pop(victim.owner, None)
+            whatif.held.pop(victim.owner, None)
+            where.pop(victim.owner, None)
+        whatif.snapshot.reserve(f"reclaim:{choice.claim}", choice.assignment, expires_at)
+
+
+def _largest_pod(gang: Gang) -> int:
+    return max((int(c.requests.get(GPU, 0)) for c, _ in gang.minimum), default=0)
 
 
 def choose(
@@ -237,18 +332,31 @@ def choose(
     runners: Sequence[Runner],
     snapshots: Sequence[ClusterSnapshot],
     now: float,
+    *,
+    scratch: Scratch | None = None,
 ) -> Choice | None:
     """The smallest set of victims in one member whose eviction lets `claim` start there (see
     the module docstring), or None when no such set exists, or when none is needed (the gang
-    already fits somewhere: placement, not eviction, is what it waits for)."""
+    already fits somewhere: placement, not eviction, is what it waits for). `scratch`: member
+    copies shared with the other claims of the same reclaim."""
+    scratch = scratch if scratch is not None else Scratch()
     by_cluster: dict[str, list[Runner]] = {}
+    shared = set(tree.nodes[claim.quota].lineage)
     for runner in runners:
-        if eligible(kind, tree, claim, runner):
-            by_cluster.setdefault(runner.cluster, []).append(runner)
+        if not eligible(kind, tree, claim, runner):
+            continue
+        # One that alone would take a node on its side below its min can never go.
+        if kind == RECLAIM and not scratch.fragile(tree, used, runner) <= shared:
+            continue
+        by_cluster.setdefault(runner.cluster, []).append(runner)
+    largest = _largest_pod(claim.gang)
+    total = int(claim.demand.get(GPU, 0))
     best: Choice | None = None
     for snapshot in snapshots:
         candidates = sorted(by_cluster.get(snapshot.name, ()), key=lambda r: victim_order(r, now))
-        found = _in_member(kind, tree, used, claim, candidates, snapshot, now)
+        found = _in_member(
+            kind, tree, used, claim, candidates, snapshot, now, scratch, largest, total
+        )
         if found is None:
             continue
         if not found.victims:
@@ -256,6 +364,70 @@ def choose(
         if best is None or (len(found.victims), found.lost) < (len(best.victims), best.lost):
             best = found
     return best
+
+
+def _keeps_min_adding(
+    tree: QuotaTree,
+    used: Usage,
+    shared: set[str],
+    released: Mapping[str, Mapping[str, int]],
+    runner: Runner,
+) -> bool:
+    """`keeps_min` after adding `runner` to victims that kept it (with `released` counting it
+    already): only the nodes on its own side of the tree changed."""
+    assert runner.quota is not None
+    for path in tree.nodes[runner.quota].lineage:
+        if path in shared:
+            break
+        have = used.get(path, {})
+        gone = released.get(path, {})
+        for resource, low in tree.nodes[path].min.items():
+            if (
+                resource != MAX_JOBS
+                and low > 0
+                and have.get(resource, 0) - gone.get(resource, 0) < low
+            ):
+                return False
+    return True
+
+
+def _node_first(
+    candidates: Sequence[Runner],
+    where: Mapping[str, Sequence[tuple[str, int]]],
+    snapshot: ClusterSnapshot,
+    largest: int,
+    single_pod: bool,
+) -> list[Runner] | None:
+    """The candidates to try, those of the node that frees room for the gang's largest pod
+    soonest (in victim order) first: taking victims in plain order scatters the room over every
+    node. For a one-pod gang only that node's candidates (no other eviction can help it). None
+    when no node could hold that pod even with every candidate gone (O(their pods), no copy,
+    no packing: most hopeless members end here)."""
+    if largest <= 0:
+        return list(candidates)
+    freed: dict[str, int] = {}
+    on: dict[str, list[Runner]] = {}
+    for runner in candidates:
+        for node, gpus in where.get(runner.owner, ()):
+            runners = on.setdefault(node, [])
+            if not runners or runners[-1] is not runner:
+                runners.append(runner)
+            freed[node] = freed.get(node, 0) + gpus
+            free = snapshot.free(node)
+            if free is not None and free.get(GPU, 0) + freed[node] >= largest:
+                if single_pod:
+                    return runners
+                first = set(map(id, runners))
+                return [*runners, *(r for r in candidates if id(r) not in first)]
+    return list(candidates) if snapshot.max_free(GPU) >= largest else None
+
+
+def _add(tree: QuotaTree, released: dict[str, dict[str, int]], runner: Runner, sign: int) -> None:
+    assert runner.quota is not None
+    for path in tree.nodes[runner.quota].lineage:
+        held = released.setdefault(path, {})
+        for resource, amount in runner.demand.items():
+            held[resource] = held.get(resource, 0) + sign * amount
 
 
 def _in_member(
@@ -266,38 +438,74 @@ def _in_member(
     candidates: Sequence[Runner],
     snapshot: ClusterSnapshot,
     now: float,
+    scratch: Scratch,
+    largest: int,
+    total: int,
 ) -> Choice | None:
-    whatif = _WhatIf(snapshot)
+    # As things are: on the copy if this reclaim made one (it holds earlier choices), else on
+    # the member's own snapshot (packing never changes it).
+    if quota_fits(tree, used, claim, ()):
+        current = scratch.known(snapshot.name)
+        if current is not None:
+            fits = current.fit(claim.gang, largest, total)
+        else:
+            found = pack(snapshot, claim.gang)
+            fits = found if isinstance(found, Assignment) else None
+        if fits is not None:
+            return Choice(kind, claim.key, snapshot.name, (), fits, 0.0)
+    if not candidates:
+        return None
+    # Cheap bound before any copy: what the member has free plus all the candidates hold.
+    if total and snapshot.total_free(GPU) + sum(r.demand.get(GPU, 0) for r in candidates) < total:
+        return None
+    single_pod = sum(n for _, n in claim.gang.minimum) == 1
+    ordered = _node_first(candidates, scratch.where(snapshot), snapshot, largest, single_pod)
+    if ordered is None:
+        return None
+    candidates = ordered
+    whatif = scratch.of(snapshot)
+    released: dict[str, dict[str, int]] = {}
+    shared = set(tree.nodes[claim.quota].lineage)
 
-    def proof(victims: Sequence[Runner]) -> Assignment | None:
-        if not quota_fits(tree, used, claim, victims):
+    def proof() -> Assignment | None:
+        if not quota_fits(tree, used, claim, chosen, released):
             return None
-        return whatif.fit(claim.gang)
+        return whatif.fit(claim.gang, largest, total)
 
-    assignment = proof(())
     chosen: list[Runner] = []
+    assignment: Assignment | None = None
+    for runner in candidates:
+        if len(chosen) >= MAX_VICTIMS:
+            break
+        if runner.owner not in whatif.pods and runner.owner not in whatif.snapshot.reservations():
+            continue  # already gone (an earlier choice of this reclaim)
+        _add(tree, released, runner, +1)
+        if kind == RECLAIM and not _keeps_min_adding(tree, used, shared, released, runner):
+            _add(tree, released, runner, -1)
+            continue
+        chosen.append(runner)
+        whatif.take(runner.owner)
+        assignment = proof()
+        if assignment is not None:
+            break
     if assignment is None:
-        for runner in candidates:
-            trial = [*chosen, runner]
-            if kind == RECLAIM and not keeps_min(tree, used, claim.quota, trial):
-                continue
-            chosen.append(runner)
-            whatif.take(runner.owner)
-            assignment = proof(chosen)
-            if assignment is not None:
-                break
-        if assignment is None:
-            return None
-        # Minimal: give back every victim the fit does not need, most precious first.
-        for runner in reversed(chosen[:-1]):
+        for runner in chosen:
             whatif.give_back(runner.owner)
-            rest = [r for r in chosen if r is not runner]
-            kept = proof(rest)
-            if kept is not None:
-                chosen = rest
-                assignment = kept
-            else:
-                whatif.take(runner.owner)
+        return None
+    # Minimal: give back every victim the fit does not need, most precious first.
+    for runner in reversed(chosen[:-1]):
+        whatif.give_back(runner.owner)
+        chosen.remove(runner)
+        _add(tree, released, runner, -1)
+        kept = proof()
+        if kept is not None:
+            assignment = kept
+        else:
+            chosen.append(runner)
+            _add(tree, released, runner, +1)
+            whatif.take(runner.owner)
+    for runner in chosen:
+        whatif.give_back(runner.owner)  # the copy stays as it was until `commit`
     return Choice(
         kind,
         claim.key,
@@ -322,6 +530,7 @@ __all__ = [
     "MembersFor",
     "Placed",
     "Runner",
+    "Scratch",
     "choose",
     "eligible",
     "fits_within_min",

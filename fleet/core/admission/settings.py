@@ -25,6 +25,12 @@ class AdmissionSettings:
     reclaim_delay: float = 10.0
     """A dequeued unit that placement has not placed for this long may reclaim node capacity
     (before that, placement may simply not have run yet)."""
+    reclaim_claims_per_pass: int = 4
+    """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
+    pass must stay cheap with thousands of units waiting (bench/queue.py)."""
+    reclaim_retry: float = 30.0
+    """A claim no eviction could satisfy is tried again after this long, so the claims behind
+    it get their turn."""
 
     def __post_init__(self) -> None:
         if not self.placement_timeout > 0:
