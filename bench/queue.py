@@ -308,7 +308,8 @@ def reclaim_main(args: argparse.Namespace) -> None:
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
     print(
-        f"{'units':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU p50':>8} {'CPU p99':>8} {'evicted/pass':>13}"
+        f"{'units':>8} {'p50 ms':>8} {'p99 ms':>8} {'CPU p50':>8} {'CPU p99':>8} "
+        f"{'evicted/pass':>13}"
     )
     for n in [int(x) for x in args.units.split(",")]:
         p50s, p99s, c50s, c99s, rates = [], [], [], [], []
