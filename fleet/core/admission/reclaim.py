@@ -219,13 +219,33 @@ def eligible(kind: EvictionKind, tree: QuotaTree, claim: Claim, runner: Runner) 
 class _WhatIf:
     """A member's snapshot copy from which victims' pods are taken away and put back."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        self.snapshot = snapshot.copy()
+    def __init__(self, snapshot: ClusterSnapshot, *, copied: bool = False) -> None:
+        self.snapshot = snapshot if copied else snapshot.copy()
         self.pods: dict[str, list[PodInfo]] = {}
         self.held: dict[str, Reservation] = {}
         for pod in self.snapshot.pods():
             if pod.owner_key is not None:
                 self.pods.setdefault(pod.owner_key, []).append(pod)
+
+    @classmethod
+    def of_node(cls, snapshot: ClusterSnapshot, node: str) -> _WhatIf:
+        """A copy of one node of the member: its pods and what reservations hold on it."""
+        info = snapshot.node(node)
+        assert info is not None
+        twin = ClusterSnapshot.build(
+            snapshot.name,
+            [info],
+            [p for p in snapshot.pods() if p.node_name == node],
+            snapshot.labels,
+            fields=snapshot.fields,
+            accelerator=snapshot.accelerator,
+            identity_label_keys=snapshot.identity_label_keys,
+        )
+        for res in snapshot.reservations().values():
+            pods: list[tuple[str | None, Resources]] = [(n, r) for n, r in res.pods if n == node]
+            if pods:
+                twin.put_back(Reservation(res.key, pods, res.expires_at, res.seq))
+        return cls(twin, copied=True)
 
     def take(self, owner: str) -> None:
         """The owner's pods leave, and so does its in-flight placement (a gang placed a
@@ -397,14 +417,14 @@ def _node_first(
     snapshot: ClusterSnapshot,
     largest: int,
     single_pod: bool,
-) -> list[Runner] | None:
+) -> tuple[list[Runner], str | None] | None:
     """The candidates to try, those of the node that frees room for the gang's largest pod
     soonest (in victim order) first: taking victims in plain order scatters the room over every
     node. For a one-pod gang only that node's candidates (no other eviction can help it). None
     when no node could hold that pod even with every candidate gone (O(their pods), no copy,
     no packing: most hopeless members end here)."""
     if largest <= 0:
-        return list(candidates)
+        return list(candidates), None
     freed: dict[str, int] = {}
     on: dict[str, list[Runner]] = {}
     for runner in candidates:
@@ -416,10 +436,10 @@ def _node_first(
             free = snapshot.free(node)
             if free is not None and free.get(GPU, 0) + freed[node] >= largest:
                 if single_pod:
-                    return runners
+                    return runners, node
                 first = set(map(id, runners))
-                return [*runners, *(r for r in candidates if id(r) not in first)]
-    return list(candidates) if snapshot.max_free(GPU) >= largest else None
+                return [*runners, *(r for r in candidates if id(r) not in first)], None
+    return (list(candidates), None) if snapshot.max_free(GPU) >= largest else None
 
 
 def _add(tree: QuotaTree, released: dict[str, dict[str, int]], runner: Runner, sign: int) -> None:
@@ -462,8 +482,13 @@ def _in_member(
     ordered = _node_first(candidates, scratch.where(snapshot), snapshot, largest, single_pod)
     if ordered is None:
         return None
-    candidates = ordered
-    whatif = scratch.of(snapshot)
+    candidates, node = ordered
+    # A one-pod gang needs one node: a copy of that node alone proves it (unless an earlier
+    # choice of this reclaim changed the member: then the shared copy, which holds it).
+    if node is not None and scratch.known(snapshot.name) is None:
+        whatif = _WhatIf.of_node(snapshot, node)
+    else:
+        whatif = scratch.of(snapshot)
     released: dict[str, dict[str, int]] = {}
     shared = set(tree.nodes[claim.quota].lineage)
 
