@@ -23,6 +23,13 @@ Victims, and the proof (`choose`):
   precious first), so the set is minimal; across members, the fewest victims, then the least
   work lost, win.
 
+Bounded search (a reclaim runs in the dequeue pass, over thousands of units): the candidates of
+the node that frees room for the gang's largest pod soonest go first, and a one-pod gang looks at
+that node only; two O(1) bounds (largest free on a node, total free) come before any packing; a
+member copy is made once per reclaim and shared by its claims (a one-pod gang: a copy of its one
+node); at most `MAX_VICTIMS` gangs per eviction. So the set found is the smallest *this search*
+finds, not always the smallest that exists.
+
 Why there is no cycle: after a reclaim the victim's quota node is still at or above its min, so
 the victim, back in its queue, never qualifies to reclaim (it would not be within its min); the
 gang that reclaimed stays within its own min, so it is never a reclaim victim. A preemption
