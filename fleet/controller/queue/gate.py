@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.api import rules_of_placement
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.kubequeue import KubeQueue
@@ -76,8 +77,8 @@ async def admit(shell: Shell, job: Job) -> bool:
         unit = None
     if unit is None:
         unit = await _create(shell, kq, job, key)
-    kq.track(unit, job.gang)
     now = shell.clock.now()
+    kq.track(unit, job.gang, rules_of_placement(job.binding.spec.placement), job.life.excluded(now))
     phase = kq.phase(key)
     if phase == RUNNING and await kq.fail_over(key, now):
         phase = DEQUEUED

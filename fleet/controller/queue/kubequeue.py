@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from fleet.api import QueueUnit
+from fleet.api import PlacementRules, QueueUnit
 from fleet.api import constants as c
 from fleet.controller.cache import Newest
 from fleet.controller.clock import Clock
@@ -60,6 +60,8 @@ from fleet.core.admission import (
     WaitReason,
     restored_state,
 )
+from fleet.core.placement import ClusterAffinity, filter_rejection
+from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.workload import Gang
 from fleet.kube import ApiError, KubeClient, Obj, Unreachable
 
@@ -107,8 +109,10 @@ class KubeQueue:
         self._priorities: dict[str, int] = {}
         #: Namespace name -> labels (a namespace's opt-out of reclaim).
         self._namespaces: dict[str, dict[str, str]] = {}
-        #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof).
+        #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof), and
+        #: its placement rules and excluded clusters (a reclaim looks only where it may go).
         self._gangs: dict[str, Gang] = {}
+        self._rules: dict[str, tuple[PlacementRules, dict[str, str]]] = {}
         #: Evictions recorded on a victim's binding whose copy is not deleted yet: victim unit
         #: key -> the unit it made room for. That unit claims nothing more meanwhile (a gang
         #: waiting for its victims to leave, even across a backoff or a restart, never makes
@@ -214,12 +218,36 @@ class KubeQueue:
         members = self.members
         if members is None or not self.admission.waiting_units():
             return
-        ready = [s for s in members.snapshots() if s.name not in members.not_ready()]
+        not_ready = members.not_ready()
+        ready = [s for s in members.snapshots() if s.name not in not_ready]
+        taints = members.taints()
+
+        def members_for(key: str) -> list[ClusterSnapshot]:
+            """The members the claimant's placement may choose (its policy's filters)."""
+            rules, excluded = self._rules.get(key, (PlacementRules(), {}))
+            affinities: list[ClusterAffinity | None] = [g.affinity for g in rules.groups]
+            affinities = affinities or [rules.affinity]
+            return [
+                s
+                for s in ready
+                if any(
+                    filter_rejection(
+                        s,
+                        affinity=affinity,
+                        failed_over=excluded,
+                        taints=taints,
+                        tolerations=rules.tolerations,
+                    )
+                    is None
+                    for affinity in affinities
+                )
+            ]
+
         plan = self.admission.reclaim(
             now,
             self._running(),
             self._gangs.get,
-            lambda _key: ready,
+            members_for,
             in_flight=set(self._in_flight.values()),
         )
         if plan.wake_at is not None:  # a dequeued gang may claim once its reclaim delay ends
@@ -282,10 +310,18 @@ class KubeQueue:
     def queue_name(self, quota: str | None) -> str | None:
         return self.queues.name_of(quota)
 
-    def track(self, unit: Obj, gang: Gang) -> None:
-        """The gate saw the job's unit: the admission knows it (a new one asks for a pass)."""
+    def track(
+        self,
+        unit: Obj,
+        gang: Gang,
+        rules: PlacementRules | None = None,
+        excluded: dict[str, str] | None = None,
+    ) -> None:
+        """The gate saw the job's unit: the admission knows it (a new one asks for a pass); its
+        gang and placement rules are kept for a reclaim it may claim."""
         key = key_of(unit)
         self._gangs[key] = gang
+        self._rules[key] = (rules or PlacementRules(), excluded or {})
         known = key in self.admission
         self.admission.upsert(spec_of(unit), state_of(unit))
         if not known:
