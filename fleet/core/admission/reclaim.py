@@ -40,6 +40,7 @@ Pure: snapshots are copied, never changed; time is passed in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -213,14 +214,21 @@ def eligible(kind: EvictionKind, tree: QuotaTree, claim: Claim, runner: Runner) 
     """Whether `runner` may be a victim of `claim` at all (before the set is checked)."""
     if runner.protected or runner.quota is None or runner.key == claim.key:
         return False
-    if runner.quota not in tree.nodes:
+    if not _path_eligible(kind, tree, claim, runner.quota):
+        return False
+    return kind != PREEMPT or runner.priority < claim.priority
+
+
+def _path_eligible(kind: EvictionKind, tree: QuotaTree, claim: Claim, path: str) -> bool:
+    """Whether gangs of quota node `path` may be victims of `claim` (priority aside)."""
+    if path not in tree.nodes:
         return False
     if kind == PREEMPT:
-        return runner.quota == claim.quota and runner.priority < claim.priority
-    claim_lineage = tree.nodes[claim.quota].lineage
-    own = tree.nodes[runner.quota].lineage
+        return path == claim.quota
     # Another branch of the tree: neither node is the other's ancestor.
-    return runner.quota not in claim_lineage and claim.quota not in own
+    return (
+        path not in tree.nodes[claim.quota].lineage and claim.quota not in tree.nodes[path].lineage
+    )
 
 
 class _WhatIf:
@@ -288,25 +296,42 @@ class Scratch:
     def __init__(self) -> None:
         self._copies: dict[str, _WhatIf] = {}
         self._where: dict[str, dict[str, list[tuple[str, int]]]] = {}
-        self._fragile: dict[str, frozenset[str]] = {}
+        self._fragile: dict[str, float] | None = None
+        self._ordered: dict[str, list[Runner]] | None = None
 
-    def fragile(self, tree: QuotaTree, used: Usage, runner: Runner) -> frozenset[str]:
-        """The nodes of the runner's lineage its eviction alone would take below their min
-        (computed once per reclaim)."""
-        found = self._fragile.get(runner.key)
-        if found is None:
-            assert runner.quota is not None
-            out = []
-            for path in tree.nodes[runner.quota].lineage:
-                have = used.get(path, {})
-                for resource, low in tree.nodes[path].min.items():
-                    if resource == MAX_JOBS or low <= 0:
-                        continue
-                    if have.get(resource, 0) - runner.demand.get(resource, 0) < low:
-                        out.append(path)
+    def fragile_of(
+        self, tree: QuotaTree, used: Usage, runners: Sequence[Runner]
+    ) -> dict[str, float]:
+        """Per runner: how far up its lineage (0: its own node) lies the first node its
+        eviction alone would take below its min (inf: none). Computed once per reclaim, on
+        the usage at its start (a later choice only lowers the usage of victims' nodes, and
+        the set's own check, `keeps_min`, is exact)."""
+        if self._fragile is None:
+            self._fragile = {}
+            for runner in runners:
+                assert runner.quota is not None
+                found = math.inf
+                for i, path in enumerate(tree.nodes[runner.quota].lineage):
+                    have = used.get(path, {})
+                    if any(
+                        resource != MAX_JOBS
+                        and low > 0
+                        and have.get(resource, 0) - runner.demand.get(resource, 0) < low
+                        for resource, low in tree.nodes[path].min.items()
+                    ):
+                        found = float(i)
                         break
-            found = self._fragile[runner.key] = frozenset(out)
-        return found
+                self._fragile[runner.key] = found
+        return self._fragile
+
+    def ordered(self, runners: Sequence[Runner], now: float) -> dict[str, list[Runner]]:
+        """The runners per member, in victim order (sorted once per reclaim; the victims of a
+        choice leave with `commit`)."""
+        if self._ordered is None:
+            self._ordered = {}
+            for runner in sorted(runners, key=lambda r: victim_order(r, now)):
+                self._ordered.setdefault(runner.cluster, []).append(runner)
+        return self._ordered
 
     def where(self, snapshot: ClusterSnapshot) -> dict[str, list[tuple[str, int]]]:
         """Per owner key, the (node, GPUs) of its pods and in-flight placement in the member:
@@ -335,15 +360,21 @@ class Scratch:
         return self._copies.get(name)
 
     def commit(self, choice: Choice, expires_at: float) -> None:
+        """A choice was made: its victims are no candidates any more, and a shared copy of
+        its member loses their pods and holds the claimant's proof. (A member with no shared
+        copy keeps showing the victims' pods to later claims: they cannot count that room.)"""
+        gone = {v.key for v in choice.victims}
+        if self._ordered is not None and choice.cluster in self._ordered:
+            self._ordered[choice.cluster] = [
+                r for r in self._ordered[choice.cluster] if r.key not in gone
+            ]
         whatif = self._copies.get(choice.cluster)
         if whatif is None:
             return
-        where = self._where.get(choice.cluster, {})
         for victim in choice.victims:
             whatif.take(victim.owner)
             whatif.pods.pop(victim.owner, None)
             whatif.held.pop(victim.owner, None)
-            where.pop(victim.owner, None)
         whatif.snapshot.reserve(f"reclaim:{choice.claim}", choice.assignment, expires_at)
 
 
@@ -367,20 +398,39 @@ def choose(
     already fits somewhere: placement, not eviction, is what it waits for). `scratch`: member
     copies shared with the other claims of the same reclaim."""
     scratch = scratch if scratch is not None else Scratch()
-    by_cluster: dict[str, list[Runner]] = {}
     shared = set(tree.nodes[claim.quota].lineage)
-    for runner in runners:
-        if not eligible(kind, tree, claim, runner):
-            continue
-        # One that alone would take a node on its side below its min can never go.
-        if kind == RECLAIM and not scratch.fragile(tree, used, runner) <= shared:
-            continue
-        by_cluster.setdefault(runner.cluster, []).append(runner)
+    # Per quota path: None if its gangs may not be victims, else how many nodes of its lineage
+    # lie on its side of the tree (below the first node the claim shares).
+    side: dict[str, int | None] = {}
+    by_cluster: dict[str, list[Runner]] = {}
+    fragile = scratch.fragile_of(tree, used, runners) if kind == RECLAIM else {}
+    for cluster, ordered in scratch.ordered(runners, now).items():
+        out = by_cluster[cluster] = []
+        for runner in ordered:
+            path = runner.quota
+            if runner.protected or path is None or runner.key == claim.key:
+                continue
+            if path not in side:
+                side[path] = (
+                    next(i for i, p in enumerate(tree.nodes[path].lineage) if p in shared)
+                    if _path_eligible(kind, tree, claim, path)
+                    else None
+                )
+            depth = side[path]
+            if depth is None:
+                continue
+            if kind == PREEMPT:
+                if runner.priority >= claim.priority:
+                    continue
+            # One that alone would take a node on its side below its min can never go.
+            elif fragile[runner.key] < depth:
+                continue
+            out.append(runner)
     largest = _largest_pod(claim.gang)
     total = int(claim.demand.get(GPU, 0))
     best: Choice | None = None
     for snapshot in snapshots:
-        candidates = sorted(by_cluster.get(snapshot.name, ()), key=lambda r: victim_order(r, now))
+        candidates = by_cluster.get(snapshot.name, [])
         found = _in_member(
             kind, tree, used, claim, candidates, snapshot, now, scratch, largest, total
         )
