@@ -122,6 +122,10 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
         await set_scheduled_condition(shell, job.workload, "False", reason, message)
         await shell.events.record(job.workload, reason, evict.message, warning=True)
     await kq.evicted(key, now)
+    if job.life.cluster is not None and job.life.cluster != evict.cluster:
+        # It had already moved (a failover) when its turn came: it runs there, so it holds its
+        # quota again rather than running uncharged.
+        await kq.place(key, job.life.cluster, now)
 
 
 async def placed(shell: Shell, job: WorkloadKey, cluster: str) -> None:
