@@ -874,8 +874,7 @@ class Admission:
                 f"Block queue of quota {line.path}: waits behind {head}, which goes first",
                 line.path,
             )
-        shortage = self._shortage(unit)
-        if shortage is None and not self._may_borrow(line, unit):
+        if not self._may_borrow(line, unit):  # first: no free capacity would let it go
             node = self._tree.nodes[unit.quota] if self._tree is not None else None
             held = self._used.get(unit.quota, {})
             return WaitReason(
@@ -885,7 +884,7 @@ class Admission:
                 f"{_describe(unit.demand)} more",
                 unit.quota,
             )
-        return shortage or WaitReason(
+        return self._shortage(unit) or WaitReason(
             "Ready", "fits its quota now: dequeued at the next pass", unit.quota
         )
 
