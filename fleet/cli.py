@@ -117,6 +117,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_reclaim=args.queue_reclaim == "on",
         queue_preemption=args.queue_preemption == "on",
         queue_reclaim_grace=args.queue_reclaim_grace,
+        queue_reclaim_unplaced=args.queue_reclaim_unplaced == "on",
     )
     connection = load(args.kubeconfig, args.context)
     try:
@@ -302,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("on", "off"),
         default="off",
         help="a job evicts lower-priority gangs of its own queue (default off)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-unplaced",
+        choices=("on", "off"),
+        default="off",
+        help="a job holding its quota that no member can place may reclaim node capacity too "
+        "(default off)",
     )
     ctl.add_argument(
         "--queue-reclaim-grace",

@@ -49,6 +49,9 @@ class Settings:
     queue_reclaim: bool = True
     #: Kube Queue: a job evicts lower-priority gangs of its own queue (off by default).
     queue_preemption: bool = False
+    #: Kube Queue: a job that holds its quota but finds no member with the nodes may reclaim
+    #: node capacity too (off by default; docs/queue.md says why).
+    queue_reclaim_unplaced: bool = False
     #: Seconds between recording a reclaim or preemption on the victim's binding and deleting
     #: its member copy (0: at once). 30 s is Kubernetes' default terminationGracePeriodSeconds:
     #: a job that checkpoints on SIGTERM already fits in it, and it is a tenth of the placement

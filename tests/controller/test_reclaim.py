@@ -161,8 +161,9 @@ async def test_team_b_reclaims_its_min_from_team_a_whole_and_a_runs_again_later(
 
 async def test_a_controller_killed_after_the_record_finishes_it_and_never_evicts_twice():
     # Team A has no min: both its gangs borrow, so only the record keeps the second from
-    # being evicted too while B waits for the first victim's copy to go.
-    world = await reclaim_world(a_min=0)
+    # being evicted too while B, dequeued, waits for the first victim's copy to go (a claim
+    # of node capacity by a dequeued gang, which must be turned on).
+    world = await reclaim_world(a_min=0, queue_reclaim_unplaced=True)
     first, second = await borrowed_fleet(world)
     b = await start(world, "b1", "b")
 

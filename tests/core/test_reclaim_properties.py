@@ -62,7 +62,9 @@ class World:
     submitted: int = 0
 
     def __post_init__(self) -> None:
-        self.admission = Admission(AdmissionSettings(preemption=self.preemption, reclaim_delay=2.0))
+        self.admission = Admission(
+            AdmissionSettings(preemption=self.preemption, reclaim_unplaced=True, reclaim_delay=2.0)
+        )
         self.admission.set_tree(self.tree)
 
     def submit(self, team: str, pods: int, gpus: int, priority: int) -> None:

@@ -131,6 +131,7 @@ class KubeQueue:
                 backoff_limit=max(s.queue_backoff_limit, s.queue_backoff_seconds),
                 reclaim=s.queue_reclaim,
                 preemption=s.queue_preemption,
+                reclaim_unplaced=s.queue_reclaim_unplaced,
             )
         )
 

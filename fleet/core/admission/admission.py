@@ -361,6 +361,8 @@ class Admission:
         """When the next claim may be tried: a dequeued, unplaced unit's `reclaim_delay` ends,
         or a claim that found nothing is due again."""
         delay = self.settings.reclaim_delay
+        if not self.settings.reclaim_unplaced:
+            return min((u for u in self._retry.values() if u > now), default=None)
         due = [
             unit.dequeued_at + delay
             for unit in (self._units[k] for k in self._dequeued)
@@ -420,7 +422,8 @@ class Admission:
                 if unit.spec.key not in skip:
                     found.append((self._rank(line, unit), PREEMPT, unit))
         delay = self.settings.reclaim_delay
-        for unit in (self._units[k] for k in self._dequeued):
+        unplaced = self._dequeued if self.settings.reclaim_unplaced else {}
+        for unit in (self._units[k] for k in unplaced):
             if (
                 unit.phase != DEQUEUED
                 or unit.charged is None

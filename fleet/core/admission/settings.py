@@ -22,9 +22,14 @@ class AdmissionSettings:
     preemption: bool = False
     """A unit evicts lower-priority gangs of its own queue (off by default: PriorityClass
     `preemptionPolicy` is the user's opt-in, and evicting a team's own work is its call)."""
+    reclaim_unplaced: bool = False
+    """Also let a unit that holds its quota but that placement cannot place (no member has the
+    nodes) claim node capacity from borrowers. Off by default: on the Philly replay it made
+    evictions whose room other gangs took, and cost more guarantee than it gave
+    (docs/queue.md, "Simulated: reclaim")."""
     reclaim_delay: float = 10.0
-    """A dequeued unit that placement has not placed for this long may reclaim node capacity
-    (before that, placement may simply not have run yet)."""
+    """With `reclaim_unplaced`: a dequeued unit that placement has not placed for this long may
+    claim (before that, placement may simply not have run yet)."""
     reclaim_claims_per_pass: int = 4
     """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
     pass must stay cheap with thousands of units waiting (bench/queue.py)."""
