@@ -271,3 +271,25 @@ async def test_priority_preemption_within_a_queue_only_when_turned_on(preemption
             "Enqueued",
         ]
         assert not world.events("Preempted", second)
+
+
+async def test_the_gang_that_reclaimed_keeps_its_quota_while_its_victims_copy_goes():
+    """Its placement does not time out while the victim's copy is still there (the grace
+    period may be longer than the placement timeout); once the copy is gone it is placed."""
+    world = await reclaim_world(queue_placement_timeout=10.0)
+    first, second = await borrowed_fleet(world)
+    b = await start(world, "b1", "b")
+    await world.reconcile(second)  # the eviction is recorded; the copy goes after 30 s
+    await work(world)
+    assert phase(world, b) == "Dequeued"
+    world.clock.advance(20)  # past b's placement timeout, within the victim's grace
+    world.kube_queue.request_pass()
+    await work(world)
+    assert phase(world, b) == "Dequeued"
+    assert world.kube_queue.admission.holds(key_of_job(b))
+    world.clock.advance(11)  # the grace is over: the copy is deleted, b is placed
+    await world.reconcile(second)
+    assert world.members["member-1"].copy("a2") is None
+    pods_gone(world, second)
+    await world.reconcile(b)
+    assert phase(world, b) == "Running"

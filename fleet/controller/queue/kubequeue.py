@@ -207,6 +207,8 @@ class KubeQueue:
 
     async def run_pass(self) -> None:
         now = self.clock.now()
+        # A gang whose victims are still leaving keeps its quota past the placement timeout.
+        self.admission.awaiting_room(set(self._in_flight.values()))
         delay = await self.passes.run(self.admission, now)
         if delay is not None:
             self.work.add_after(self.PASS, delay)

@@ -134,6 +134,9 @@ class Admission:
         self._retry: dict[str, float] = {}
         #: The Dequeued units (a reclaim looks at them without walking every unit).
         self._dequeued: dict[str, None] = {}
+        #: Dequeued units waiting for their victims' copies to go (from the shell): their
+        #: placement does not time out meanwhile (the room is theirs once the copies are gone).
+        self._awaiting_room: set[str] = set()
 
     # --- The tree ------------------------------------------------------------------------------
     @property
@@ -375,6 +378,12 @@ class Admission:
         due += [until for until in self._retry.values() if until > now]
         return min(due, default=None)
 
+    def awaiting_room(self, keys: Collection[str]) -> None:
+        """The units whose victims' copies are still being deleted (the shell reads them from
+        the victims' bindings before every pass): their placement does not time out until
+        the room they evicted for is free."""
+        self._awaiting_room = {k for k in keys if k in self._units}
+
     def waiting_units(self) -> bool:
         """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
         return bool(self._active) or bool(self._timeouts)
@@ -507,6 +516,7 @@ class Admission:
                 )
             )
         self._claimed.add(choice.claim)
+        self._awaiting_room.add(choice.claim)
         message = (
             f"{what} {len(choice.victims)} gang(s) ({gpus} GPUs) in {choice.cluster} so that its "
             f"{_describe(claimant.demand)} fit there"
@@ -544,6 +554,9 @@ class Admission:
             _, token, key = heapq.heappop(heap)
             unit = self._units.get(key)
             if unit is None or unit.token != token or unit.phase != DEQUEUED:
+                continue
+            if key in self._awaiting_room:
+                self._arm_timeout(unit, now + timeout)  # its victims are still leaving
                 continue
             self._release(unit)
             self._set_phase(unit, TIMEOUT_BACKOFF)
