@@ -277,7 +277,7 @@ async def test_the_gang_that_reclaimed_keeps_its_quota_while_its_victims_copy_go
     """Its placement does not time out while the victim's copy is still there (the grace
     period may be longer than the placement timeout); once the copy is gone it is placed."""
     world = await reclaim_world(queue_placement_timeout=10.0)
-    first, second = await borrowed_fleet(world)
+    _, second = await borrowed_fleet(world)
     b = await start(world, "b1", "b")
     await world.reconcile(second)  # the eviction is recorded; the copy goes after 30 s
     await work(world)
