@@ -223,6 +223,8 @@ class QuotaQueue:
         #: The simulation, when it lets the queue evict (reclaim on).
         self._sim: Reclaimer | None = None
         self._next_reclaim = -math.inf
+        #: Gangs that reclaimed, until their victims' copies are deleted (the grace period).
+        self._room: dict[str, float] = {}
         #: Per team (quota path): GPUs of its placed gangs, and a count of the GPU demands of
         #: its jobs not placed yet (the smallest tells whether one would fit within its min).
         self._placed_gpus: dict[str, int] = {}
@@ -334,6 +336,10 @@ class QuotaQueue:
                 self.remove(job)
 
     def drain(self, attempt: Callable[[SimJob], bool], now: float) -> None:
+        # As the controller does: a gang whose victims' copies are still there keeps its quota
+        # past the placement timeout.
+        self._room = {k: until for k, until in self._room.items() if until > now}
+        self.admission.awaiting_room(self._room)
         plan = self.admission.plan(now)
         counters = self.counters
         for backoff in plan.backoff:
@@ -394,6 +400,8 @@ class QuotaQueue:
             self.counters["reclaims" if evict.kind == "Reclaim" else "preemptions"] += 1
             self.evicted[team] = self.evicted.get(team, 0) + 1
             self.lost[team] = self.lost.get(team, 0.0) + evict.lost_gpu_hours * 3600.0
+        for evict in plan.evict:
+            self._room[evict.by] = now + RECLAIM_GRACE
         for dequeue in plan.dequeue:
             self.counters["dequeues"] += 1
             self._release(self._jobs[dequeue.key])
