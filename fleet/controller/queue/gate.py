@@ -234,10 +234,17 @@ async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
 
 
 def evictions_settled(shell: Shell, job: Job) -> None:
-    """After the purge: once no queue eviction is left on the binding, the victim's old copy is
+    """After the purge: while a queue eviction is left on the binding, the gang it made room for
+    waits for it (kept from the binding itself); once none is left, the victim's old copy is
     gone and the gang it made room for may claim again."""
-    if not lifecycle.queue_evictions(job.life):
-        shell.kube_queue.copy_gone(key_of_job(job.key))
+    key = key_of_job(job.key)
+    pending = [e for e in lifecycle.queue_evictions(job.life) if e.evicted_for]
+    if pending:
+        # Read from the binding on every reconcile, so a restarted controller knows it even
+        # before its caches have every binding.
+        shell.kube_queue.copy_pending(key, pending[-1].evicted_for or "")
+    else:
+        shell.kube_queue.copy_gone(key)
 
 
 def _eviction_reason(kind: str) -> str:

@@ -414,6 +414,12 @@ class KubeQueue:
             await self.events.record(unit, reason, evict.message, warning=True)
         await self.passes.save(self.admission, now)
 
+    def copy_pending(self, key: str, claimant: str) -> None:
+        """The victim's binding still records its eviction for `claimant` (copy not deleted)."""
+        if self._in_flight.get(key) != claimant:
+            self._in_flight[key] = claimant
+            self.request_pass()
+
     def copy_gone(self, key: str) -> None:
         """The victim's old copy is deleted (its binding has no queue eviction left)."""
         self._in_flight.pop(key, None)
