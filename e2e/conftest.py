@@ -42,6 +42,7 @@ FLEET_ID = "fleet-e2e"
 #: Kube Queue's placement timeout and first backoff for the e2e controllers (seconds).
 QUEUE_PLACEMENT_TIMEOUT = 10
 QUEUE_BACKOFF = 8
+QUEUE_RECLAIM_GRACE = 8
 #: Where the chart is installed (and the member kubeconfig Secrets live), as `fleet join` does.
 NAMESPACE = SECRETS_NAMESPACE
 
@@ -85,6 +86,9 @@ class Fleet:
             str(QUEUE_PLACEMENT_TIMEOUT),
             "--queue-backoff",
             str(QUEUE_BACKOFF),
+            # Reclaim: a victim's copy deleted 8 s after its eviction is recorded.
+            "--queue-reclaim-grace",
+            str(QUEUE_RECLAIM_GRACE),
             "--sweep-interval",
             str(SWEEP_SECONDS),
             # e2e/test_join.py: a 600-second token (TokenRequest's shortest) renewed every 30 s.

@@ -120,6 +120,10 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
+        queue_reclaim=args.queue_reclaim == "on",
+        queue_preemption=args.queue_preemption == "on",
+        queue_reclaim_grace=args.queue_reclaim_grace,
+        queue_reclaim_unplaced=args.queue_reclaim_unplaced == "on",
     )
     connection = load(args.kubeconfig, args.context)
     # An exec plugin that cannot log in stops the controller here, with one line, rather than
@@ -384,6 +388,32 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=900.0,
         help="longest backoff after a placement timeout (default 900)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim",
+        choices=("on", "off"),
+        default="on",
+        help="a job waiting within its quota's min evicts gangs that borrow (default on)",
+    )
+    ctl.add_argument(
+        "--queue-preemption",
+        choices=("on", "off"),
+        default="off",
+        help="a job evicts lower-priority gangs of its own queue (default off)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-unplaced",
+        choices=("on", "off"),
+        default="off",
+        help="a job holding its quota that no member can place may reclaim node capacity too "
+        "(default off)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-grace",
+        type=float,
+        default=30.0,
+        help="seconds between recording an eviction (reclaim or preemption) and deleting the "
+        "victim's member copy (default 30: Kubernetes' default termination grace; 0: at once)",
     )
     ctl.add_argument("-v", "--verbose", action="store_true")
     ctl.set_defaults(func=_cmd_controller)

@@ -239,6 +239,9 @@ class GracefulEvictionTask(KubeModel):
     """When the task was made; with gracePeriodSeconds it bounds the wait."""
     grace_period_seconds: NonNegInt32 | None = None
     """Longest wait for the new copy to become healthy before the old one is deleted."""
+    evicted_for: str | None = None
+    """fleet extension: the QueueUnit (`<namespace>/<name>`) a reclaim or a preemption evicted
+    this copy to make room for; absent for a failover's eviction."""
 
 
 class GangBindingSpec(KubeModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from fleet.core import gangmarks
+from fleet.core.admission.reasons import REASON_QUEUED as _REASON_QUEUED
 
 # --- API groups -----------------------------------------------------------------------------
 POLICY_GROUP: Final = "policy.one.alibabacloud.com"
@@ -130,8 +131,13 @@ REASON_SCHEDULED: Final = "Success"
 """Karmada's reason on Scheduled=True."""
 REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"
 """Karmada's reason on Scheduled=False when no cluster can hold the workload."""
-REASON_QUEUED: Final = "SchedulingSuspended"
-"""Scheduled=False while spec.suspension.scheduling holds the binding in the queue."""
+#: Kube Queue's opt-out of reclaim: `"false"` on a PropagationPolicy (label or annotation) or
+#: a Namespace (label) keeps its queued jobs from being reclaimed, at the cost of not borrowing
+#: (they are dequeued only within their quota's min). Copied onto each QueueUnit.
+RECLAIMABLE_LABEL: Final = "kube-queue.fleet.dev/reclaimable"
+#: Scheduled=False while spec.suspension.scheduling holds the binding in the queue (the core's
+#: `fleet.core.admission.reasons`, which decides it).
+REASON_QUEUED: Final = _REASON_QUEUED
 REASON_FULLY_APPLIED: Final = "FullyAppliedSuccess"
 REASON_APPLY_FAILED: Final = "FullyAppliedFailed"
 REASON_HEALTHY: Final = "Healthy"

@@ -85,6 +85,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
                 grace_period_seconds=None
                 if t.grace_period_seconds is None
                 else float(t.grace_period_seconds),
+                evicted_for=t.evicted_for,
             )
             for t in binding.spec.graceful_eviction_tasks or ()
         ),
@@ -133,6 +134,7 @@ def _evictions(life: lifecycle.Binding) -> list[dict[str, Any]] | None:
             grace_period_seconds=None
             if e.grace_period_seconds is None
             else int(e.grace_period_seconds),
+            evicted_for=e.evicted_for,
         ).to_dict()
         for e in life.evictions
     ]

@@ -95,6 +95,7 @@ class Controller:
             bindings=self.triggers.bindings,
             workloads=self.triggers.workloads,
             metrics=self.metrics,
+            members=self.members,
         )
         self.shell = Shell(
             fleet=fleet,

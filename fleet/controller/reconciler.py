@@ -95,8 +95,12 @@ class Reconciler:
             await gate.observe(shell, job)
             return  # failed for good on the fleet (maxFailovers)
 
-        # 3. Old copies a failover left behind, then the current cluster's verdict.
+        # 3. An eviction the queue decided (reclaim, preemption) is recorded on the binding;
+        # old copies a failover or an eviction left behind are purged; then the current
+        # cluster's verdict.
+        await gate.carry_out_eviction(shell, job)
         await failovers.purge_old_copies(shell, job)
+        gate.evictions_settled(shell, job)
         if job.life.cluster is not None and not await failovers.judge(shell, job):
             return
 

@@ -52,3 +52,15 @@ class Settings:
     #: `queue_backoff_limit`.
     queue_backoff_seconds: float = 60.0
     queue_backoff_limit: float = 900.0
+    #: Kube Queue: a job waiting within its quota's min evicts gangs that borrow (reclaim).
+    queue_reclaim: bool = True
+    #: Kube Queue: a job evicts lower-priority gangs of its own queue (off by default).
+    queue_preemption: bool = False
+    #: Kube Queue: a job that holds its quota but finds no member with the nodes may reclaim
+    #: node capacity too (off by default; docs/queue.md says why).
+    queue_reclaim_unplaced: bool = False
+    #: Seconds between recording a reclaim or preemption on the victim's binding and deleting
+    #: its member copy (0: at once). 30 s is Kubernetes' default terminationGracePeriodSeconds:
+    #: a job that checkpoints on SIGTERM already fits in it, and it is a tenth of the placement
+    #: timeout, so the gang that reclaimed is placed long before its dequeue times out.
+    queue_reclaim_grace: float = 30.0

@@ -90,6 +90,14 @@ class Eviction:
     purge_mode: PurgeMode
     created_at: float
     grace_period_seconds: float | None = None
+    #: A reclaim or a preemption: the queue unit this eviction makes room for (None: a
+    #: failover's). Recorded before the copy is deleted, so a restarted controller finishes it.
+    evicted_for: str | None = None
+
+    @property
+    def by_queue(self) -> bool:
+        """Made by the queue (reclaim or preemption), not by a failover."""
+        return self.evicted_for is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +334,59 @@ def failed_over(
     )
 
 
+#: Stay and eviction reasons of a gang the queue evicted (reclaim, preemption).
+RECLAIMED = "Reclaimed"
+PREEMPTED = "Preempted"
+
+
+def evicted_by_queue(
+    binding: Binding,
+    *,
+    preempted: bool,
+    evicted_for: str,
+    message: str,
+    now: float,
+    grace_period_seconds: float,
+) -> Binding:
+    """The queue evicted the gang whole (a reclaim or a preemption): its stay ends, its copy is
+    left for deletion after `grace_period_seconds` (an eviction that names the unit it makes
+    room for), and it waits in its queue again (phase Queued). Not a failover: no failover is
+    recorded or charged against maxFailovers, and its cluster is not excluded."""
+    old = binding.cluster
+    if old is None:
+        raise ValueError("a binding with no cluster cannot be evicted")
+    reason = PREEMPTED if preempted else RECLAIMED
+    stays = tuple(
+        dataclasses.replace(s, removed_at=now, reason=reason)
+        if s.cluster == old and s.removed_at is None
+        else s
+        for s in binding.stays
+    )
+    eviction = Eviction(
+        from_cluster=old,
+        reason=reason,
+        message=message,
+        purge_mode="Gracefully",
+        created_at=now,
+        grace_period_seconds=grace_period_seconds,
+        evicted_for=evicted_for,
+    )
+    return dataclasses.replace(
+        binding,
+        phase="Queued",
+        cluster=None,
+        stays=stays,
+        evictions=(*(e for e in binding.evictions if e.from_cluster != old), eviction),
+        timers=CLEAR,
+        reserving_since=None,
+    )
+
+
+def queue_evictions(binding: Binding) -> tuple[Eviction, ...]:
+    """The evictions the queue made that are not finished (the copy not deleted yet)."""
+    return tuple(e for e in binding.evictions if e.by_queue)
+
+
 def gave_up(binding: Binding, verdict: GiveUp) -> Binding:
     """The gang may not fail over again: it is Failed on the fleet, with its history."""
     trail = ", ".join(f"{f.from_cluster} ({f.reason})" for f in binding.failovers) or "none"
@@ -383,6 +444,8 @@ def evictions_done(binding: Binding, done: Iterable[str]) -> Binding:
 
 __all__ = [
     "GAVE_UP_REASON",
+    "PREEMPTED",
+    "RECLAIMED",
     "SCHEDULED_PREFIX",
     "Binding",
     "Eviction",
@@ -394,6 +457,7 @@ __all__ = [
     "Phase",
     "PurgePlan",
     "Stay",
+    "evicted_by_queue",
     "evictions_done",
     "failed_over",
     "gave_up",
@@ -401,6 +465,7 @@ __all__ = [
     "observed",
     "phase_of",
     "purge_plan",
+    "queue_evictions",
     "queued",
     "reservation_failed",
     "reserved",

@@ -174,6 +174,39 @@ class Decision:
         return clip("; ".join([head, *self.sentences()]), limit)
 
 
+def filter_rejection(
+    cluster: ClusterSnapshot,
+    *,
+    affinity: ClusterAffinity | None = None,
+    failed_over: Mapping[str, str] | None = None,
+    not_ready: Collection[str] | Mapping[str, str] = (),
+    taints: Mapping[str, Sequence[Taint]] | None = None,
+    tolerations: Sequence[Toleration] = (),
+) -> Rejection | None:
+    """The first filter (step 1 of the module docstring) that rules `cluster` out for a gang,
+    before any capacity is looked at; None when it may hold it. `place` applies it to every
+    cluster; a reclaim uses it to look for room only where the gang may go."""
+    name = cluster.name
+    if name in not_ready:
+        why = not_ready.get(name) if isinstance(not_ready, Mapping) else None
+        return Rejection(name, f"not ready ({why})" if why else "not ready", NOT_READY)
+    if failed_over and name in failed_over:
+        why = failed_over[name]
+        text = f"the job failed over from it ({why})" if why else "the job failed over from it"
+        return Rejection(name, clip(text), FAILED_OVER)
+    cluster_taints = (taints or {}).get(name)
+    if cluster_taints:
+        blocking = untolerated(tolerations, cluster_taints)
+        if blocking is not None:
+            text = f"has the taint {blocking}, which the policy does not tolerate"
+            return Rejection(name, clip(text), TAINTED)
+    if affinity is not None:
+        excluded = affinity.rejection(cluster)
+        if excluded is not None:
+            return Rejection(name, excluded, AFFINITY)
+    return None
+
+
 def place(
     gang: Gang,
     clusters: Iterable[ClusterSnapshot],
@@ -225,32 +258,20 @@ def place(
         if name in seen:
             raise ValueError(f"cluster {name!r} given twice")
         seen.add(name)
-        if name in not_ready:
-            why = not_ready.get(name) if isinstance(not_ready, Mapping) else None
-            rejections.append(
-                Rejection(name, f"not ready ({why})" if why else "not ready", NOT_READY)
-            )
+        filtered = filter_rejection(
+            cluster,
+            affinity=affinity,
+            failed_over=failed_over,
+            not_ready=not_ready,
+            taints=taints,
+            tolerations=tolerations,
+        )
+        if filtered is not None:
+            rejections.append(filtered)
             continue
         if name in lacking:
             rejections.append(Rejection(name, clip(lacking[name]), KIND_MISSING))
             continue
-        if name in failed_over:
-            why = failed_over[name]
-            text = f"the job failed over from it ({why})" if why else "the job failed over from it"
-            rejections.append(Rejection(name, clip(text), FAILED_OVER))
-            continue
-        cluster_taints = taints.get(name)
-        if cluster_taints:
-            blocking = untolerated(tolerations, cluster_taints)
-            if blocking is not None:
-                text = f"has the taint {blocking}, which the policy does not tolerate"
-                rejections.append(Rejection(name, clip(text), TAINTED))
-                continue
-        if affinity is not None:
-            excluded = affinity.rejection(cluster)
-            if excluded is not None:
-                rejections.append(Rejection(name, excluded, AFFINITY))
-                continue
         if memo_key is not None:
             # The screen and best fit read only the cluster's aggregates and the gang's
             # demand: while the cluster is unchanged, a gang of the same demand (the next job

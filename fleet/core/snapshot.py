@@ -191,6 +191,24 @@ class ClusterSnapshot:
             snap.upsert_node(node)
         return snap
 
+    def copy(self) -> ClusterSnapshot:
+        """An independent snapshot with the same nodes, bound pods and in-flight reservations:
+        what a "what if" may change (a reclaim removes a victim's pods to prove the waiting gang
+        then fits) without touching the one the caller keeps. O(nodes + pods)."""
+        twin = ClusterSnapshot.build(
+            self.name,
+            self.nodes(),
+            self.pods(),
+            self.labels,
+            fields=self.fields,
+            accelerator=self.accelerator,
+            identity_label_keys=self.identity_label_keys,
+        )
+        for res in self._reservations.values():
+            twin.put_back(res)
+        twin.version += 1
+        return twin
+
     # Reading ----------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
         group = self._nodes.get(name)
@@ -370,6 +388,29 @@ class ClusterSnapshot:
             self._refresh(name)
         self.version += 1
         return True
+
+    def hold_back(self, key: str) -> Reservation | None:
+        """Take reservation `key` out (a "what if" on a copy), to `put_back` later."""
+        res = self._reservations.get(key)
+        if res is None:
+            return None
+        held = Reservation(key, list(res.pods), res.expires_at, res.seq)
+        self.release(key)
+        return held
+
+    def put_back(self, res: Reservation) -> None:
+        """Hold again what `hold_back` took out."""
+        seq = next(self._seq)
+        self._reservations[res.key] = Reservation(res.key, list(res.pods), res.expires_at, seq)
+        heapq.heappush(self._expiry, (res.expires_at, seq, res.key))
+        touched = set()
+        for node, requests in res.pods:
+            self._hold(node, requests, +1)
+            if node is not None:
+                touched.add(node)
+        for name in touched:
+            self._refresh(name)
+        self.version += 1
 
     def expire(self, now: float) -> list[str]:
         """Drop reservations whose deadline is at or before `now`; returns their keys."""

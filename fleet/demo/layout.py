@@ -112,6 +112,10 @@ def start_controller(demo: Demo, *, die_with_parent: bool = False) -> None:
             str(port),
             "--id",
             "demo",
+            # The reclaim story's victim is deleted 5 s after its eviction is recorded (30 s
+            # by default: see docs/queue.md), so the story does not idle.
+            "--queue-reclaim-grace",
+            "5",
         ],
         log=sandbox.root / "fleet" / "logs" / "fleet-controller.log",
         ports=[port],

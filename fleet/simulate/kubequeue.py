@@ -22,21 +22,27 @@ Trees: `load_tree` reads an ElasticQuotaTree YAML (the object, its spec, or just
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
 from fleet.core.admission import (
     DEQUEUED,
     RUNNING,
+    SUCCEED,
     Admission,
     AdmissionSettings,
+    Placed,
     UnitSpec,
+    unit_end,
 )
 from fleet.core.quota import QuotaTree, check_tree
 from fleet.core.resources import GPU, Resources
+from fleet.core.snapshot import ClusterSnapshot
 from fleet.simulate.errors import DataError
 from fleet.simulate.fleets import FleetSpec
 from fleet.simulate.jobs import SimJob, State
@@ -49,6 +55,7 @@ from fleet.simulate.trace import JobSpec
 __all__ = [
     "NO_QUEUE",
     "QUEUE_MODES",
+    "RECLAIM_MODE",
     "QuotaQueue",
     "load_tree",
     "parse_queue_modes",
@@ -58,7 +65,14 @@ __all__ = [
 ]
 
 NO_QUEUE = "no queue"
+#: Kube Queue's Priority policy with reclaim on (the other modes run without it).
+RECLAIM_MODE = "Priority+reclaim"
 QUEUE_MODES: tuple[str, ...] = (NO_QUEUE, "Priority", "Block")
+#: A reclaim is looked for at most this often (simulated seconds): the controller looks on every
+#: pass, but a reclaim's proof packs gangs, and the traces' events come seconds apart.
+RECLAIM_INTERVAL = 30.0
+#: The victim's copy is deleted this long after its eviction (the controller's default).
+RECLAIM_GRACE = 30.0
 """What `--queue` compares by default: the fleet's FIFO queue, then Kube Queue with each policy."""
 
 #: The philly-teams tree: a team may hold up to this many times its VC's GPUs (borrowing).
@@ -75,8 +89,11 @@ def parse_queue_modes(text: str) -> list[str]:
         if not part:
             continue
         mode = NO_QUEUE if part in ("none", NO_QUEUE) else part
-        if mode not in (*QUEUE_MODES, "FIFO"):
-            raise ValueError(f"unknown queue mode {part!r} (expected none, Priority, Block, FIFO)")
+        if mode not in (*QUEUE_MODES, "FIFO", RECLAIM_MODE):
+            raise ValueError(
+                f"unknown queue mode {part!r} (expected none, Priority, Block, FIFO, "
+                f"{RECLAIM_MODE})"
+            )
         if mode not in out:
             out.append(mode)
     if not out:
@@ -153,6 +170,18 @@ def fleet_vcs(fleet: FleetSpec) -> list[tuple[str, int]]:
     return [(m.name, m.total(GPU)) for m in fleet.members]
 
 
+class Reclaimer(Protocol):
+    """What the simulation offers a queue that evicts."""
+
+    def running_copies(self) -> dict[str, Placed]: ...
+
+    def reclaim_snapshots(self) -> list[ClusterSnapshot]: ...
+
+    def evict_by_queue(
+        self, job: SimJob, *, preempted: bool, by: str, message: str, grace: float
+    ) -> None: ...
+
+
 class QuotaQueue:
     """The fleet queue with Kube Queue admission in front of placement (see module docstring)."""
 
@@ -178,11 +207,92 @@ class QuotaQueue:
         #: Jobs not placed yet (waiting, backing off or released): what `len` reports.
         self._unplaced: set[str] = set()
         self.counters = dict.fromkeys(
-            ("dequeues", "timeouts", "requeues", "no_quota", "never_fits", "bypassed"), 0
+            (
+                "dequeues",
+                "timeouts",
+                "requeues",
+                "no_quota",
+                "never_fits",
+                "bypassed",
+                "reclaims",
+                "preemptions",
+            ),
+            0,
         )
+        self.tree = tree
+        #: The simulation, when it lets the queue evict (reclaim on).
+        self._sim: Reclaimer | None = None
+        self._next_reclaim = -math.inf
+        #: Gangs that reclaimed, until their victims' copies are deleted (the grace period).
+        self._room: dict[str, float] = {}
+        #: Per team (quota path): GPUs of its placed gangs, and a count of the GPU demands of
+        #: its jobs not placed yet (the smallest tells whether one would fit within its min).
+        self._placed_gpus: dict[str, int] = {}
+        self._waiting: dict[str, dict[int, int]] = {}
+        self._last = 0.0
+        #: Per team: GPU-seconds below its min while a job that would fit within it waited;
+        #: gangs evicted; GPU-seconds of work they lost.
+        self.violation: dict[str, float] = {}
+        self.evicted: dict[str, int] = {}
+        self.lost: dict[str, float] = {}
 
     def __len__(self) -> int:
         return len(self._unplaced)
+
+    def attach(self, sim: Reclaimer) -> None:
+        """The simulation offers to carry out evictions: used when reclaim is on."""
+        if self.admission.settings.reclaim or self.admission.settings.preemption:
+            self._sim = sim
+
+    # -- per-team accounting (the min-guarantee violation) --------------------------------------
+
+    def _team(self, key: str) -> str | None:
+        return self.admission.quota_of(key)
+
+    def _wait(self, key: str) -> None:
+        if key in self._unplaced:
+            return
+        self._unplaced.add(key)
+        team, gpus = self._team(key), self._gpus(key)
+        if team is not None:
+            counts = self._waiting.setdefault(team, {})
+            counts[gpus] = counts.get(gpus, 0) + 1
+
+    def _unwait(self, key: str) -> None:
+        if key not in self._unplaced:
+            return
+        self._unplaced.discard(key)
+        team, gpus = self._team(key), self._gpus(key)
+        counts = self._waiting.get(team or "")
+        if counts is not None and counts.get(gpus):
+            counts[gpus] -= 1
+            if not counts[gpus]:
+                del counts[gpus]
+
+    def _gpus(self, key: str) -> int:
+        job = self._jobs.get(key)
+        return job.gpus if job is not None else 0
+
+    def _account(self, now: float) -> None:
+        """Add, per team, the GPU-seconds since the last event that it spent below its min while
+        a job of it that would fit within the min waited."""
+        width = now - self._last
+        self._last = now
+        if width <= 0:
+            return
+        for path, node in self.tree.nodes.items():
+            low = int(node.min.get(GPU, 0))
+            have = self._placed_gpus.get(path, 0)
+            counts = self._waiting.get(path)
+            if low <= have or not counts:
+                continue
+            if min(counts) <= low - have:
+                self.violation[path] = self.violation.get(path, 0.0) + (low - have) * width
+
+    def _placed(self, key: str, delta: int) -> None:
+        team = self._team(key)
+        if team is not None:
+            self._placed_gpus[team] = self._placed_gpus.get(team, 0) + delta * self._gpus(key)
 
     @staticmethod
     def _unit(job: SimJob) -> UnitSpec:
@@ -192,15 +302,18 @@ class QuotaQueue:
 
     def push(self, job: SimJob, now: float) -> None:
         key = job.spec.id
+        self._account(now)
         if key not in self._jobs:
             self._jobs[key] = job
-            self._unplaced.add(key)
             self.admission.upsert(self._unit(job))
+            self._wait(key)
             return
         # Known: a failover (it ran) keeps its quota and goes straight back to placement; a
         # dequeued job re-keyed by the simulation is offered again under its new key.
-        self._unplaced.add(key)
         phase = self.admission.phase(key)
+        if phase == RUNNING:
+            self._placed(key, -1)
+        self._wait(key)
         if phase == RUNNING:
             self.admission.unplaced(key, now)
             self._release(job)
@@ -213,9 +326,8 @@ class QuotaQueue:
         key = job.spec.id
         self._withdraw(job)
         if job.state is State.GAVE_UP:
-            self._unplaced.discard(key)
-            self._jobs.pop(key, None)
-            self.admission.remove(key)
+            self._unwait(key)
+            self._end(key, None, gave_up=True, now=None)
 
     def capacity_freed(self) -> None:
         self._released.reopen()
@@ -224,6 +336,10 @@ class QuotaQueue:
                 self.remove(job)
 
     def drain(self, attempt: Callable[[SimJob], bool], now: float) -> None:
+        # As the controller does: a gang whose victims' copies are still there keeps its quota
+        # past the placement timeout.
+        self._room = {k: until for k, until in self._room.items() if until > now}
+        self.admission.awaiting_room(self._room)
         plan = self.admission.plan(now)
         counters = self.counters
         for backoff in plan.backoff:
@@ -246,15 +362,66 @@ class QuotaQueue:
                 return False
             key = job.spec.id
             self._released_under.pop(key, None)
-            self._unplaced.discard(key)
+            self._unwait(key)
             self.admission.placed(key, now)
+            self._placed(key, +1)
             return True
 
+        self._account(now)
         self._released.drain(place)
+        if self._sim is not None and now >= self._next_reclaim and self._unplaced:
+            self._next_reclaim = now + RECLAIM_INTERVAL
+            if self._reclaim(now):
+                self._released.drain(place)
+
+    def _reclaim(self, now: float) -> bool:
+        """Evict as the core decides (`Admission.reclaim`), through the simulation."""
+        sim = self._sim
+        assert sim is not None
+        snapshots = sim.reclaim_snapshots()
+        plan = self.admission.reclaim(
+            now,
+            sim.running_copies(),
+            lambda key: self._jobs[key].spec.shape.gang if key in self._jobs else None,
+            lambda _key: snapshots,
+        )
+        for evict in plan.evict:
+            job = self._jobs[evict.key]
+            team = self._team(evict.key) or ""
+            self._placed(evict.key, -1)
+            sim.evict_by_queue(
+                job,
+                preempted=evict.kind == "Preempt",
+                by=evict.by,
+                message=evict.message,
+                grace=RECLAIM_GRACE,
+            )
+            self._wait(evict.key)
+            self.counters["reclaims" if evict.kind == "Reclaim" else "preemptions"] += 1
+            self.evicted[team] = self.evicted.get(team, 0) + 1
+            self.lost[team] = self.lost.get(team, 0.0) + evict.lost_gpu_hours * 3600.0
+        for evict in plan.evict:
+            self._room[evict.by] = now + RECLAIM_GRACE
+        for dequeue in plan.dequeue:
+            self.counters["dequeues"] += 1
+            self._release(self._jobs[dequeue.key])
+        return bool(plan.dequeue)
 
     def finished(self, job: SimJob, now: float) -> None:
-        key = job.spec.id
-        self.admission.finished(key, True, now)
+        """The job's copy completed: the simulation's jobs only complete by succeeding."""
+        self._account(now)
+        if self.admission.phase(job.spec.id) == RUNNING:
+            self._placed(job.spec.id, -1)
+        self._end(job.spec.id, "Succeeded", gave_up=False, now=now)
+
+    def _end(self, key: str, phase: str | None, *, gave_up: bool, now: float | None) -> None:
+        """The job ended, by the controller's rule (`unit_end`): its unit goes Succeed or
+        Failed, releasing its quota once, and the simulation forgets it. A job that fails in
+        its member is failed over by the simulation (`push`), which the rule does not end."""
+        end = unit_end(phase, gave_up=gave_up, retried_on_failure=True)
+        if end is None:
+            return
+        self.admission.finished(key, end == SUCCEED, now if now is not None else 0.0)
         self._jobs.pop(key, None)
         self.admission.remove(key)
 
@@ -269,6 +436,18 @@ class QuotaQueue:
         under = self._released_under.pop(job.spec.id, None)
         if under is not None:
             self._released.remove(job, under)
+
+    def team_figures(self, end: float) -> dict[str, dict[str, float]]:
+        """Per quota path: the min-guarantee violation, gangs evicted, work lost (hours)."""
+        self._account(end)
+        return {
+            path: {
+                "violation_gpu_hours": self.violation.get(path, 0.0) / 3600.0,
+                "evicted": float(self.evicted.get(path, 0)),
+                "lost_gpu_hours": self.lost.get(path, 0.0) / 3600.0,
+            }
+            for path in self.tree.nodes
+        }
 
     def holding(self) -> list[str]:
         """Keys of the jobs that hold quota now (for tests)."""
@@ -294,9 +473,17 @@ def replay_queued(
     faults = config.faults
     queue: QuotaQueue | None = None
     if mode != NO_QUEUE:
-        queue = QuotaQueue(tree, policy=mode, settings=settings, watch_give_ups=faults.enabled)
+        base = settings if settings is not None else AdmissionSettings()
+        reclaim = mode == RECLAIM_MODE
+        queue = QuotaQueue(
+            tree,
+            policy="Priority" if reclaim else mode,
+            settings=dataclasses.replace(base, reclaim=reclaim, preemption=False),
+            watch_give_ups=faults.enabled,
+        )
     result = simulate(fleet, trace, policy, config, queue=queue)
     result.policy = label or mode
     if queue is not None:
         result.counters.update({f"queue_{k}": v for k, v in queue.counters.items()})
+        result.teams = queue.team_figures(result.end)
     return result

@@ -36,6 +36,10 @@ class RunResult:
     wall_seconds: float
     #: With reservations: seconds from the start of reserving until all were Available.
     time_to_available: list[float] = field(default_factory=list)
+    #: With a quota queue: per quota path, `violation_gpu_hours` (below its min while a job
+    #: that would fit within it waited), `evicted` (gangs reclaimed or preempted) and
+    #: `lost_gpu_hours` (their work thrown away).
+    teams: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def waits(self) -> list[float]:
         return sorted(j.first_start - j.spec.submit for j in self.jobs if j.first_start is not None)

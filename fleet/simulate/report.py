@@ -17,6 +17,7 @@ from fleet.simulate import plots
 from fleet.simulate.faults import Outage
 from fleet.simulate.kubequeue import quota_tree
 from fleet.simulate.metrics import CLASSES, RunResult, binned, write_jobs_csv, write_json
+from fleet.simulate.reclaimreport import reclaim_plot, reclaim_section
 from fleet.simulate.scenarios import Scenario
 from fleet.simulate.teamreport import team_figures, team_plots, team_section
 
@@ -100,6 +101,14 @@ def _teams(folder: Path, run: ScenarioRun, metrics: dict[str, Any], plots_enable
     if plots_enabled:
         for file, alt in team_plots(labels, figures, s.fleet.total(GPU), folder, s.name):
             lines += [f"![{alt}]({s.name}/{file})", ""]
+    reclaim = reclaim_section(run.results, tree, human)
+    if reclaim:
+        metrics["scenarios"][s.name]["reclaim"] = {r.policy: r.teams for r in run.results}
+        lines += [f"### Reclaim per team (`{s.name}`)", "", *reclaim, ""]
+        if plots_enabled and reclaim_plot(
+            run.results, tree, folder / "teams-reclaim.png", f"{s.name}: reclaim"
+        ):
+            lines += [f"![min-guarantee violation and work lost]({s.name}/teams-reclaim.png)", ""]
     return "\n".join(lines)
 
 

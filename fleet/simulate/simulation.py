@@ -38,6 +38,7 @@ from functools import partial
 from typing import Any
 
 from fleet.core import lifecycle
+from fleet.core.admission import Placed
 from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
 from fleet.core.inventory import PodInfo
 from fleet.core.reservation import (
@@ -132,6 +133,9 @@ class Simulation:
         }
         self._view_list = list(self.views.values())
         self.queue: FleetQueue = queue if queue is not None else FifoQueue()
+        attach = getattr(self.queue, "attach", None)
+        if attach is not None:
+            attach(self)  # a queue that reclaims evicts through the simulation
         faults = self.config.faults
         self.judge = judge if judge is not None else core_judge(faults.settings)
         self.now = 0.0
@@ -160,6 +164,7 @@ class Simulation:
                 "reservation_fallbacks",
                 "local_started",
                 "local_turned_away",
+                "preemptions",
             ),
             0,
         )
@@ -589,6 +594,50 @@ class Simulation:
                 self.counters["purged"] += 1
             else:
                 self._zombies.setdefault(job, []).append(copy)
+
+    # Reclaim (the queue evicts) ------------------------------------------------------------------
+    def running_copies(self) -> dict[str, Placed]:
+        """Every running gang's copy: job id -> where, since when, under which owner key (the
+        pods' owner in the member's snapshot), for the queue's reclaim."""
+        out: dict[str, Placed] = {}
+        for member in self.members.values():
+            for copy in member.copies.values():
+                if copy.alive and not copy.zombie and copy.job.copy is copy:
+                    out[copy.job.spec.id] = Placed(member.name, copy.key, copy.started)
+        return out
+
+    def reclaim_snapshots(self) -> list[ClusterSnapshot]:
+        """The controller's views of the members that are up (what a reclaim proves on)."""
+        return [v for name, v in self.views.items() if name not in self._down]
+
+    def evict_by_queue(
+        self, job: SimJob, *, preempted: bool, by: str, message: str, grace: float
+    ) -> None:
+        """The queue evicted the job's running gang whole (reclaim or preemption): recorded as
+        the controller records it (`lifecycle.evicted_by_queue`, no failover charged), the copy
+        deleted after `grace`, the job pending again (the queue holds it, Enqueued)."""
+        assert job.member is not None and job.state is State.RUNNING
+        now = self.now
+        self._last_change = now
+        job.life = lifecycle.evicted_by_queue(
+            job.life,
+            preempted=preempted,
+            evicted_for=by,
+            message=message,
+            now=now,
+            grace_period_seconds=grace,
+        )
+        copy = job.copy
+        self._evict(job, delete_now=grace <= 0)
+        if grace > 0 and copy is not None:
+            self._push(now + grace, PURGE, copy)
+        self.counters["preemptions"] += 1
+        self._leave_member(job)
+        job.member = None
+        job.next_attempt()
+        job.state = State.PENDING
+        job.pending_since = now
+        job.queue_key = self._queue_key(job)
 
     def _purge(self, copy: Copy) -> None:
         """The binding's eviction for this copy decides, as in the controller: no eviction

@@ -188,6 +188,7 @@ class World:
             bindings=self.triggers.bindings,
             workloads=self.triggers.workloads,
             metrics=self.metrics,
+            members=self.registry,
         )
         self.shell = Shell(
             fleet=self.fleet,

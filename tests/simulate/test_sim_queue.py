@@ -256,3 +256,29 @@ def test_load_tree_takes_the_object_its_spec_or_a_root(tmp_path):
         path = tmp_path / "t.yaml"
         path.write_text(yaml.safe_dump(doc))
         assert load_tree(path) == {"root": root}
+
+
+def test_reclaim_gives_a_team_its_min_back_and_counts_what_it_cost():
+    """Team a borrows the whole member (two 8-GPU gangs); team b's 8-GPU gang arrives within
+    b's min: with reclaim, a's gang that started last is evicted whole and reruns later; without,
+    b waits for a's gangs to end, and that wait is the min-guarantee violation."""
+    fleet = fleet_of({"m": [8, 8]})
+    trace = [
+        job("a1", "a", 0, 10_000, 1, 8),
+        job("a2", "a", 10, 10_000, 1, 8),
+        job("b1", "b", 3_600, 1_000, 1, 8),
+    ]
+    spec = tree(a=(8, 16), b=(8, 16))
+    plain = run(fleet, trace, spec, "Priority", reclaim=False)
+    reclaimed = run(fleet, trace, spec, "Priority+reclaim")
+    by_plain, by_reclaim = by_id(plain), by_id(reclaimed)
+    assert by_plain["b1"].first_start == 10_000
+    assert by_reclaim["b1"].first_start < 3_600 + 120  # the reclaim delay, then the grace
+    assert by_reclaim["a2"].end is not None and by_reclaim["a2"].end > by_plain["a2"].end
+    b_plain, b_reclaim = plain.teams["root/b"], reclaimed.teams["root/b"]
+    assert b_plain["violation_gpu_hours"] > 8 * 1.5  # 8 GPUs short for ~1.77 h
+    assert b_reclaim["violation_gpu_hours"] < b_plain["violation_gpu_hours"] / 10
+    assert reclaimed.teams["root/a"]["evicted"] == 1 and plain.teams["root/a"]["evicted"] == 0
+    assert 8 * 0.9 < reclaimed.teams["root/a"]["lost_gpu_hours"] < 8 * 1.1  # a2 ran ~1 h
+    assert reclaimed.counters["queue_reclaims"] == 1
+    assert by_reclaim["a1"].first_start == 0 and by_reclaim["a1"].end == 10_000  # never touched

@@ -22,17 +22,25 @@ from __future__ import annotations
 import logging
 
 from fleet.api import constants as c
+from fleet.api import rules_of_placement
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.kubequeue import KubeQueue
-from fleet.controller.queue.units import key_of_job, new_unit, spec_of, state_of
+from fleet.controller.queue.units import key_of_job, new_unit
 from fleet.controller.status_mirror import (
     binding_conditions,
     mark_created,
     set_scheduled_condition,
 )
 from fleet.core import lifecycle
-from fleet.core.admission import DEQUEUED, RUNNING, TERMINAL, TIMEOUT_BACKOFF, UnitState
+from fleet.core.admission import (
+    DEQUEUED,
+    LOUD_REASONS,
+    RUNNING,
+    TIMEOUT_BACKOFF,
+    unit_end,
+    waiting_reason,
+)
 from fleet.kube import ApiError, Obj
 
 log = logging.getLogger(__name__)
@@ -41,8 +49,6 @@ log = logging.getLogger(__name__)
 QUEUED_MESSAGE = "suspension.scheduling holds the job for the queue"
 #: How soon a queued job is looked at again while the queue is being rebuilt.
 NOT_READY_RETRY_SECONDS = 1.0
-#: Why-kinds that get their own condition reason and a Warning Event.
-_LOUD = ("NoQuota", "NeverFits")
 
 
 def queued(job: Job) -> bool:
@@ -55,85 +61,96 @@ async def admit(shell: Shell, job: Job) -> bool:
     kq = shell.kube_queue
     key = key_of_job(job.key)
     if not queued(job):
-        if key in kq.admission:
+        if kq.knows(key):
             await release(shell, job.key)  # the policy stopped queueing it
         return True
     if not kq.ready:
         shell.queue.add_after(job.key, NOT_READY_RETRY_SECONDS)
         return False
-    if key in kq.unsaved:
+    if kq.undecided(key):
         return False  # decided, not yet written: the pass requeues the job once it is
-    unit = kq.units.get(key)
+    unit = kq.unit(key)
     if unit is not None and _consumer_uid(unit) != job.uid:
         await release(shell, job.key)  # left by an earlier job of the same name
         unit = None
     if unit is None:
         unit = await _create(shell, kq, job, key)
-    known = key in kq.admission
-    kq.admission.upsert(spec_of(unit), state_of(unit))
-    if not known:
-        kq.request_pass()
     now = shell.clock.now()
-    phase = kq.admission.phase(key)
-    if phase == RUNNING and kq.admission.unplaced(key, now):
-        await _write(kq, key, "failed over: keeps its quota and is placed again", now)
+    kq.track(unit, job.gang, rules_of_placement(job.binding.spec.placement), job.life.excluded(now))
+    phase = kq.phase(key)
+    if phase == RUNNING and await kq.fail_over(key, now):
         phase = DEQUEUED
-    if phase == DEQUEUED:
+    if phase == DEQUEUED and not lifecycle.queue_evictions(job.life):
         return True
+    # (a gang the queue evicted is placed again only once its old copy is gone)
     await _hold(shell, kq, job, key, now)
     return False
 
 
+async def carry_out_eviction(shell: Shell, job: Job) -> None:
+    """A reclaim or preemption chose this job's gang: record it on the binding first (its stay
+    ends, an eviction names the unit it makes room for, the copy is deleted after the grace
+    period by the purge that follows), then tell the queue, which writes the unit and releases
+    the gang that reclaimed. Not a failover: nothing is charged against maxFailovers."""
+    kq = shell.kube_queue
+    key = key_of_job(job.key)
+    evict = kq.eviction_for(key)
+    if evict is None:
+        return
+    now = shell.clock.now()
+    if job.life.cluster == evict.cluster:
+        life = lifecycle.evicted_by_queue(
+            job.life,
+            preempted=evict.kind == "Preempt",
+            evicted_for=evict.by,
+            message=evict.message,
+            now=now,
+            grace_period_seconds=shell.settings.queue_reclaim_grace,
+        )
+        reason = _eviction_reason(evict.kind)
+        message = f"{QUEUED_MESSAGE}: {evict.message}"
+        await save(
+            shell,
+            job,
+            life,
+            conditions=binding_conditions(
+                shell, job, (c.CONDITION_SCHEDULED, "False", reason, message)
+            ),
+        )
+        await set_scheduled_condition(shell, job.workload, "False", reason, message)
+        await shell.events.record(job.workload, reason, evict.message, warning=True)
+    await kq.evicted(key, now)
+    if job.life.cluster is not None and job.life.cluster != evict.cluster:
+        # It had already moved (a failover) when its turn came: it runs there, so it holds its
+        # quota again rather than running uncharged.
+        await kq.place(key, job.life.cluster, now)
+
+
 async def placed(shell: Shell, job: WorkloadKey, cluster: str) -> None:
     """Placement chose `cluster` for `job`: its unit is Running (still holding its quota)."""
-    kq = shell.kube_queue
-    key = key_of_job(job)
-    now = shell.clock.now()
-    phase = kq.admission.phase(key)
-    if phase is None or phase == RUNNING:
-        return
-    if not kq.admission.placed(key, now):
-        # Its placement timed out while it was being placed: it runs, so it holds its quota
-        # again (as a restart would count it), rather than running uncharged.
-        state = kq.admission.state(key)
-        unit = kq.units.get(key)
-        if state is None or unit is None or state.phase in TERMINAL:
-            return
-        kq.unsaved.pop(key, None)
-        kq.admission.remove(key)
-        kq.admission.upsert(spec_of(unit), UnitState(RUNNING, now, None, max(state.attempts, 1)))
-    await _write(kq, key, f"placed in {cluster}", now)
+    await shell.kube_queue.place(key_of_job(job), cluster, shell.clock.now())
 
 
 async def observe(shell: Shell, job: Job) -> None:
-    """A job that ended releases its quota at once (exactly once)."""
+    """A job that ended releases its quota at once (exactly once; the core's rule says when a
+    job has ended, the same the simulator uses)."""
     kq = shell.kube_queue
     key = key_of_job(job.key)
-    if key not in kq.admission:
+    if not kq.knows(key):
         return
-    life = job.life
     failover = job.failover
-    retried = failover is not None and failover.on_job_failure
-    succeeded = life.phase == "Succeeded"
-    failed = life.gave_up is not None or (life.phase == "Failed" and not retried)
-    if not (succeeded or failed):
-        return
-    now = shell.clock.now()
-    if kq.admission.finished(key, succeeded, now):
-        what = "succeeded" if succeeded else "failed"
-        await _write(kq, key, f"the job {what}: its quota is released", now)
-        kq.request_pass()
+    end = unit_end(
+        job.life.phase,
+        gave_up=job.life.gave_up is not None,
+        retried_on_failure=failover is not None and failover.on_job_failure,
+    )
+    if end is not None:
+        await kq.finish(key, end, shell.clock.now())
 
 
 async def release(shell: Shell, key: WorkloadKey) -> None:
     """The job is deleted or gone: its quota is released at once and its unit removed."""
-    kq = shell.kube_queue
-    unit_key = key_of_job(key)
-    kq.unsaved.pop(unit_key, None)
-    kq.notices.pop(unit_key, None)
-    if kq.admission.remove(unit_key):
-        kq.request_pass()
-    await kq.units.delete(unit_key)
+    await shell.kube_queue.forget(key_of_job(key))
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -144,54 +161,34 @@ def _consumer_uid(unit: Obj) -> str | None:
     return str(uid) if uid else None
 
 
-async def _write(kq: KubeQueue, key: str, message: str, now: float) -> None:
-    state = kq.admission.state(key)
-    if state is None:
-        return
-    quota = kq.admission.quota_of(key)
-    await kq.units.write(key, state, quota, message, now, queue=kq.queue_of.get(quota or ""))
-
-
 async def _create(shell: Shell, kq: KubeQueue, job: Job, key: str) -> Obj:
-    """The job's unit: made now, with its quota's Queue and its priority (a unit the admission
-    still knows, deleted by hand, is made again with the state it had)."""
+    """The job's unit: made now, with its quota's Queue and its priority."""
     workload = job.workload
     meta = workload["metadata"]
-    tree = kq.admission.tree
-    quota = tree.quota_for(meta.get("namespace") or "", meta.get("labels")) if tree else None
+    quota = kq.quota_for(meta.get("namespace") or "", meta.get("labels"))
     priority, priority_class = await _priority(shell, kq, job)
     unit = new_unit(
         workload,
         job.kind.charge(job.gang),
-        queue=kq.queue_of.get(quota or ""),
+        queue=kq.queue_name(quota),
         priority=priority,
         priority_class=priority_class,
+        reclaimable=await _reclaimable(shell, kq, job),
     )
-    state = kq.admission.state(key)
-    if state is not None:
-        now = shell.clock.now()
-        unit.status = None
-        created = await kq.units.create(unit)
-        return (
-            await kq.units.write(key, state, kq.admission.quota_of(key), "made again", now)
-            or created
-        )
-    return await kq.units.create(unit)
+    return await kq.create_unit(key, unit, shell.clock.now())
 
 
 async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> None:
     """The job waits: its binding, its condition, its unit's message (each written only when
     it changed) and, for a job with no quota or that can never fit, a Warning Event."""
-    kq.notices.pop(key, None)
-    why = kq.admission.why(key, now)
-    phase = kq.admission.phase(key)
+    why = kq.why(key, now)
+    phase = kq.phase(key)
     text = why.message if why is not None else f"phase {phase}"
-    if phase == TIMEOUT_BACKOFF:
-        reason = "TimeoutBackoff"
-    elif why is not None and why.kind in _LOUD:
-        reason = why.kind
-    else:
-        reason = c.REASON_QUEUED
+    reason = waiting_reason(phase, why.kind if why is not None else None)
+    for eviction in lifecycle.queue_evictions(job.life):
+        # Evicted by the queue, its copy not deleted yet: the condition says so, in numbers.
+        reason = _eviction_reason("Preempt" if eviction.reason == lifecycle.PREEMPTED else "")
+        text = f"{eviction.message}; its copy in {eviction.from_cluster} is being deleted; {text}"
     message = f"{QUEUED_MESSAGE}: {text}"
     await save(
         shell,
@@ -205,12 +202,51 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
     shell.triggers.track(
         job.key, cluster=None, evicting=[e.from_cluster for e in job.life.evictions]
     )
-    if reason in _LOUD:
+    if reason in LOUD_REASONS:
         await shell.events.record(job.workload, reason, text, warning=True)
     mark_created(job.workload, "FleetQueued", "in its queue", now)
     await set_scheduled_condition(shell, job.workload, "False", reason, message)
     if phase != TIMEOUT_BACKOFF:  # the unit keeps the pass's word on why it backed off
-        await _write(kq, key, text, now)
+        await kq.write(key, text, now)
+
+
+async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
+    """False when the job's policy (label or annotation) or its namespace (label) sets
+    `kube-queue.fleet.dev/reclaimable: "false"` (docs/queue.md, "Reclaim")."""
+    policy = shell.policies.get(job.binding.spec.policy)
+    meta = policy.metadata if policy is not None else None
+    for marks in (meta.labels, meta.annotations) if meta is not None else ():
+        if (marks or {}).get(c.RECLAIMABLE_LABEL) == "false":
+            return False
+    namespace = job.key.namespace
+    labels = kq.known_namespace(namespace)
+    if labels is None:
+        try:
+            found = await shell.fleet.get("v1", "Namespace", namespace)
+        except ApiError as err:
+            log.warning("cannot read Namespace %s (%s); reclaimable", namespace, err)
+            return True
+        labels = dict(((found or {}).get("metadata") or {}).get("labels") or {})
+        kq.remember_namespace(namespace, labels)
+    return labels.get(c.RECLAIMABLE_LABEL) != "false"
+
+
+def evictions_settled(shell: Shell, job: Job) -> None:
+    """After the purge: while a queue eviction is left on the binding, the gang it made room for
+    waits for it (kept from the binding itself); once none is left, the victim's old copy is
+    gone and the gang it made room for may claim again."""
+    key = key_of_job(job.key)
+    pending = [e for e in lifecycle.queue_evictions(job.life) if e.evicted_for]
+    if pending:
+        # Read from the binding on every reconcile, so a restarted controller knows it even
+        # before its caches have every binding.
+        shell.kube_queue.copy_pending(key, pending[-1].evicted_for or "")
+    else:
+        shell.kube_queue.copy_gone(key)
+
+
+def _eviction_reason(kind: str) -> str:
+    return lifecycle.PREEMPTED if kind == "Preempt" else lifecycle.RECLAIMED
 
 
 async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | None]:
@@ -219,7 +255,8 @@ async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | N
     name = job.kind.priority_class(job.workload)
     if not name:
         return 0, None
-    if name not in kq.priorities:
+    known = kq.known_priority(name)
+    if known is None:
         try:
             found = await shell.fleet.get("scheduling.k8s.io/v1", "PriorityClass", name)
         except ApiError as err:
@@ -227,8 +264,18 @@ async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | N
             return 0, name
         if found is None:
             return 0, name
-        kq.priorities[name] = int(found.get("value") or 0)
-    return kq.priorities[name], name
+        known = int(found.get("value") or 0)
+        kq.remember_priority(name, known)
+    return known, name
 
 
-__all__ = ["QUEUED_MESSAGE", "admit", "observe", "placed", "queued", "release"]
+__all__ = [
+    "QUEUED_MESSAGE",
+    "admit",
+    "carry_out_eviction",
+    "evictions_settled",
+    "observe",
+    "placed",
+    "queued",
+    "release",
+]

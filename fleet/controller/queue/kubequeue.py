@@ -1,18 +1,21 @@
-"""The queue's parts in one controller replica: the admission, its indexes, its work.
+"""The queue in one controller replica: its parts composed, its serial work, its interface.
 
-`KubeQueue` holds the core's `Admission` (the queue's whole state, in memory), the indexes the
-kopf handlers keep (trees, Queues in kube-queue, QueueUnits), and a serial work queue of its own
-for the three things that are not one job's business: `tree` (check the tree, put it in force,
-sync the Queues), `queues` (a Queue's spec changed) and `pass` (a dequeue pass). The handlers
-only update an index and add one of those items or a job's key; the work runs only while this
-replica leads, like the reconciles.
+`KubeQueue` composes the parts, each owning its state: the core's `Admission` (the queue's
+decisions, in memory), `Trees` (the ElasticQuotaTrees and the one in force), `Queues` (fleet's
+Queues in kube-queue), `Units` (the QueueUnits) and `Passes` (decisions not yet written, and the
+pass that makes them). Imports run one way: the gate uses `KubeQueue`, which uses the parts,
+which know nothing of it (an import-linter contract keeps it so).
+
+Its own serial work queue runs the three things that are not one job's business: `tree` (check
+the tree, put it in force, sync the Queues), `queues` (a Queue's spec changed) and `pass` (a
+dequeue pass). The kopf handlers only update an index and add one of those items or a job's
+key; the work runs only while this replica leads, like the reconciles. The gate (one job's
+reconcile) calls the methods under "the gate's interface".
 
 Restart. When the replica starts leading, `restore` lists every tree, Queue and QueueUnit and
-rebuilds the admission from them before any reconcile runs: each unit is upserted with its
-persisted phase and times (Dequeued and Running units hold their quota again), a unit whose
-binding already names a cluster counts as Running (the placement was written, the unit's status
-not yet), a unit whose job is gone or being deleted is left out. Nothing is dequeued before the
-tree has been read, so a restart never releases a job on a partial view.
+rebuilds the admission from them before any reconcile runs, each unit read back by the core's
+restore rules (`fleet.core.admission.restore`). Nothing is dequeued before the tree has been
+read, so a restart never releases a job on a partial view.
 """
 
 from __future__ import annotations
@@ -20,33 +23,50 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from fleet.api import PlacementRules, QueueUnit
 from fleet.api import constants as c
 from fleet.controller.cache import Newest
 from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
+from fleet.controller.members.registry import MemberRegistry
 from fleet.controller.metrics import Metrics
-from fleet.controller.queue import passes, queues, tree
-from fleet.controller.queue.tree import InForce
-from fleet.controller.queue.units import UNIT, Units, job_of, key_of, spec_of, state_of
+from fleet.controller.queue.passes import WAKE_SLACK_SECONDS, Passes, involved
+from fleet.controller.queue.queues import QUEUE, Queues
+from fleet.controller.queue.tree import TREE, Trees
+from fleet.controller.queue.units import (
+    UNIT,
+    Units,
+    job_of,
+    key_of,
+    placed_copy,
+    queue_evictions_of,
+    spec_of,
+    state_of,
+)
 from fleet.controller.settings import Settings
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.admission import (
-    DEQUEUED,
     ENQUEUED,
     RUNNING,
+    TERMINAL,
     TIMEOUT_BACKOFF,
     Admission,
     AdmissionSettings,
-    Notice,
+    Evict,
+    JobEnd,
+    Phase,
+    Placed,
     UnitState,
+    WaitReason,
+    restored_state,
 )
+from fleet.core.placement import ClusterAffinity, filter_rejection
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.workload import Gang
 from fleet.kube import ApiError, KubeClient, Obj, Unreachable
 
 log = logging.getLogger(__name__)
-
-#: What a unit's job is told when its unit was decided: (Event reason, message, warning).
-Decided = tuple[str, str, bool]
 
 
 class KubeQueue:
@@ -66,10 +86,11 @@ class KubeQueue:
         bindings: Newest[WorkloadKey],
         workloads: Newest[WorkloadKey],
         metrics: Metrics | None = None,
+        members: MemberRegistry | None = None,
     ) -> None:
         self.fleet = fleet
-        #: Where the first dequeue of a unit reports its wait (fleet_queue_wait_seconds).
-        self.metrics = metrics
+        #: The member clusters' snapshots (a reclaim proves the waiting gang then fits).
+        self.members = members
         #: The controller's caches of bindings and workloads (read by `restore`).
         self.bindings = bindings
         self.workloads = workloads
@@ -82,23 +103,23 @@ class KubeQueue:
         #: The controller's work queue of jobs (a decided unit's job is reconciled).
         self.jobs = jobs
         self.admission = self._fresh_admission()
-        #: Every ElasticQuotaTree, by (namespace, name).
-        self.trees: dict[tuple[str, str], Obj] = {}
-        #: fleet's Queues in kube-queue, by name; and the Queue name of each quota path.
-        self.queues: dict[str, Obj] = {}
-        self.queue_of: dict[str, str] = {}
+        self.trees = Trees(fleet, events)
+        self.queues = Queues(fleet)
         self.units = Units(fleet)
-        self.in_force: InForce | None = None
-        #: Whether the trees have been read since this replica started leading.
-        self.tree_read = False
-        self.namespace_ready = False
-        #: Decisions made in memory whose unit status is not written yet (unit key -> what to
-        #: tell its job); a reconcile does not act on them before they are written.
-        self.unsaved: dict[str, Decided] = {}
-        #: The last NoQuota/NeverFits/Queued notice per unit, for the gate's condition.
-        self.notices: dict[str, Notice] = {}
+        self.passes = Passes(self.units, events, jobs, self.queues.name_of, metrics)
         #: PriorityClass name -> value.
-        self.priorities: dict[str, int] = {}
+        self._priorities: dict[str, int] = {}
+        #: Namespace name -> labels (a namespace's opt-out of reclaim).
+        self._namespaces: dict[str, dict[str, str]] = {}
+        #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof), and
+        #: its placement rules and excluded clusters (a reclaim looks only where it may go).
+        self._gangs: dict[str, Gang] = {}
+        self._rules: dict[str, tuple[PlacementRules, dict[str, str]]] = {}
+        #: Evictions recorded on a victim's binding whose copy is not deleted yet: victim unit
+        #: key -> the unit it made room for. That unit claims nothing more meanwhile (a gang
+        #: waiting for its victims to leave, even across a backoff or a restart, never makes
+        #: a second eviction for the same room).
+        self._in_flight: dict[str, str] = {}
         self.work: WorkQueue[str] = WorkQueue(
             self.process, workers=1, expected=(ApiError, Unreachable)
         )
@@ -110,6 +131,9 @@ class KubeQueue:
                 placement_timeout=s.queue_placement_timeout,
                 backoff_seconds=s.queue_backoff_seconds,
                 backoff_limit=max(s.queue_backoff_limit, s.queue_backoff_seconds),
+                reclaim=s.queue_reclaim,
+                preemption=s.queue_preemption,
+                reclaim_unplaced=s.queue_reclaim_unplaced,
             )
         )
 
@@ -136,25 +160,11 @@ class KubeQueue:
     # -- kopf's events: indexes and work items only ----------------------------------------------
 
     def tree_event(self, obj: Obj, *, deleted: bool) -> None:
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        if deleted:
-            self.trees.pop(key, None)
-        else:
-            self.trees[key] = obj
+        self.trees.event(obj, deleted=deleted)
         self.work.add(self.TREE)
 
     def queue_event(self, obj: Obj, *, deleted: bool) -> None:
-        meta = obj.get("metadata") or {}
-        if meta.get("namespace") != c.QUEUE_NAMESPACE:
-            return
-        name = str(meta.get("name") or "")
-        old = self.queues.get(name)
-        if deleted:
-            self.queues.pop(name, None)
-        else:
-            self.queues[name] = obj
-        if deleted or old is None or old.get("spec") != obj.get("spec"):
+        if self.queues.event(obj, deleted=deleted):
             self.work.add(self.QUEUES)
 
     def unit_event(self, obj: Obj, *, deleted: bool) -> None:
@@ -186,19 +196,86 @@ class KubeQueue:
         elif not self.ready:
             return  # `restore` reads everything anyway
         elif item == self.TREE:
-            changed = await tree.sync(self)
-            await queues.sync(self)
+            changed = await self.trees.sync(self.admission)
+            await self.queues.sync(self.admission)
             if changed:
                 self._reconcile_waiting()
             self.request_pass()
         elif item == self.QUEUES:
-            await queues.sync(self)
+            await self.queues.sync(self.admission)
             self.request_pass()
         elif item == self.PASS:
             await self.run_pass()
 
     async def run_pass(self) -> None:
-        await passes.run(self)
+        now = self.clock.now()
+        # A gang whose victims are still leaving keeps its quota past the placement timeout.
+        self.admission.awaiting_room(set(self._in_flight.values()))
+        delay = await self.passes.run(self.admission, now)
+        if delay is not None:
+            self.work.add_after(self.PASS, delay)
+        await self._reclaim(now)
+        await self.queues.write_status(self.admission, self.passes.waiting(self.admission))
+
+    async def _reclaim(self, now: float) -> None:
+        """Evictions that let a waiting gang start (the core's `Admission.reclaim`): each is
+        recorded on its victim's binding by the victim's reconcile before anything else."""
+        members = self.members
+        if members is None or not self.admission.waiting_units():
+            return
+        not_ready = members.not_ready()
+        ready = [s for s in members.snapshots() if s.name not in not_ready]
+        taints = members.taints()
+
+        def members_for(key: str) -> list[ClusterSnapshot]:
+            """The members the claimant's placement may choose (its policy's filters)."""
+            rules, excluded = self._rules.get(key, (PlacementRules(), {}))
+            affinities: list[ClusterAffinity | None] = [g.affinity for g in rules.groups]
+            affinities = affinities or [rules.affinity]
+            return [
+                s
+                for s in ready
+                if any(
+                    filter_rejection(
+                        s,
+                        affinity=affinity,
+                        failed_over=excluded,
+                        taints=taints,
+                        tolerations=rules.tolerations,
+                    )
+                    is None
+                    for affinity in affinities
+                )
+            ]
+
+        plan = self.admission.reclaim(
+            now,
+            self._running(),
+            self._gangs.get,
+            members_for,
+            in_flight=set(self._in_flight.values()),
+        )
+        if plan.wake_at is not None:  # a dequeued gang may claim once its reclaim delay ends
+            self.work.add_after(self.PASS, plan.wake_at - now + WAKE_SLACK_SECONDS)
+        if not plan:
+            return
+        for evict in plan.evict:
+            log.info("%s: %s", evict.key, evict.message)
+        self.passes.evicting(plan)
+        await self.passes.save(self.admission, now)
+
+    def _running(self) -> dict[str, Placed]:
+        """Where each Running unit's copy runs, since when, under which owner key."""
+        out: dict[str, Placed] = {}
+        for key in self.units.keys:
+            if self.admission.phase(key) != RUNNING:
+                continue
+            unit = self.units.get(key)
+            binding = self.bindings.get(job_of(unit)) if unit is not None else None
+            placed = placed_copy(binding) if binding is not None else None
+            if placed is not None:
+                out[key] = placed
+        return out
 
     def _reconcile_waiting(self) -> None:
         """The tree changed (or the queue was rebuilt): every waiting job's reason may have
@@ -209,60 +286,213 @@ class KubeQueue:
                 if unit is not None:
                     self.jobs.add(job_of(unit))
 
+    # -- the gate's interface (one job's reconcile) ----------------------------------------------
+
+    def knows(self, key: str) -> bool:
+        """Whether the admission holds the unit (it is queued, or ended and not yet removed)."""
+        return key in self.admission
+
+    def undecided(self, key: str) -> bool:
+        """Decided in memory, not yet written: a reconcile must not act on it yet."""
+        return key in self.passes.unsaved
+
+    def unit(self, key: str) -> Obj | None:
+        return self.units.get(key)
+
+    def phase(self, key: str) -> Phase | None:
+        return self.admission.phase(key)
+
+    def why(self, key: str, now: float) -> WaitReason | None:
+        """Why the unit waits, as the gate tells its job (the pass's notice is then told)."""
+        self.passes.notices.pop(key, None)
+        return self.admission.why(key, now)
+
+    def quota_for(self, namespace: str, labels: Any) -> str | None:
+        """The quota node a job of `namespace` with `labels` is charged to (None: none)."""
+        tree = self.admission.tree
+        return tree.quota_for(namespace, labels) if tree is not None else None
+
+    def queue_name(self, quota: str | None) -> str | None:
+        return self.queues.name_of(quota)
+
+    def track(
+        self,
+        unit: Obj,
+        gang: Gang,
+        rules: PlacementRules | None = None,
+        excluded: dict[str, str] | None = None,
+    ) -> None:
+        """The gate saw the job's unit: the admission knows it (a new one asks for a pass); its
+        gang and placement rules are kept for a reclaim it may claim."""
+        key = key_of(unit)
+        self._gangs[key] = gang
+        self._rules[key] = (rules or PlacementRules(), excluded or {})
+        known = key in self.admission
+        self.admission.upsert(spec_of(unit), state_of(unit))
+        if not known:
+            self.request_pass()
+
+    async def create_unit(self, key: str, unit: QueueUnit, now: float) -> Obj:
+        """Create a job's unit; one the admission still knows (deleted by hand) is made again
+        with the state it had."""
+        state = self.admission.state(key)
+        if state is None:
+            return await self.units.create(unit)
+        unit.status = None
+        created = await self.units.create(unit)
+        written = await self.units.write(
+            key, state, self.admission.quota_of(key), "made again", now
+        )
+        return written or created
+
+    async def fail_over(self, key: str, now: float) -> bool:
+        """A Running unit's job has no cluster any more: it keeps its quota and is placed again
+        (written before the job is placed). False when the unit was not Running."""
+        if not self.admission.unplaced(key, now):
+            return False
+        await self.write(key, "failed over: keeps its quota and is placed again", now)
+        return True
+
+    async def place(self, key: str, cluster: str, now: float) -> None:
+        """Placement chose `cluster`: the unit is Running (still holding its quota)."""
+        phase = self.admission.phase(key)
+        if phase is None or phase == RUNNING:
+            return
+        if not self.admission.placed(key, now):
+            # Its placement timed out while it was being placed: it runs, so it holds its
+            # quota again (as a restart would count it), rather than running uncharged.
+            state = self.admission.state(key)
+            unit = self.units.get(key)
+            if state is None or unit is None or state.phase in TERMINAL:
+                return
+            self.passes.unsaved.pop(key, None)
+            self.admission.remove(key)
+            self.admission.upsert(
+                spec_of(unit), UnitState(RUNNING, now, None, max(state.attempts, 1))
+            )
+        await self.write(key, f"placed in {cluster}", now)
+
+    async def finish(self, key: str, end: JobEnd, now: float) -> None:
+        """The job ended (`fleet.core.admission.ending`): its quota is released at once, once."""
+        if self.admission.finished(key, end == "Succeed", now):
+            what = "succeeded" if end == "Succeed" else "failed"
+            await self.write(key, f"the job {what}: its quota is released", now)
+            self.request_pass()
+
+    async def forget(self, key: str) -> None:
+        """The job is deleted or gone: its quota is released at once and its unit removed."""
+        self.passes.forget(key)
+        self._in_flight.pop(key, None)
+        self._gangs.pop(key, None)
+        if self.admission.remove(key):
+            self.request_pass()
+        await self.units.delete(key)
+
+    async def write(self, key: str, message: str, now: float) -> None:
+        """Write the unit's state as the admission holds it, with `message`."""
+        state = self.admission.state(key)
+        if state is None:
+            return
+        quota = self.admission.quota_of(key)
+        await self.units.write(key, state, quota, message, now, queue=self.queues.name_of(quota))
+
+    def eviction_for(self, key: str) -> Evict | None:
+        """A reclaim or preemption decided for this unit, not yet recorded on its binding."""
+        return self.passes.evictions.get(key)
+
+    async def evicted(self, key: str, now: float) -> None:
+        """The unit's binding records its eviction: its unit is written (Enqueued, who
+        reclaimed it and why), its job and unit get an Event, and the gang that reclaimed is
+        released once every one of its victims is on record."""
+        evict = self.passes.recorded(key)
+        if evict is None:
+            return
+        self._in_flight[key] = evict.by
+        await self.write(key, evict.message, now)
+        unit = self.units.get(key)
+        if unit is not None:
+            reason = "Reclaimed" if evict.kind == "Reclaim" else "Preempted"
+            await self.events.record(involved(unit), reason, evict.message, warning=True)
+            await self.events.record(unit, reason, evict.message, warning=True)
+        await self.passes.save(self.admission, now)
+
+    def copy_pending(self, key: str, claimant: str) -> None:
+        """The victim's binding still records its eviction for `claimant` (copy not deleted)."""
+        if self._in_flight.get(key) != claimant:
+            self._in_flight[key] = claimant
+            self.request_pass()
+
+    def copy_gone(self, key: str) -> None:
+        """The victim's old copy is deleted (its binding has no queue eviction left)."""
+        self._in_flight.pop(key, None)
+
+    def known_priority(self, name: str) -> int | None:
+        """A PriorityClass value read before (None: not read yet)."""
+        return self._priorities.get(name)
+
+    def remember_priority(self, name: str, value: int) -> None:
+        self._priorities[name] = value
+
+    def known_namespace(self, name: str) -> dict[str, str] | None:
+        """A Namespace's labels read before (None: not read yet)."""
+        return self._namespaces.get(name)
+
+    def remember_namespace(self, name: str, labels: dict[str, str]) -> None:
+        self._namespaces[name] = labels
+
     # -- restart ---------------------------------------------------------------------------------
 
     async def restore(self) -> None:
         self.admission = self._fresh_admission()
-        self.in_force = None
-        self.tree_read = False
-        self.unsaved.clear()
-        self.notices.clear()
-        self.trees = {
-            (t["metadata"]["namespace"], t["metadata"]["name"]): t
-            for t in await self._list(tree.TREE)
-        }
-        self.queues = {
-            q["metadata"]["name"]: q for q in await self._list(queues.QUEUE, c.QUEUE_NAMESPACE)
-        }
-        self.units = Units(self.fleet)
+        self.passes.clear()
+        self.trees.reset(await self._list(TREE))
+        self.queues.reset(await self._list(QUEUE, c.QUEUE_NAMESPACE))
+        self.units.reset()
         units = await self._list(UNIT)
-        await tree.sync(self, announce=False)
-        await queues.sync(self)
+        await self.trees.sync(self.admission, announce=False)
+        await self.queues.sync(self.admission)
         restored = 0
+        now = self.clock.now()
+        self._in_flight.clear()
         for unit in units:
             self.units.offer(unit)
-            state = await self._restored_state(unit)
+            state = await self._restored_state(unit, now)
             if state is None:
                 continue
             self.admission.upsert(spec_of(unit), state)
             restored += 1
+            # Gangs whose victims are still leaving claim nothing more (never evict twice).
+            for eviction in queue_evictions_of(self.bindings.get(job_of(unit))):
+                if eviction.evicted_for:
+                    self._in_flight[key_of(unit)] = eviction.evicted_for
+        in_force = self.trees.in_force
         log.info(
             "queue restored: %d units (%d holding quota), tree %s",
             restored,
             sum(1 for k in self.admission if self.admission.holds(k)),
-            f"{self.in_force.name} generation {self.in_force.generation}"
-            if self.in_force
-            else "none",
+            f"{in_force.name} generation {in_force.generation}" if in_force else "none",
         )
 
-    async def _restored_state(self, unit: Obj) -> UnitState | None:
-        """The unit's persisted state, corrected by its job and binding (None: leave it out)."""
+    async def _restored_state(self, unit: Obj, now: float) -> UnitState | None:
+        """The unit's persisted state, read back by the core's restore rules from what its job
+        and binding say (None: leave it out)."""
         job = job_of(unit)
         workload = self.workloads.get(job)
         if workload is None:
             workload = await self.fleet.get(job.api_version, job.kind, job.name, job.namespace)
         ref_uid = ((unit.get("spec") or {}).get("consumerRef") or {}).get("uid")
         meta = (workload or {}).get("metadata") or {}
-        if workload is None or meta.get("deletionTimestamp") or meta.get("uid") != ref_uid:
-            return None  # deleted or being deleted: its quota is released
-        state = state_of(unit)
+        present = (
+            workload is not None
+            and not meta.get("deletionTimestamp")
+            and meta.get("uid") == ref_uid
+        )
         binding = self.bindings.get(job) or {}
         placed = bool((binding.get("spec") or {}).get("clusters"))
-        if placed and state.phase not in (RUNNING, "Succeed", "Failed"):
-            return UnitState(RUNNING, state.dequeued_at, None, max(state.attempts, 1))
-        if state.phase == DEQUEUED and state.dequeued_at is None:
-            return UnitState(DEQUEUED, self.clock.now(), None, state.attempts)
-        return state
+        evicted = bool(queue_evictions_of(binding))
+        return restored_state(
+            state_of(unit), job_present=present, placed=placed, now=now, evicted=evicted
+        )
 
     async def _list(self, kind: tuple[str, str], namespace: str | None = None) -> list[Obj]:
         listed: dict[str, Any] = await self.fleet.list(*kind, namespace)

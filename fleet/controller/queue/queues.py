@@ -11,16 +11,14 @@ admission (`configure_queue`). Queues without the annotation are not fleet's and
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from fleet.api import Queue
 from fleet.api import constants as c
+from fleet.core.admission import Admission
 from fleet.core.quota import queue_name_prefix
-from fleet.kube import ApiError, Obj
-
-if TYPE_CHECKING:
-    from fleet.controller.queue.kubequeue import KubeQueue
+from fleet.kube import ApiError, KubeClient, Obj
 
 log = logging.getLogger(__name__)
 
@@ -45,78 +43,112 @@ def by_path(queues: Iterable[Obj]) -> dict[str, list[Obj]]:
     return out
 
 
-async def sync(kq: KubeQueue) -> None:
-    """Make the Queues match the tree in force and configure the admission from their specs."""
-    tree = kq.admission.tree
-    wanted = list(tree.nodes) if tree is not None else []
-    have = by_path(kq.queues.values())
-    if wanted:
-        await _ensure_namespace(kq)
-    for path in wanted:
-        if path not in have:
-            created = await kq.fleet.create(
-                Queue.for_quota(path, queue_name_prefix(path)).to_dict()
+class Queues:
+    """fleet's Queues in kube-queue (by name) and the Queue name of each quota path."""
+
+    def __init__(self, fleet: KubeClient) -> None:
+        self.fleet = fleet
+        self.objects: dict[str, Obj] = {}
+        self.queue_of: dict[str, str] = {}
+        self.namespace_ready = False
+
+    def event(self, obj: Obj, *, deleted: bool) -> bool:
+        """Index a Queue; True when its spec changed (the admission must be configured again)."""
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") != c.QUEUE_NAMESPACE:
+            return False
+        name = str(meta.get("name") or "")
+        old = self.objects.get(name)
+        if deleted:
+            self.objects.pop(name, None)
+        else:
+            self.objects[name] = obj
+        return deleted or old is None or old.get("spec") != obj.get("spec")
+
+    def reset(self, listed: list[Obj]) -> None:
+        """Start over from a fresh list (a restart)."""
+        self.objects = {q["metadata"]["name"]: q for q in listed}
+
+    def name_of(self, quota: str | None) -> str | None:
+        """The Queue name of a quota path (None: no quota, or no Queue yet)."""
+        return self.queue_of.get(quota or "")
+
+    async def sync(self, admission: Admission) -> None:
+        """Make the Queues match the tree in force and configure the admission from their specs."""
+        tree = admission.tree
+        wanted = list(tree.nodes) if tree is not None else []
+        have = by_path(self.objects.values())
+        if wanted:
+            await self._ensure_namespace()
+        for path in wanted:
+            if path not in have:
+                created = await self.fleet.create(
+                    Queue.for_quota(path, queue_name_prefix(path)).to_dict()
+                )
+                self.objects[created["metadata"]["name"]] = created
+                have[path] = [created]
+                log.info(
+                    "Queue %s/%s made for quota %s",
+                    c.QUEUE_NAMESPACE,
+                    created["metadata"]["name"],
+                    path,
+                )
+        for path, found in have.items():
+            extra = found[1:] if path in wanted else found
+            for queue in extra:
+                name = queue["metadata"]["name"]
+                await self.fleet.delete(
+                    *QUEUE, name, c.QUEUE_NAMESPACE, uid=queue["metadata"].get("uid")
+                )
+                self.objects.pop(name, None)
+        self.queue_of = {path: have[path][0]["metadata"]["name"] for path in wanted}
+        for path in wanted:
+            spec = have[path][0].get("spec") or {}
+            policy = str(spec.get("queuePolicy") or "Priority")
+            try:
+                admission.configure_queue(path, policy, int(spec.get("priority") or 0))
+            except ValueError as err:
+                log.warning("%s", err)
+
+    async def _ensure_namespace(self) -> None:
+        if self.namespace_ready:
+            return
+        if await self.fleet.get("v1", "Namespace", c.QUEUE_NAMESPACE) is None:
+            try:
+                await self.fleet.create(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": c.QUEUE_NAMESPACE},
+                    }
+                )
+            except ApiError as err:
+                if not err.conflict:
+                    raise
+        self.namespace_ready = True
+
+    async def write_status(self, admission: Admission, waiting: Mapping[str, int]) -> None:
+        """Each Queue's status: its quota path, units waiting in it, units holding its quota, and
+        what its node holds (written only when it changed)."""
+        tree = admission.tree
+        if tree is None:
+            return
+        for path, name in self.queue_of.items():
+            queue = self.objects.get(name)
+            if queue is None or path not in tree:
+                continue
+            usage = admission.usage(path)
+            used = usage.used.quantities()
+            status: dict[str, Any] = {
+                "quota": path,
+                "waiting": waiting.get(path, 0),
+                "dequeued": usage.jobs,
+                "used": used or None,
+            }
+            current = queue.get("status") or {}
+            if all(current.get(k) == v for k, v in status.items()):
+                continue
+            updated = await self.fleet.patch(
+                *QUEUE, name, {"status": status}, c.QUEUE_NAMESPACE, subresource="status"
             )
-            kq.queues[created["metadata"]["name"]] = created
-            have[path] = [created]
-            log.info(
-                "Queue %s/%s made for quota %s",
-                c.QUEUE_NAMESPACE,
-                created["metadata"]["name"],
-                path,
-            )
-    for path, found in have.items():
-        extra = found[1:] if path in wanted else found
-        for queue in extra:
-            name = queue["metadata"]["name"]
-            await kq.fleet.delete(*QUEUE, name, c.QUEUE_NAMESPACE, uid=queue["metadata"].get("uid"))
-            kq.queues.pop(name, None)
-    kq.queue_of = {path: have[path][0]["metadata"]["name"] for path in wanted}
-    for path in wanted:
-        spec = have[path][0].get("spec") or {}
-        policy = str(spec.get("queuePolicy") or "Priority")
-        try:
-            kq.admission.configure_queue(path, policy, int(spec.get("priority") or 0))
-        except ValueError as err:
-            log.warning("%s", err)
-
-
-async def _ensure_namespace(kq: KubeQueue) -> None:
-    if kq.namespace_ready:
-        return
-    if await kq.fleet.get("v1", "Namespace", c.QUEUE_NAMESPACE) is None:
-        try:
-            await kq.fleet.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": c.QUEUE_NAMESPACE}}
-            )
-        except ApiError as err:
-            if not err.conflict:
-                raise
-    kq.namespace_ready = True
-
-
-async def write_status(kq: KubeQueue, waiting: dict[str, int]) -> None:
-    """Each Queue's status: its quota path, units waiting in it, units holding its quota, and
-    what its node holds (written only when it changed)."""
-    tree = kq.admission.tree
-    if tree is None:
-        return
-    for path, name in kq.queue_of.items():
-        queue = kq.queues.get(name)
-        if queue is None or path not in tree:
-            continue
-        usage = kq.admission.usage(path)
-        used = usage.used.quantities()
-        status: dict[str, Any] = {
-            "quota": path,
-            "waiting": waiting.get(path, 0),
-            "dequeued": usage.jobs,
-            "used": used or None,
-        }
-        current = queue.get("status") or {}
-        if all(current.get(k) == v for k, v in status.items()):
-            continue
-        updated = await kq.fleet.patch(
-            *QUEUE, name, {"status": status}, c.QUEUE_NAMESPACE, subresource="status"
-        )
-        kq.queues[name] = updated
+            self.objects[name] = updated

@@ -20,14 +20,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleet.api import constants as c
+from fleet.controller.events import EventRecorder
+from fleet.core.admission import Admission
 from fleet.core.quota import QuotaProblem, TreeCheck, check_tree
-from fleet.kube import Obj
-
-if TYPE_CHECKING:
-    from fleet.controller.queue.kubequeue import KubeQueue
+from fleet.kube import KubeClient, Obj
 
 log = logging.getLogger(__name__)
 
@@ -82,139 +81,160 @@ def _ref(in_force: InForce | None) -> dict[str, Any] | None:
     }
 
 
-async def sync(kq: KubeQueue, *, announce: bool = True) -> bool:
-    """Put the honoured tree in force if it is valid, and write every tree's status. True when
-    the tree in force changed. `announce` False (a restart) posts no `QuotaTreeApplied`."""
-    chosen, ignored = honoured(kq.trees)
-    for tree in ignored:
-        await _ignore(kq, tree, chosen)
-    if chosen is None:
-        changed = kq.in_force is not None or not kq.tree_read
-        if changed:
-            kq.admission.set_tree(None)
-            kq.in_force = None
-            kq.tree_read = True
-            log.info("no ElasticQuotaTree in %s: no quota in force", c.QUOTA_TREE_NAMESPACE)
-        return changed
-    meta = chosen["metadata"]
-    generation = int(meta.get("generation") or 0)
-    spec = chosen.get("spec") or {}
-    current = kq.in_force
-    same = (
-        current is not None
-        and (current.namespace, current.name) == (meta["namespace"], meta["name"])
-        and current.generation == generation
-    )
-    changed = False
-    if same:
-        check = check_tree(spec)
-    else:
-        check = kq.admission.apply_tree_spec(spec)
+class Trees:
+    """Every ElasticQuotaTree (by namespace and name) and which one is in force."""
+
+    def __init__(self, fleet: KubeClient, events: EventRecorder) -> None:
+        self.fleet = fleet
+        self.events = events
+        self.objects: dict[tuple[str, str], Obj] = {}
+        self.in_force: InForce | None = None
+        #: Whether the trees have been read since this replica started leading.
+        self.read = False
+
+    def event(self, obj: Obj, *, deleted: bool) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if deleted:
+            self.objects.pop(key, None)
+        else:
+            self.objects[key] = obj
+
+    def reset(self, listed: list[Obj]) -> None:
+        """Start over from a fresh list (a restart): nothing is in force until `sync`."""
+        self.objects = {(t["metadata"]["namespace"], t["metadata"]["name"]): t for t in listed}
+        self.in_force = None
+        self.read = False
+
+    async def sync(self, admission: Admission, *, announce: bool = True) -> bool:
+        """Put the honoured tree in force if it is valid, and write every tree's status. True when
+        the tree in force changed. `announce` False (a restart) posts no `QuotaTreeApplied`."""
+        chosen, ignored = honoured(self.objects)
+        for tree in ignored:
+            await self._ignore(tree, chosen)
+        if chosen is None:
+            changed = self.in_force is not None or not self.read
+            if changed:
+                admission.set_tree(None)
+                self.in_force = None
+                self.read = True
+                log.info("no ElasticQuotaTree in %s: no quota in force", c.QUOTA_TREE_NAMESPACE)
+            return changed
+        meta = chosen["metadata"]
+        generation = int(meta.get("generation") or 0)
+        spec = chosen.get("spec") or {}
+        current = self.in_force
+        same = (
+            current is not None
+            and (current.namespace, current.name) == (meta["namespace"], meta["name"])
+            and current.generation == generation
+        )
+        changed = False
+        if same:
+            check = check_tree(spec)
+        else:
+            check = admission.apply_tree_spec(spec)
+            if check.valid:
+                self.in_force = InForce(meta["namespace"], meta["name"], generation, spec)
+                changed = True
+            elif not self.read:
+                changed = self._restore_in_force(admission, chosen)
+        self.read = True
         if check.valid:
-            kq.in_force = InForce(meta["namespace"], meta["name"], generation, spec)
-            changed = True
-        elif not kq.tree_read:
-            changed = _restore_in_force(kq, chosen)
-    kq.tree_read = True
-    if check.valid:
-        if changed and announce:
-            await kq.events.record(
+            if changed and announce:
+                await self.events.record(
+                    chosen,
+                    "QuotaTreeApplied",
+                    f"generation {generation} is in force: {len(admission.tree or ())} quota nodes",
+                )
+            if check.warnings:
+                await self.events.record(
+                    chosen, "QuotaTreeWarning", _sentence(check.warnings), warning=True
+                )
+            status: dict[str, Any] = {
+                "state": "Active",
+                "valid": True,
+                "message": str(check.warnings[0]) if check.warnings else None,
+            }
+        else:
+            kept = (
+                f"generation {self.in_force.generation} stays in force"
+                if self.in_force is not None
+                else "no tree is in force"
+            )
+            await self.events.record(
                 chosen,
-                "QuotaTreeApplied",
-                f"generation {generation} is in force: {len(kq.admission.tree or ())} quota nodes",
+                "QuotaTreeInvalid",
+                f"{_sentence(check.errors)}; {kept}",
+                warning=True,
             )
-        if check.warnings:
-            await kq.events.record(
-                chosen, "QuotaTreeWarning", _sentence(check.warnings), warning=True
-            )
-        status: dict[str, Any] = {
-            "state": "Active",
-            "valid": True,
-            "message": str(check.warnings[0]) if check.warnings else None,
+            status = {"state": "Invalid", "valid": False, "message": str(check.errors[0])}
+        status |= {
+            "observedGeneration": generation,
+            "inForce": _ref(self.in_force),
+            "problems": _problems(check),
         }
-    else:
-        kept = (
-            f"generation {kq.in_force.generation} stays in force"
-            if kq.in_force is not None
-            else "no tree is in force"
+        await self._write_status(chosen, status)
+        return changed
+
+    def _restore_in_force(self, admission: Admission, tree: Obj) -> bool:
+        """After a restart the latest spec is invalid: use the valid spec the status kept."""
+        kept = ((tree.get("status") or {}).get("inForce")) or {}
+        spec = kept.get("spec")
+        if not isinstance(spec, Mapping):
+            admission.set_tree(None)
+            return False
+        check = admission.apply_tree_spec(spec)
+        if not check.valid:
+            admission.set_tree(None)
+            return False
+        meta = tree["metadata"]
+        self.in_force = InForce(
+            meta["namespace"], meta["name"], int(kept.get("generation") or 0), dict(spec)
         )
-        await kq.events.record(
-            chosen,
-            "QuotaTreeInvalid",
-            f"{_sentence(check.errors)}; {kept}",
-            warning=True,
+        return True
+
+    async def _ignore(self, tree: Obj, chosen: Obj | None) -> None:
+        meta = tree["metadata"]
+        if meta["namespace"] != c.QUOTA_TREE_NAMESPACE:
+            why = (
+                f"only an ElasticQuotaTree in {c.QUOTA_TREE_NAMESPACE} is honoured; this one is in "
+                f"{meta['namespace']}"
+            )
+        else:
+            other = chosen["metadata"]["name"] if chosen else "another tree"
+            why = f"only one ElasticQuotaTree is honoured: {c.QUOTA_TREE_NAMESPACE}/{other} is"
+        current = tree.get("status") or {}
+        if current.get("state") == "Ignored" and current.get("message") == why:
+            return
+        await self.events.record(tree, "QuotaTreeIgnored", why, warning=True)
+        await self._write_status(
+            tree,
+            {
+                "state": "Ignored",
+                "valid": None,
+                "message": why,
+                "observedGeneration": meta.get("generation"),
+                "inForce": None,
+                "problems": None,
+            },
         )
-        status = {"state": "Invalid", "valid": False, "message": str(check.errors[0])}
-    status |= {
-        "observedGeneration": generation,
-        "inForce": _ref(kq.in_force),
-        "problems": _problems(check),
-    }
-    await _write_status(kq, chosen, status)
-    return changed
 
-
-def _restore_in_force(kq: KubeQueue, tree: Obj) -> bool:
-    """After a restart the latest spec is invalid: use the valid spec the status kept."""
-    kept = ((tree.get("status") or {}).get("inForce")) or {}
-    spec = kept.get("spec")
-    if not isinstance(spec, Mapping):
-        kq.admission.set_tree(None)
-        return False
-    check = kq.admission.apply_tree_spec(spec)
-    if not check.valid:
-        kq.admission.set_tree(None)
-        return False
-    meta = tree["metadata"]
-    kq.in_force = InForce(
-        meta["namespace"], meta["name"], int(kept.get("generation") or 0), dict(spec)
-    )
-    return True
-
-
-async def _ignore(kq: KubeQueue, tree: Obj, chosen: Obj | None) -> None:
-    meta = tree["metadata"]
-    if meta["namespace"] != c.QUOTA_TREE_NAMESPACE:
-        why = (
-            f"only an ElasticQuotaTree in {c.QUOTA_TREE_NAMESPACE} is honoured; this one is in "
-            f"{meta['namespace']}"
+    async def _write_status(self, tree: Obj, status: dict[str, Any]) -> None:
+        current = tree.get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return
+        meta = tree["metadata"]
+        if current.get("inForce") and current.get("inForce") != status.get("inForce"):
+            # A merge patch would merge the old spec into the new one: clear it first.
+            await self.fleet.patch(
+                *TREE,
+                meta["name"],
+                {"status": {"inForce": None}},
+                meta["namespace"],
+                subresource="status",
+            )
+        updated = await self.fleet.patch(
+            *TREE, meta["name"], {"status": status}, meta["namespace"], subresource="status"
         )
-    else:
-        other = chosen["metadata"]["name"] if chosen else "another tree"
-        why = f"only one ElasticQuotaTree is honoured: {c.QUOTA_TREE_NAMESPACE}/{other} is"
-    current = tree.get("status") or {}
-    if current.get("state") == "Ignored" and current.get("message") == why:
-        return
-    await kq.events.record(tree, "QuotaTreeIgnored", why, warning=True)
-    await _write_status(
-        kq,
-        tree,
-        {
-            "state": "Ignored",
-            "valid": None,
-            "message": why,
-            "observedGeneration": meta.get("generation"),
-            "inForce": None,
-            "problems": None,
-        },
-    )
-
-
-async def _write_status(kq: KubeQueue, tree: Obj, status: dict[str, Any]) -> None:
-    current = tree.get("status") or {}
-    if all(current.get(k) == v for k, v in status.items()):
-        return
-    meta = tree["metadata"]
-    if current.get("inForce") and current.get("inForce") != status.get("inForce"):
-        # A merge patch would merge the old spec into the new one: clear it first.
-        await kq.fleet.patch(
-            *TREE,
-            meta["name"],
-            {"status": {"inForce": None}},
-            meta["namespace"],
-            subresource="status",
-        )
-    updated = await kq.fleet.patch(
-        *TREE, meta["name"], {"status": status}, meta["namespace"], subresource="status"
-    )
-    kq.trees[(meta["namespace"], meta["name"])] = updated
+        self.objects[(meta["namespace"], meta["name"])] = updated

@@ -18,8 +18,9 @@ from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.controller.cache import Newest
 from fleet.controller.keys import WorkloadKey
-from fleet.core.admission import PHASES, UnitSpec, UnitState
+from fleet.core.admission import PHASES, Placed, UnitSpec, UnitState
 from fleet.core.errors import FieldError
+from fleet.core.lifecycle import Eviction
 from fleet.core.quota import QUOTA_NAME_LABELS
 from fleet.core.resources import Resources
 from fleet.kube import ApiError, KubeClient, Obj
@@ -60,6 +61,42 @@ def _epoch(value: Any) -> float | None:
         return None
 
 
+def placed_copy(binding: Mapping[str, Any]) -> Placed | None:
+    """Where a binding's gang runs (its cluster), since when (its last placement) and the owner
+    key its pods carry in the member (the job's UID); None when it names no cluster."""
+    spec = binding.get("spec") or {}
+    clusters = spec.get("clusters") or []
+    if not clusters:
+        return None
+    cluster = str(clusters[0].get("name") or "")
+    history = (binding.get("status") or {}).get("placementHistory") or []
+    started = next(
+        (_epoch(h.get("placedAt")) for h in reversed(history) if h.get("cluster") == cluster),
+        None,
+    )
+    owner = str((spec.get("resource") or {}).get("uid") or "")
+    if not cluster or not owner:
+        return None
+    return Placed(cluster, owner, started or 0.0)
+
+
+def queue_evictions_of(binding: Mapping[str, Any] | None) -> list[Eviction]:
+    """The queue's evictions (reclaim, preemption) a binding records and has not finished."""
+    tasks = ((binding or {}).get("spec") or {}).get("gracefulEvictionTasks") or []
+    return [
+        Eviction(
+            str(t.get("fromCluster") or ""),
+            str(t.get("reason") or ""),
+            str(t.get("message") or ""),
+            "Gracefully",
+            _epoch(t.get("creationTimestamp")) or 0.0,
+            evicted_for=str(t["evictedFor"]),
+        )
+        for t in tasks
+        if t.get("evictedFor")
+    ]
+
+
 def spec_of(unit: Mapping[str, Any]) -> UnitSpec:
     """The core's view of a unit: its key, namespace, the gang's total, submission and order."""
     meta = unit.get("metadata") or {}
@@ -78,6 +115,7 @@ def spec_of(unit: Mapping[str, Any]) -> UnitSpec:
         submitted=_epoch(meta.get("creationTimestamp")) or 0.0,
         priority=int(spec.get("priority") or 0),
         quota_label=label,
+        borrows=labels.get(c.RECLAIMABLE_LABEL) != "false",
     )
 
 
@@ -117,10 +155,17 @@ def status_of(
 
 
 def new_unit(
-    job: Obj, charge: Resources, *, queue: str | None, priority: int, priority_class: str | None
+    job: Obj,
+    charge: Resources,
+    *,
+    queue: str | None,
+    priority: int,
+    priority_class: str | None,
+    reclaimable: bool = True,
 ) -> QueueUnit:
     """A new unit for `job`, owned by it, asking `charge` of its quota (the kind adapter's
-    `charge`), carrying the job's quota label if it has one."""
+    `charge`), carrying the job's quota label if it has one, and the opt-out of reclaim when its
+    policy or namespace set it."""
     meta = job["metadata"]
     ref = ObjectReference(
         api_version=job["apiVersion"],
@@ -130,6 +175,8 @@ def new_unit(
         uid=meta["uid"],
     )
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in QUOTA_NAME_LABELS}
+    if not reclaimable:
+        labels[c.RECLAIMABLE_LABEL] = "false"
     resource: ResourceList = dict(charge.quantities())
     unit = QueueUnit.for_job(
         ref,
@@ -152,6 +199,11 @@ class Units:
 
     def get(self, key: str) -> Obj | None:
         return self.objects.get(key)
+
+    def reset(self) -> None:
+        """Forget every unit (a restart lists them again)."""
+        self.objects = Newest()
+        self.keys = set()
 
     def offer(self, obj: Obj) -> None:
         key = key_of(obj)

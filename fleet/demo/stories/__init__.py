@@ -14,7 +14,7 @@ To add a story (docs/demo.md has the long version):
 from __future__ import annotations
 
 from fleet.demo.runner import Story
-from fleet.demo.stories import failover, fragmentation, held_gang, queue, reservation
+from fleet.demo.stories import failover, fragmentation, held_gang, queue, reclaim, reservation
 
 STORIES: tuple[Story, ...] = (
     held_gang.STORY,
@@ -22,6 +22,7 @@ STORIES: tuple[Story, ...] = (
     failover.STORY,
     reservation.STORY,
     queue.STORY,
+    reclaim.STORY,
 )
 
 __all__ = ["STORIES"]

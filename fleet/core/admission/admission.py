@@ -49,417 +49,58 @@ does not grow with the number of units waiting (bench/queue.py).
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
 
-from fleet.core.quota import MAX_JOBS, Caps, QuotaTree, TreeCheck, check_tree, describe_amount
+from fleet.core.admission.decisions import (
+    Backoff,
+    Dequeue,
+    Evict,
+    Notice,
+    NoticeKind,
+    Plan,
+    Requeue,
+    WaitReason,
+)
+from fleet.core.admission.fit import asleep, first_short, fits
+from fleet.core.admission.line import Line
+from fleet.core.admission.phases import (
+    DEQUEUED,
+    ENQUEUED,
+    FAILED,
+    HOLDING,
+    RUNNING,
+    SUCCEED,
+    TERMINAL,
+    TIMEOUT_BACKOFF,
+    Phase,
+    UnitSpec,
+    UnitState,
+)
+from fleet.core.admission.policies import BLOCK, POLICIES, PRIORITY
+from fleet.core.admission.reclaim import (
+    PREEMPT,
+    RECLAIM,
+    Choice,
+    Claim,
+    EvictionKind,
+    GangOf,
+    MembersFor,
+    Placed,
+    Runner,
+    Scratch,
+    choose,
+    fits_within_min,
+)
+from fleet.core.admission.settings import AdmissionSettings
+from fleet.core.admission.unit import OrderKey, Unit, demand_of
+from fleet.core.admission.usage import QuotaUsage
+from fleet.core.quota import MAX_JOBS, QuotaTree, TreeCheck, check_tree, describe_amount
 from fleet.core.resources import Resources
 
-__all__ = [
-    "BLOCK",
-    "DEQUEUED",
-    "ENQUEUED",
-    "FAILED",
-    "FIFO",
-    "HOLDING",
-    "PHASES",
-    "PRIORITY",
-    "RUNNING",
-    "SUCCEED",
-    "TERMINAL",
-    "TIMEOUT_BACKOFF",
-    "Admission",
-    "AdmissionSettings",
-    "Backoff",
-    "Dequeue",
-    "NoQuotaMode",
-    "Notice",
-    "Phase",
-    "Plan",
-    "QueuePolicy",
-    "QuotaUsage",
-    "Requeue",
-    "UnitSpec",
-    "UnitState",
-    "WaitReason",
-    "order_key",
-]
-
-Phase = Literal["Enqueued", "Dequeued", "Running", "Succeed", "Failed", "TimeoutBackoff"]
-ENQUEUED: Final = "Enqueued"
-DEQUEUED: Final = "Dequeued"
-RUNNING: Final = "Running"
-SUCCEED: Final = "Succeed"
-FAILED: Final = "Failed"
-TIMEOUT_BACKOFF: Final = "TimeoutBackoff"
-PHASES: Final[tuple[Phase, ...]] = (ENQUEUED, DEQUEUED, RUNNING, SUCCEED, FAILED, TIMEOUT_BACKOFF)
-HOLDING: Final = frozenset({DEQUEUED, RUNNING})
-"""Phases that hold quota."""
-TERMINAL: Final = frozenset({SUCCEED, FAILED})
-
-QueuePolicy = Literal["Priority", "Block", "FIFO"]
-PRIORITY: Final = "Priority"
-BLOCK: Final = "Block"
-FIFO: Final = "FIFO"
-_POLICIES: Final = frozenset({PRIORITY, BLOCK, FIFO})
-
-NoQuotaMode = Literal["wait", "bypass"]
-
-WaitKind = Literal["NoQuota", "NeverFits", "Quota", "Behind", "Backoff", "Ready", "NoTree"]
-NoticeKind = Literal["NoQuota", "NeverFits", "Queued"]
-
-
-@dataclass(frozen=True, slots=True)
-class UnitSpec:
-    """What the queue needs to know about one queued job (a QueueUnit's spec, resolved)."""
-
-    key: str
-    """Unique id chosen by the caller (e.g. `<namespace>/<unit name>` or the job's UID)."""
-    namespace: str
-    """The job's namespace: picks the quota node when no quota label is set."""
-    resources: Resources
-    """The whole gang's total (every replica of every role)."""
-    submitted: float
-    """Submission time, seconds; the order's tie breaker after priority."""
-    priority: int = 0
-    """Higher goes first (the PriorityClass value, or the unit's own priority)."""
-    quota_label: str | None = None
-    """Value of the job's `quota.scheduling.alibabacloud.com/name` label, if any."""
-
-
-@dataclass(frozen=True, slots=True)
-class UnitState:
-    """What the shell persists on the QueueUnit's status, so a restart rebuilds the queue."""
-
-    phase: Phase = ENQUEUED
-    dequeued_at: float | None = None
-    """When the unit was last dequeued (or failed over); starts the placement timeout.
-    Required with phase Dequeued."""
-    backoff_until: float | None = None
-    """With phase TimeoutBackoff: when the unit returns to its queue (absent = at once)."""
-    attempts: int = 0
-    """How many times the unit was dequeued; the backoff doubles with each."""
-
-
-@dataclass(frozen=True)
-class AdmissionSettings:
-    placement_timeout: float = 300.0
-    """Seconds a dequeued unit may stay unplaced before it goes to TimeoutBackoff."""
-    backoff_seconds: float = 60.0
-    """The first backoff; each later one doubles, up to `backoff_limit`."""
-    backoff_limit: float = 900.0
-    no_quota: NoQuotaMode = "wait"
-    """What a unit in no quota node does: wait (reported) or bypass the queue (reported)."""
-
-    def __post_init__(self) -> None:
-        if not self.placement_timeout > 0:
-            raise ValueError(f"placement_timeout must be positive, got {self.placement_timeout}")
-        if self.backoff_seconds < 0 or self.backoff_limit < self.backoff_seconds:
-            raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
-        if self.no_quota not in ("wait", "bypass"):
-            raise ValueError(f"no_quota must be wait or bypass, got {self.no_quota!r}")
-
-    def backoff(self, attempts: int) -> float:
-        """The backoff after the `attempts`-th dequeue timed out."""
-        if attempts <= 1:
-            return self.backoff_seconds
-        return min(self.backoff_limit, self.backoff_seconds * 2.0 ** min(attempts - 1, 60))
-
-
-@dataclass(frozen=True, slots=True)
-class Dequeue:
-    """Release the unit's job to gang placement (phase Dequeued; it holds its quota now)."""
-
-    key: str
-    quota: str | None
-    """Path of the quota node charged; None when a unit with no quota bypassed the queue."""
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """The unit was not placed in time: suspend its job again (phase TimeoutBackoff)."""
-
-    key: str
-    until: float
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Requeue:
-    """The unit's backoff ended: it is back in its queue (phase Enqueued)."""
-
-    key: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """A unit entered or left a state the user must hear about (a condition and an Event):
-    `NoQuota` (its namespace or label matches no quota node), `NeverFits` (it asks more than a
-    max on its path), `Queued` (back to normal: clear the condition)."""
-
-    key: str
-    kind: NoticeKind
-    message: str
-
-
-@dataclass(frozen=True, slots=True)
-class WaitReason:
-    """Why a unit is not dequeued (see `Admission.why`)."""
-
-    kind: WaitKind
-    message: str
-    node: str | None = None
-    """Path of the quota node that holds the unit back, when one does."""
-    resource: str | None = None
-    """The resource that is short there (`kube-queue/max-jobs` for the job count)."""
-
-
-@dataclass
-class Plan:
-    """What one `plan(now)` decided. Already applied in memory; the shell persists each unit's new
-    phase (and times) before acting on it, so a crash in between is replayed, never lost."""
-
-    dequeue: list[Dequeue] = field(default_factory=list)
-    backoff: list[Backoff] = field(default_factory=list)
-    requeue: list[Requeue] = field(default_factory=list)
-    notices: list[Notice] = field(default_factory=list)
-    wake_at: float | None = None
-    """When to call `plan` again even if nothing happens (next timeout or backoff end)."""
-
-    def __bool__(self) -> bool:
-        return bool(self.dequeue or self.backoff or self.requeue or self.notices)
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaUsage:
-    """What one quota node holds now."""
-
-    path: str
-    used: Resources
-    """Charged by Dequeued and Running units below it (max-jobs: how many of them)."""
-    min: Resources
-    max: Caps
-
-    @property
-    def jobs(self) -> int:
-        return int(self.used.get(MAX_JOBS, 0))
-
-    @property
-    def borrowed(self) -> Resources:
-        """What it holds beyond its min, per resource (a resource its min does not list is all
-        borrowed; the job count is not a capacity and is left out)."""
-        return Resources(
-            {
-                r: a - self.min.get(r, 0)
-                for r, a in self.used.items()
-                if r != MAX_JOBS and a > self.min.get(r, 0)
-            }
-        )
-
-
-# --- Internal state --------------------------------------------------------------------------
-
-OrderKey = tuple[int, float, str]
-
-
-def order_key(policy: str, spec: UnitSpec) -> OrderKey:
-    """A unit's place in its queue: priority (higher first; ignored by FIFO), then submission
-    time, then key. Sorting waiting units by it gives the order the queue takes them in."""
-    priority = 0 if policy == FIFO else -spec.priority
-    return (priority, spec.submitted, spec.key)
-
-
-class _Unit:
-    __slots__ = (
-        "attempts",
-        "backoff_until",
-        "charged",
-        "demand",
-        "dequeued_at",
-        "order",
-        "phase",
-        "quota",
-        "spec",
-        "stuck",
-        "token",
-    )
-
-    def __init__(self, spec: UnitSpec, state: UnitState) -> None:
-        self.spec = spec
-        self.demand = _demand(spec.resources)
-        self.phase: Phase = state.phase
-        self.dequeued_at = state.dequeued_at
-        self.backoff_until = state.backoff_until
-        self.attempts = state.attempts
-        self.quota: str | None = None
-        #: Path whose lineage holds this unit's charge (None: holds nothing).
-        self.charged: str | None = None
-        #: Key in its line while Enqueued there.
-        self.order: OrderKey | None = None
-        #: The last NoQuota/NeverFits notice given (None: none, or cleared).
-        self.stuck: NoticeKind | None = None
-        #: Bumped on every phase change; stale heap entries carry an old token.
-        self.token = 0
-
-
-def _demand(resources: Resources) -> Resources:
-    """What a unit holds while dequeued: its resources and one job."""
-    amounts = {r: a for r, a in resources.items() if a > 0 and r != MAX_JOBS}
-    amounts[MAX_JOBS] = 1
-    return Resources(amounts)
-
-
-class _Line:
-    """The waiting units of one quota node, grouped by demand, each group sorted by order; the
-    groups' heads are kept sorted too, so the best unit that fits is the first fitting head."""
-
-    __slots__ = (
-        "_amounts",
-        "_askers",
-        "_lows",
-        "count",
-        "heads",
-        "lineage",
-        "path",
-        "policy",
-        "priority",
-        "shapes",
-        "wake",
-    )
-
-    def __init__(self, path: str, lineage: tuple[str, ...], policy: str, priority: int) -> None:
-        self.path = path
-        self.lineage = lineage
-        self.policy = policy
-        self.priority = priority
-        self.count = 0
-        #: Demand -> sorted order keys of the units asking exactly that.
-        self.shapes: dict[Resources, list[OrderKey]] = {}
-        #: (order key, demand) of every group's first unit, sorted: heads[0] is the line's head.
-        self.heads: list[tuple[OrderKey, Resources]] = []
-        #: After a fruitless look: per resource, the least headroom at which some unit could fit
-        #: (each waiting demand was short in at least one resource; the smallest amount short
-        #: per resource). Below every threshold nothing here fits. None: look again.
-        self.wake: dict[str, int] | None = None
-        #: Per resource: how many groups ask each amount, and a min-heap of those amounts
-        #: (entries whose count fell to zero are dropped lazily), for the floor.
-        self._amounts: dict[str, dict[int, int]] = {}
-        self._lows: dict[str, list[int]] = {}
-        #: Per resource, how many groups ask some of it.
-        self._askers: dict[str, int] = {}
-
-    def floor(self) -> dict[str, int]:
-        """The least any waiting unit asks, per resource every group asks: when the headroom is
-        below it in any resource, nothing here fits, whatever the groups. O(resources)."""
-        groups = len(self.shapes)
-        out: dict[str, int] = {}
-        for resource, counts in self._amounts.items():
-            if self._askers[resource] != groups:
-                continue  # some group asks none of it
-            low = self._lows[resource]
-            while not counts.get(low[0]):
-                heapq.heappop(low)
-            out[resource] = low[0]
-        return out
-
-    def _count(self, demand: Resources, step: int) -> None:
-        for resource, amount in demand.items():
-            self._askers[resource] = self._askers.get(resource, 0) + step
-            counts = self._amounts.setdefault(resource, {})
-            now = counts.get(amount, 0) + step
-            if now:
-                if not counts.get(amount):
-                    heapq.heappush(self._lows.setdefault(resource, []), amount)
-                counts[amount] = now
-            else:
-                del counts[amount]
-                if not counts:
-                    del self._amounts[resource]
-                    del self._lows[resource]
-
-    def order_of(self, spec: UnitSpec) -> OrderKey:
-        return order_key(self.policy, spec)
-
-    def add(self, unit: _Unit) -> None:
-        key = self.order_of(unit.spec)
-        unit.order = key
-        demand = unit.demand
-        group = self.shapes.get(demand)
-        if group is None:
-            self.shapes[demand] = [key]
-            bisect.insort(self.heads, (key, demand))
-            self._count(demand, 1)
-        else:
-            if key < group[0]:
-                _remove_sorted(self.heads, (group[0], demand))
-                bisect.insort(self.heads, (key, demand))
-            bisect.insort(group, key)
-        self.count += 1
-        self.wake = None
-
-    def discard(self, unit: _Unit) -> None:
-        key = unit.order
-        if key is None:
-            return
-        unit.order = None
-        demand = unit.demand
-        group = self.shapes[demand]
-        if group[0] == key:
-            _remove_sorted(self.heads, (key, demand))
-            del group[0]
-            if group:
-                bisect.insort(self.heads, (group[0], demand))
-            else:
-                del self.shapes[demand]
-                self._count(demand, -1)
-        else:
-            _remove_sorted(group, key)
-        self.count -= 1
-        self.wake = None
-
-    def head(self) -> OrderKey | None:
-        return self.heads[0][0] if self.heads else None
-
-    def units(self) -> list[str]:
-        """Keys of every waiting unit, in order."""
-        return [k[2] for k in sorted(k for group in self.shapes.values() for k in group)]
-
-    def __len__(self) -> int:
-        return self.count
-
-
-def _remove_sorted(items: list[Any], key: Any) -> None:
-    i = bisect.bisect_left(items, key)
-    if i < len(items) and items[i] == key:
-        del items[i]
-
-
-def _fits(demand: Mapping[str, int], headroom: Mapping[str, int]) -> bool:
-    for resource, amount in demand.items():
-        left = headroom.get(resource)
-        if left is not None and amount > left:
-            return False
-    return True
-
-
-def _short(demand: Mapping[str, int], headroom: Mapping[str, int]) -> str | None:
-    """The first resource `demand` does not fit in `headroom` (None: it fits)."""
-    for resource, amount in demand.items():
-        left = headroom.get(resource)
-        if left is not None and amount > left:
-            return resource
-    return None
-
-
-def _asleep(wake: Mapping[str, int], headroom: Mapping[str, int]) -> bool:
-    """Whether the headroom is still below every wake threshold (nothing can fit yet)."""
-    return all(headroom.get(resource, math.inf) < need for resource, need in wake.items())
+__all__ = ["Admission"]
 
 
 class Admission:
@@ -475,10 +116,10 @@ class Admission:
         #: False until `set_tree` was called once (even with None): no dequeue pass before the
         #: shell knows whether a tree exists, so a restart never releases jobs on a partial view.
         self._tree_known = False
-        self._units: dict[str, _Unit] = {}
+        self._units: dict[str, Unit] = {}
         self._used: dict[str, dict[str, int]] = {}
-        self._lines: dict[str, _Line] = {}
-        self._active: dict[str, _Line] = {}
+        self._lines: dict[str, Line] = {}
+        self._active: dict[str, Line] = {}
         #: Enqueued units with no quota node, and units that can never fit; both in arrival order.
         self._homeless: dict[str, None] = {}
         self._oversized: dict[str, str] = {}
@@ -486,6 +127,16 @@ class Admission:
         self._timeouts: list[tuple[float, int, str]] = []
         self._backoffs: list[tuple[float, int, str]] = []
         self._notices: dict[str, Notice] = {}
+        #: Units for which evictions were made and that are not placed yet: they claim nothing
+        #: more until then (so a gang waiting for its victims to leave never evicts twice).
+        self._claimed: set[str] = set()
+        #: Claims no eviction could satisfy, and when to try them again.
+        self._retry: dict[str, float] = {}
+        #: The Dequeued units (a reclaim looks at them without walking every unit).
+        self._dequeued: dict[str, None] = {}
+        #: Dequeued units waiting for their victims' copies to go (from the shell): their
+        #: placement does not time out meanwhile (the room is theirs once the copies are gone).
+        self._awaiting_room: set[str] = set()
 
     # --- The tree ------------------------------------------------------------------------------
     @property
@@ -531,9 +182,9 @@ class Admission:
 
     def configure_queue(self, path: str, policy: str = PRIORITY, priority: int = 0) -> None:
         """The Queue of quota node `path` has `queuePolicy` and `priority` (from its spec)."""
-        if policy not in _POLICIES:
+        if policy not in POLICIES:
             raise ValueError(
-                f"Queue for {path}: queuePolicy {policy!r} is not one of {sorted(_POLICIES)}"
+                f"Queue for {path}: queuePolicy {policy!r} is not one of {sorted(POLICIES)}"
             )
         if self._queues.get(path) == (policy, priority):
             return
@@ -558,8 +209,10 @@ class Admission:
             state = state if state is not None else UnitState()
             if state.phase == DEQUEUED and state.dequeued_at is None:
                 raise ValueError(f"unit {spec.key}: phase Dequeued needs dequeued_at")
-            unit = _Unit(spec, state)
+            unit = Unit(spec, state)
             self._units[spec.key] = unit
+            if unit.phase == DEQUEUED:
+                self._dequeued[spec.key] = None
             unit.quota = self._quota_of(spec)
             if unit.phase in HOLDING:
                 self._charge(unit)
@@ -580,7 +233,7 @@ class Admission:
         if holding:
             self._release(unit)
         unit.spec = spec
-        unit.demand = _demand(spec.resources)
+        unit.demand = demand_of(spec.resources)
         unit.quota = self._quota_of(spec)
         if unit.phase in HOLDING:
             self._charge(unit)
@@ -594,6 +247,8 @@ class Admission:
         if unit is None or unit.phase != DEQUEUED:
             return False
         self._set_phase(unit, RUNNING)
+        self._claimed.discard(key)
+        self._retry.pop(key, None)
         return True
 
     def unplaced(self, key: str, now: float) -> bool:
@@ -623,10 +278,13 @@ class Admission:
         unit = self._units.pop(key, None)
         if unit is None:
             return False
+        self._dequeued.pop(key, None)
         self._dequeue_from_lines(unit)
         self._release(unit)
         unit.token += 1
         self._notices.pop(key, None)
+        self._claimed.discard(key)
+        self._retry.pop(key, None)
         return True
 
     # --- Deciding --------------------------------------------------------------------------
@@ -645,6 +303,235 @@ class Admission:
             self._notices.clear()
         plan.wake_at = self._next_wake()
         return plan
+
+    def reclaim(
+        self,
+        now: float,
+        running: Mapping[str, Placed],
+        gang_of: GangOf,
+        members_for: MembersFor,
+        *,
+        in_flight: Collection[str] = (),
+    ) -> Plan:
+        """Evict running gangs whole where that lets a waiting gang start (module `reclaim`):
+        a unit waiting within its quota node's min takes back what others borrow; with
+        `preemption` on, a unit also evicts lower-priority gangs of its own queue. Applied in
+        memory like `plan`: each victim's quota is released and it is back in its queue at its
+        original place (Enqueued), and a claimant that now fits its quota is dequeued. The shell
+        records each eviction on the victim's binding before it deletes anything.
+
+        `running`: the Running units' copies (cluster, owner key, start, opt-out), from the
+        shell; `gang_of(key)`: a claimant's gang; `members_for(key)`: the member snapshots it
+        may go to; `in_flight`: claimants whose victims are still leaving (from the bindings,
+        after a restart). O(claims x victims in a member x a packing)."""
+        plan = Plan()
+        settings = self.settings
+        if self._tree is None or not (settings.reclaim or settings.preemption):
+            return plan
+        runners = self._runners(running)
+        if not runners:
+            return plan
+        skip = self._claimed | set(in_flight)
+        skip |= {k for k, until in self._retry.items() if until > now}
+        tried = 0
+        scratch = Scratch()
+        for kind, claim in self._claims(now, skip, gang_of):
+            if tried >= settings.reclaim_claims_per_pass:
+                break
+            tried += 1
+            choice = choose(
+                kind,
+                self._tree,
+                self._used,
+                claim,
+                runners,
+                members_for(claim.key),
+                now,
+                scratch=scratch,
+            )
+            if choice is None:
+                self._retry[claim.key] = now + settings.reclaim_retry
+                continue
+            self._retry.pop(claim.key, None)
+            self._apply(choice, now, plan)
+            scratch.commit(choice, now + settings.placement_timeout)
+            gone = {v.key for v in choice.victims}
+            runners = [r for r in runners if r.key not in gone]
+        plan.wake_at = self._next_claim(now, skip)
+        return plan
+
+    def _next_claim(self, now: float, skip: Collection[str]) -> float | None:
+        """When the next claim may be tried: a dequeued, unplaced unit's `reclaim_delay` ends,
+        or a claim that found nothing is due again."""
+        delay = self.settings.reclaim_delay
+        if not self.settings.reclaim_unplaced:
+            return min((u for u in self._retry.values() if u > now), default=None)
+        due = [
+            unit.dequeued_at + delay
+            for unit in (self._units[k] for k in self._dequeued)
+            if unit.phase == DEQUEUED
+            and unit.dequeued_at is not None
+            and unit.dequeued_at + delay > now
+            and unit.spec.key not in skip
+            and unit.spec.key not in self._claimed
+        ]
+        due += [until for until in self._retry.values() if until > now]
+        return min(due, default=None)
+
+    def awaiting_room(self, keys: Collection[str]) -> None:
+        """The units whose victims' copies are still being deleted (the shell reads them from
+        the victims' bindings before every pass): their placement does not time out until
+        the room they evicted for is free."""
+        self._awaiting_room = {k for k in keys if k in self._units}
+
+    def waiting_units(self) -> bool:
+        """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
+        return bool(self._active) or bool(self._timeouts)
+
+    def _runners(self, running: Mapping[str, Placed]) -> list[Runner]:
+        out = []
+        for key, placed in running.items():
+            unit = self._units.get(key)
+            if unit is None or unit.phase != RUNNING or unit.charged is None:
+                continue
+            out.append(
+                Runner(
+                    key,
+                    unit.charged,
+                    unit.demand,
+                    unit.spec.priority,
+                    placed.started,
+                    placed.cluster,
+                    placed.owner,
+                    placed.protected or not unit.spec.borrows,
+                )
+            )
+        return out
+
+    def _claims(
+        self, now: float, skip: Collection[str], gang_of: GangOf
+    ) -> Iterator[tuple[EvictionKind, Claim]]:
+        """Units that may evict, best first: per waiting line, the best unit of each demand
+        that would run within its node's min (a reclaim; a Block line: its head only) or, with
+        preemption on, the line's head (a preemption); then dequeued units placement has not
+        placed for `reclaim_delay`. Each is judged again as the claims before it are applied."""
+        assert self._tree is not None
+        tree = self._tree
+        found: list[tuple[tuple[int, int, OrderKey], EvictionKind, Unit]] = []
+        for line in list(self._active.values()):
+            heads = line.heads[:1] if line.policy == BLOCK else line.heads
+            for order, demand in heads:
+                unit = self._units[order[2]]
+                if unit.spec.key in skip:
+                    continue
+                if self.settings.reclaim and fits_within_min(tree, self._used, line.path, demand):
+                    found.append((self._rank(line, unit), RECLAIM, unit))
+            if self.settings.preemption and line.heads:
+                unit = self._units[line.heads[0][0][2]]
+                if unit.spec.key not in skip:
+                    found.append((self._rank(line, unit), PREEMPT, unit))
+        delay = self.settings.reclaim_delay
+        unplaced = self._dequeued if self.settings.reclaim_unplaced else {}
+        for unit in (self._units[k] for k in unplaced):
+            if (
+                unit.phase != DEQUEUED
+                or unit.charged is None
+                or unit.spec.key in skip
+                or unit.dequeued_at is None
+                or now - unit.dequeued_at < delay
+            ):
+                continue
+            if self.settings.reclaim and self._holds_within_min(unit):
+                found.append(((0, 0, (0, unit.spec.submitted, unit.spec.key)), RECLAIM, unit))
+        found.sort(key=lambda item: item[0])
+        for _, kind, unit in found:
+            # Judged again now: an earlier claim of this pass may have changed the usage.
+            if unit.phase == ENQUEUED and unit.quota is not None:
+                if kind == RECLAIM and not fits_within_min(
+                    tree, self._used, unit.quota, unit.demand
+                ):
+                    continue
+            elif unit.phase == DEQUEUED and unit.charged is not None:
+                if not self._holds_within_min(unit):
+                    continue
+            else:
+                continue
+            gang = gang_of(unit.spec.key)
+            quota = unit.charged or unit.quota
+            if gang is None or quota is None:
+                continue
+            yield (
+                kind,
+                Claim(
+                    unit.spec.key,
+                    quota,
+                    unit.demand,
+                    unit.spec.priority,
+                    gang,
+                    holds=unit.charged is not None,
+                ),
+            )
+
+    def _holds_within_min(self, unit: Unit) -> bool:
+        """A dequeued unit runs on its node's guarantee if, without it, it would fit the min."""
+        assert self._tree is not None and unit.charged is not None
+        path = unit.charged
+        without = {path: {r: a - unit.demand.get(r, 0) for r, a in self._used[path].items()}}
+        return fits_within_min(self._tree, without, path, unit.demand)
+
+    def _apply(self, choice: Choice, now: float, plan: Plan) -> None:
+        assert self._tree is not None
+        claimant = self._units[choice.claim]
+        quota = claimant.quota or ""
+        gpus = sum(v.demand.get("nvidia.com/gpu", 0) for v in choice.victims)
+        what = "reclaims" if choice.kind == RECLAIM else "preempts"
+        for victim in choice.victims:
+            unit = self._units[victim.key]
+            self._release(unit)
+            self._set_phase(unit, ENQUEUED)
+            unit.dequeued_at = None
+            self._enqueue(unit)
+            lost = victim.lost(now)
+            if choice.kind == RECLAIM:
+                why = (
+                    f"reclaimed by {choice.claim}: quota {quota} is below its min and needs "
+                    f"{_describe(claimant.demand)} of it back; quota {victim.quota} borrows "
+                    f"({_describe(self._used.get(victim.quota or '', {}), victim.demand)} in use "
+                    f"with this gang, min {_describe(self._tree.nodes[victim.quota or ''].min)})"
+                )
+            else:
+                why = (
+                    f"preempted by {choice.claim} (priority {claimant.spec.priority} over "
+                    f"{victim.priority}) in quota {quota}"
+                )
+            plan.evict.append(
+                Evict(
+                    victim.key,
+                    choice.claim,
+                    choice.kind,
+                    choice.cluster,
+                    f"{why}; evicted whole from {choice.cluster}, back in its queue at its "
+                    f"original place ({lost:.2f} GPU-hours of work lost)",
+                    lost,
+                )
+            )
+        self._claimed.add(choice.claim)
+        self._awaiting_room.add(choice.claim)
+        message = (
+            f"{what} {len(choice.victims)} gang(s) ({gpus} GPUs) in {choice.cluster} so that its "
+            f"{_describe(claimant.demand)} fit there"
+        )
+        if claimant.phase == ENQUEUED:
+            line = self._lines[quota]
+            line.discard(claimant)
+            if not line:
+                self._active.pop(line.path, None)
+            self._admit(claimant, now)
+            plan.dequeue.append(
+                Dequeue(choice.claim, quota, f"dequeued from quota {quota}: {message}")
+            )
+        else:
+            plan.notices.append(Notice(choice.claim, "Queued", message))
 
     def _expire_backoffs(self, now: float, plan: Plan) -> None:
         heap = self._backoffs
@@ -668,8 +555,12 @@ class Admission:
             unit = self._units.get(key)
             if unit is None or unit.token != token or unit.phase != DEQUEUED:
                 continue
+            if key in self._awaiting_room:
+                self._arm_timeout(unit, now + timeout)  # its victims are still leaving
+                continue
             self._release(unit)
             self._set_phase(unit, TIMEOUT_BACKOFF)
+            self._claimed.discard(key)
             attempts = max(unit.attempts, 1)
             until = now + self.settings.backoff(attempts)
             self._arm_backoff(unit, until)
@@ -699,7 +590,7 @@ class Admission:
         heap: list[tuple[tuple[int, int, OrderKey], str]] = []
         for line in self._active.values():
             headroom = self._headroom(line.lineage)
-            if line.wake is not None and _asleep(line.wake, headroom):
+            if line.wake is not None and asleep(line.wake, headroom):
                 continue
             self._offer(line, headroom, heap)
         while heap:
@@ -707,7 +598,11 @@ class Admission:
             unit = self._units[key]
             line = self._lines[unit.quota or ""]
             headroom = self._headroom(line.lineage)
-            if unit.order is None or not _fits(unit.demand, headroom):
+            if (
+                unit.order is None
+                or not fits(unit.demand, headroom)
+                or not self._may_borrow(line, unit)
+            ):
                 self._offer(line, headroom, heap)  # taken by a better unit: offer the next
                 continue
             current = self._rank(line, unit)
@@ -724,7 +619,7 @@ class Admission:
 
     def _offer(
         self,
-        line: _Line,
+        line: Line,
         headroom: dict[str, int],
         heap: list[tuple[tuple[int, int, OrderKey], str]],
     ) -> None:
@@ -733,24 +628,34 @@ class Admission:
         if not line.heads:
             return
         floor = line.floor()
-        short = _short(floor, headroom)
+        short = first_short(floor, headroom)
         if short is not None:  # even the cheapest demand of that resource does not fit
             line.wake = {short: floor[short]}
             return
-        wake: dict[str, int] = {}
+        wake: dict[str, int] | None = {}
         heads = line.heads[:1] if line.policy == BLOCK else line.heads
         for head, demand in heads:
-            short = _short(demand, headroom)
+            short = first_short(demand, headroom)
             if short is None:
                 unit = self._units[head[2]]
+                if not self._may_borrow(line, unit):
+                    wake = None  # held by its min, not by the headroom: look again next pass
+                    continue
                 heapq.heappush(heap, (self._rank(line, unit), head[2]))
                 return
             need = demand[short]
-            if need < wake.get(short, math.inf):
+            if wake is not None and need < wake.get(short, math.inf):
                 wake[short] = need
         line.wake = wake
 
-    def _rank(self, line: _Line, unit: _Unit) -> tuple[int, int, OrderKey]:
+    def _may_borrow(self, line: Line, unit: Unit) -> bool:
+        """A unit that opted out of reclaim goes only while its node stays within its min."""
+        if unit.spec.borrows:
+            return True
+        assert self._tree is not None
+        return fits_within_min(self._tree, self._used, line.path, unit.demand)
+
+    def _rank(self, line: Line, unit: Unit) -> tuple[int, int, OrderKey]:
         assert unit.order is not None
         return (0 if self._within_min(line.path, unit.demand) else 1, -line.priority, unit.order)
 
@@ -803,27 +708,31 @@ class Admission:
             return None
         return self._tree.quota_by_label(spec.quota_label, spec.namespace)
 
-    def _set_phase(self, unit: _Unit, phase: Phase) -> None:
+    def _set_phase(self, unit: Unit, phase: Phase) -> None:
         unit.phase = phase
         unit.token += 1
+        if phase == DEQUEUED:
+            self._dequeued[unit.spec.key] = None
+        else:
+            self._dequeued.pop(unit.spec.key, None)
 
-    def _admit(self, unit: _Unit, now: float) -> None:
+    def _admit(self, unit: Unit, now: float) -> None:
         self._set_phase(unit, DEQUEUED)
         unit.dequeued_at = now
         unit.attempts += 1
         self._charge(unit)
         self._arm_timeout(unit, now + self.settings.placement_timeout)
 
-    def _arm_timeout(self, unit: _Unit, deadline: float) -> None:
+    def _arm_timeout(self, unit: Unit, deadline: float) -> None:
         heapq.heappush(self._timeouts, (deadline, unit.token, unit.spec.key))
 
-    def _arm_backoff(self, unit: _Unit, until: float | None) -> None:
+    def _arm_backoff(self, unit: Unit, until: float | None) -> None:
         unit.backoff_until = until
         heapq.heappush(
             self._backoffs, (-math.inf if until is None else until, unit.token, unit.spec.key)
         )
 
-    def _charge(self, unit: _Unit) -> None:
+    def _charge(self, unit: Unit) -> None:
         if unit.quota is None or self._tree is None or unit.charged is not None:
             return
         for path in self._tree.nodes[unit.quota].lineage:
@@ -832,7 +741,7 @@ class Admission:
                 used[resource] = used.get(resource, 0) + amount
         unit.charged = unit.quota
 
-    def _release(self, unit: _Unit) -> None:
+    def _release(self, unit: Unit) -> None:
         if unit.charged is None or self._tree is None:
             unit.charged = None
             return
@@ -846,7 +755,7 @@ class Admission:
                     del used[resource]
         unit.charged = None
 
-    def _enqueue(self, unit: _Unit) -> None:
+    def _enqueue(self, unit: Unit) -> None:
         """Put an Enqueued unit where it waits: its line, or aside (no quota, never fits)."""
         key = unit.spec.key
         if unit.quota is None:
@@ -863,14 +772,14 @@ class Admission:
         if line is None:
             assert self._tree is not None
             policy, priority = self._queues.get(unit.quota, (PRIORITY, 0))
-            line = _Line(unit.quota, self._tree.nodes[unit.quota].lineage, policy, priority)
+            line = Line(unit.quota, self._tree.nodes[unit.quota].lineage, policy, priority)
             self._lines[unit.quota] = line
         line.add(unit)
         self._active[unit.quota] = line
         if unit.stuck is not None:
             self._notify(unit, "Queued", f"waits in the queue of quota {unit.quota}")
 
-    def _dequeue_from_lines(self, unit: _Unit) -> None:
+    def _dequeue_from_lines(self, unit: Unit) -> None:
         key = unit.spec.key
         self._homeless.pop(key, None)
         self._oversized.pop(key, None)
@@ -880,7 +789,7 @@ class Admission:
             if not line:
                 self._active.pop(line.path, None)
 
-    def _notify(self, unit: _Unit, kind: NoticeKind, message: str) -> None:
+    def _notify(self, unit: Unit, kind: NoticeKind, message: str) -> None:
         if kind == "Queued":
             unit.stuck = None
         elif unit.stuck == kind:
@@ -889,7 +798,7 @@ class Admission:
             unit.stuck = kind
         self._notices[unit.spec.key] = Notice(unit.spec.key, kind, message)
 
-    def _never_fits(self, unit: _Unit) -> str | None:
+    def _never_fits(self, unit: Unit) -> str | None:
         assert self._tree is not None and unit.quota is not None
         for path in self._tree.nodes[unit.quota].lineage:
             cap = self._tree.nodes[path].max
@@ -903,7 +812,7 @@ class Admission:
                     )
         return None
 
-    def _no_quota_text(self, unit: _Unit) -> str:
+    def _no_quota_text(self, unit: Unit) -> str:
         spec = unit.spec
         if self._tree is None:
             return "there is no ElasticQuotaTree in force, so no queue can hold the job"
@@ -981,11 +890,21 @@ class Admission:
                 f"Block queue of quota {line.path}: waits behind {head}, which goes first",
                 line.path,
             )
+        if not self._may_borrow(line, unit):  # first: no free capacity would let it go
+            node = self._tree.nodes[unit.quota] if self._tree is not None else None
+            held = self._used.get(unit.quota, {})
+            return WaitReason(
+                "Quota",
+                f"opted out of reclaim, so it never borrows: quota {unit.quota} holds "
+                f"{_describe(held)} of min {_describe(node.min if node else {})} and it needs "
+                f"{_describe(unit.demand)} more",
+                unit.quota,
+            )
         return self._shortage(unit) or WaitReason(
             "Ready", "fits its quota now: dequeued at the next pass", unit.quota
         )
 
-    def _shortage(self, unit: _Unit) -> WaitReason | None:
+    def _shortage(self, unit: Unit) -> WaitReason | None:
         assert self._tree is not None and unit.quota is not None
         for path in self._tree.nodes[unit.quota].lineage:
             node = self._tree.nodes[path]
@@ -1018,3 +937,14 @@ class Admission:
             if reason is not None:
                 out[key] = reason
         return out
+
+
+def _describe(used: Mapping[str, int], plus: Mapping[str, int] | None = None) -> str:
+    """`4 GPUs` (or the whole vector when it asks no GPU): amounts in numbers for messages."""
+    amounts = dict(used)
+    for resource, amount in (plus or {}).items():
+        amounts[resource] = amounts.get(resource, 0) + amount
+    amounts.pop(MAX_JOBS, None)
+    if amounts.get("nvidia.com/gpu"):
+        return describe_amount("nvidia.com/gpu", amounts["nvidia.com/gpu"])
+    return ", ".join(describe_amount(r, a) for r, a in sorted(amounts.items())) or "nothing"

@@ -1,0 +1,108 @@
+"""Kube Queue admission: which queued jobs are released to gang placement, and when (pure).
+
+One concept per module:
+
+* `phases`: a unit's phases, its spec (what the shell tells) and state (what it persists);
+* `policies`: the Queue policies (Priority, Block, FIFO);
+* `settings`: placement timeout, backoff, what a unit with no quota does;
+* `decisions`: what a pass decides (dequeue, backoff, requeue, notices) and why a unit waits;
+* `usage`: what a quota node holds;
+* `unit`, `line`, `fit`: the in-memory unit, a quota node's waiting line, the fit test;
+* `admission`: `Admission`, the queue's state and its decisions (docs/queue.md);
+* `ending`: when a job's unit ends (the one rule the controller and the simulator share);
+* `restore`: how a persisted unit is read back after a restart;
+* `reasons`: which condition reason a waiting unit's job carries;
+* `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption).
+
+Everything the shell and the simulator use is re-exported here.
+"""
+
+from fleet.core.admission.admission import Admission
+from fleet.core.admission.decisions import (
+    Backoff,
+    Dequeue,
+    Evict,
+    Notice,
+    NoticeKind,
+    Plan,
+    Requeue,
+    WaitKind,
+    WaitReason,
+)
+from fleet.core.admission.ending import JobEnd, unit_end
+from fleet.core.admission.line import order_key
+from fleet.core.admission.phases import (
+    DEQUEUED,
+    ENQUEUED,
+    FAILED,
+    HOLDING,
+    PHASES,
+    RUNNING,
+    SUCCEED,
+    TERMINAL,
+    TIMEOUT_BACKOFF,
+    Phase,
+    UnitSpec,
+    UnitState,
+)
+from fleet.core.admission.policies import BLOCK, FIFO, POLICIES, PRIORITY, QueuePolicy
+from fleet.core.admission.reasons import LOUD_REASONS, REASON_QUEUED, waiting_reason
+from fleet.core.admission.reclaim import (
+    PREEMPT,
+    RECLAIM,
+    Choice,
+    Claim,
+    Placed,
+    Runner,
+    choose,
+)
+from fleet.core.admission.restore import restored_state
+from fleet.core.admission.settings import AdmissionSettings, NoQuotaMode
+from fleet.core.admission.usage import QuotaUsage
+
+__all__ = [
+    "BLOCK",
+    "DEQUEUED",
+    "ENQUEUED",
+    "FAILED",
+    "FIFO",
+    "HOLDING",
+    "LOUD_REASONS",
+    "PHASES",
+    "POLICIES",
+    "PREEMPT",
+    "PRIORITY",
+    "REASON_QUEUED",
+    "RECLAIM",
+    "RUNNING",
+    "SUCCEED",
+    "TERMINAL",
+    "TIMEOUT_BACKOFF",
+    "Admission",
+    "AdmissionSettings",
+    "Backoff",
+    "Choice",
+    "Claim",
+    "Dequeue",
+    "Evict",
+    "JobEnd",
+    "NoQuotaMode",
+    "Notice",
+    "NoticeKind",
+    "Phase",
+    "Placed",
+    "Plan",
+    "QueuePolicy",
+    "QuotaUsage",
+    "Requeue",
+    "Runner",
+    "UnitSpec",
+    "UnitState",
+    "WaitKind",
+    "WaitReason",
+    "choose",
+    "order_key",
+    "restored_state",
+    "unit_end",
+    "waiting_reason",
+]

@@ -1,0 +1,52 @@
+"""The admission's settings: placement timeout, backoff, and what a unit with no quota does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+NoQuotaMode = Literal["wait", "bypass"]
+
+
+@dataclass(frozen=True)
+class AdmissionSettings:
+    placement_timeout: float = 300.0
+    """Seconds a dequeued unit may stay unplaced before it goes to TimeoutBackoff."""
+    backoff_seconds: float = 60.0
+    """The first backoff; each later one doubles, up to `backoff_limit`."""
+    backoff_limit: float = 900.0
+    no_quota: NoQuotaMode = "wait"
+    """What a unit in no quota node does: wait (reported) or bypass the queue (reported)."""
+    reclaim: bool = True
+    """A unit waiting within its quota node's min evicts gangs that borrow (module `reclaim`)."""
+    preemption: bool = False
+    """A unit evicts lower-priority gangs of its own queue (off by default: PriorityClass
+    `preemptionPolicy` is the user's opt-in, and evicting a team's own work is its call)."""
+    reclaim_unplaced: bool = False
+    """Also let a unit that holds its quota but that placement cannot place (no member has the
+    nodes) claim node capacity from borrowers. Off by default: on the Philly replay it made
+    evictions whose room other gangs took, and cost more guarantee than it gave
+    (docs/queue.md, "Simulated: reclaim")."""
+    reclaim_delay: float = 10.0
+    """With `reclaim_unplaced`: a dequeued unit that placement has not placed for this long may
+    claim (before that, placement may simply not have run yet)."""
+    reclaim_claims_per_pass: int = 4
+    """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
+    pass must stay cheap with thousands of units waiting (bench/queue.py)."""
+    reclaim_retry: float = 30.0
+    """A claim no eviction could satisfy is tried again after this long, so the claims behind
+    it get their turn."""
+
+    def __post_init__(self) -> None:
+        if not self.placement_timeout > 0:
+            raise ValueError(f"placement_timeout must be positive, got {self.placement_timeout}")
+        if self.backoff_seconds < 0 or self.backoff_limit < self.backoff_seconds:
+            raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
+        if self.no_quota not in ("wait", "bypass"):
+            raise ValueError(f"no_quota must be wait or bypass, got {self.no_quota!r}")
+
+    def backoff(self, attempts: int) -> float:
+        """The backoff after the `attempts`-th dequeue timed out."""
+        if attempts <= 1:
+            return self.backoff_seconds
+        return min(self.backoff_limit, self.backoff_seconds * 2.0 ** min(attempts - 1, 60))
