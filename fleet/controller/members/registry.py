@@ -104,6 +104,8 @@ class MemberRegistry:
         self.renew_retry = renew_retry
         #: Tokens renewed, per member.
         self.renewals: defaultdict[str, int] = defaultdict(int)
+        #: Renewals that were due but left to the leader (this replica is a standby), per member.
+        self.renewals_left: defaultdict[str, int] = defaultdict(int)
         self.members: dict[str, Member] = {}
         #: The last MemberCluster seen per member, to resync when its Secret changes.
         self._objects: dict[str, Obj] = {}
@@ -303,6 +305,8 @@ class MemberRegistry:
                 continue
             client, token = member.client, renewable_token(member.client)
             if not self.writes_enabled or client is None or token is None:
+                if not self.writes_enabled:
+                    self.renewals_left[member.name] += 1
                 await asyncio.sleep(min(self.renew_retry, self.probe_interval))
                 continue  # only the leader renews; a standby takes over when it leads
             try:
