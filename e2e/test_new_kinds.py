@@ -166,7 +166,10 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
     assert first == "member-2"
     member = live.clusters[first]
     cluster = wait_until(
-        lambda: (member.get(*RAYJOB, "rj", namespace).get("status") or {}).get("rayClusterName"),
+        # The binding names the member before the copy is created there (same reconcile).
+        lambda: ((member.get(*RAYJOB, "rj", namespace) or {}).get("status") or {}).get(
+            "rayClusterName"
+        ),
         what="the RayJob's RayCluster",
     )
     wait_until(
@@ -242,9 +245,10 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     first = wait_until(lambda: _target(live, namespace, TRAINJOB, "tj"), what="placement")
     assert first == "member-3"
     member = live.clusters[first]
-    assert member.get("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "torch", namespace)
     selector = f"{JOBSET_NAME_LABEL}=tj"
     wait_until(lambda: _running(member, namespace, selector, 3), what="3 trainer nodes Running")
+    # The runtime went along (created before the copy, so before any pod).
+    assert member.get("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "torch", namespace)
     assert member.get(*PODGROUP, "tj", namespace)["spec"]["minMember"] == 3
     assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
 
