@@ -13,6 +13,7 @@ import ctypes
 import dataclasses
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -126,11 +127,46 @@ def port_is_free(port: int) -> bool:
     return True
 
 
-def free_ports(count: int) -> list[int]:
-    """Ports the kernel says are free now (all held open together, so they are distinct)."""
-    socks = []
+#: Where the kernel picks the source port of an outgoing connection (Linux's default range when
+#: /proc says nothing else).
+_EPHEMERAL_DEFAULT = (32768, 60999)
+#: The lowest port the sandbox listens on.
+_LOWEST_PORT = 10000
+
+
+def ephemeral_range(path: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> tuple[int, int]:
+    """The kernel's range for outgoing connections' source ports."""
     try:
-        for _ in range(count):
+        low, high = (int(x) for x in path.read_text().split()[:2])
+    except (OSError, ValueError):
+        return _EPHEMERAL_DEFAULT
+    return low, high
+
+
+def free_ports(count: int, *, rng: random.Random | None = None) -> list[int]:
+    """Ports free now, outside the kernel's ephemeral range (all held open together, so they
+    are distinct).
+
+    A cluster stopped in a test is started again on the same ports. Were they ephemeral, any
+    client's outgoing connection could take one as its source port while the cluster is down,
+    and the restart would find it in use; below the ephemeral range no connection is given one.
+    """
+    pick = rng or random.SystemRandom()
+    low, _high = ephemeral_range()
+    top = max(low - 1, _LOWEST_PORT + count)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(50 * count):
+            if len(socks) == count:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind(("127.0.0.1", pick.randint(_LOWEST_PORT, top)))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < count:  # a crowded low range: let the kernel choose
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
             socks.append(s)
