@@ -435,22 +435,33 @@ def jobset_config(c: ClusterLayout) -> dict[str, object]:
     }
 
 
-def jobset_controller(otc: Toolchain, c: ClusterLayout) -> Component:
-    """The JobSet controller (sigs.k8s.io/jobset): JobSets into child Jobs and a headless
-    Service; the member's own Job controller makes the pods."""
+def _controller_runtime_component(
+    otc: Toolchain, c: ClusterLayout, name: str, binary: str, config: str, ports: str
+) -> Component:
+    """A controller-runtime manager configured by a file (`config`), its metrics, probe and
+    webhook on the ports `<ports>_metrics`, `_probe` and `_webhook`; ready on /readyz. Its
+    webhook certificate comes from $TMPDIR, like the training operator's."""
     return Component(
-        name=f"{c.name}/jobset-controller",
+        name=f"{c.name}/{name}",
         argv=[
-            str(otc.binary("jobset-controller")),
+            str(otc.binary(binary)),
             f"--kubeconfig={c.kubeconfig}",
-            f"--config={c.config('jobset.yaml')}",
+            f"--config={c.config(config)}",
             "--zap-devel=false",
             "--zap-log-level=info",
         ],
         env={"TMPDIR": str(c.root / "tmp")},
-        log=c.log("jobset-controller"),
-        ports=[c.ports["jobset_metrics"], c.ports["jobset_probe"], c.ports["jobset_webhook"]],
-        ready=_http_ok(f"http://127.0.0.1:{c.ports['jobset_probe']}/readyz"),
+        log=c.log(name),
+        ports=[c.ports[f"{ports}_metrics"], c.ports[f"{ports}_probe"], c.ports[f"{ports}_webhook"]],
+        ready=_http_ok(f"http://127.0.0.1:{c.ports[f'{ports}_probe']}/readyz"),
+    )
+
+
+def jobset_controller(otc: Toolchain, c: ClusterLayout) -> Component:
+    """The JobSet controller (sigs.k8s.io/jobset): JobSets into child Jobs and a headless
+    Service; the member's own Job controller makes the pods."""
+    return _controller_runtime_component(
+        otc, c, "jobset-controller", "jobset-controller", "jobset.yaml", "jobset"
     )
 
 
@@ -474,20 +485,9 @@ def trainer_config(c: ClusterLayout) -> dict[str, object]:
 def trainer_controller(otc: Toolchain, c: ClusterLayout) -> Component:
     """The Kubeflow Trainer v2 controller: TrainJobs, with the (Cluster)TrainingRuntime they
     name, into JobSets (and a scheduler-plugins PodGroup when the runtime asks for
-    coscheduling). Its webhook certificate comes from $TMPDIR, like the training operator's."""
-    return Component(
-        name=f"{c.name}/trainer-controller",
-        argv=[
-            str(otc.binary("trainer-controller-manager")),
-            f"--kubeconfig={c.kubeconfig}",
-            f"--config={c.config('trainer.yaml')}",
-            "--zap-devel=false",
-            "--zap-log-level=info",
-        ],
-        env={"TMPDIR": str(c.root / "tmp")},
-        log=c.log("trainer-controller"),
-        ports=[c.ports["trainer_metrics"], c.ports["trainer_probe"], c.ports["trainer_webhook"]],
-        ready=_http_ok(f"http://127.0.0.1:{c.ports['trainer_probe']}/readyz"),
+    coscheduling)."""
+    return _controller_runtime_component(
+        otc, c, "trainer-controller", "trainer-controller-manager", "trainer.yaml", "trainer"
     )
 
 
