@@ -52,11 +52,11 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
     plan = lifecycle.purge_plan(
         job.life.evictions, successor=copy_state(shell, job, job.life.cluster), now=now
     )
-    done = [e.from_cluster for e in job.life.evictions if shell.members.get(e.from_cluster) is None]
+    done = [e.from_cluster for e in job.life.evictions if shell.members.left(e.from_cluster)]
     for eviction in plan.delete:
         member = shell.members.get(eviction.from_cluster)
         if member is None:
-            continue  # the cluster left the fleet: nothing to purge
+            continue  # it left the fleet (nothing to purge), or is not heard of yet
         if not member.ready or member.client is None:
             continue  # fenced when it comes back (its health change requeues the gang)
         deleted = await delete_copy(member, job.key, job.uid)
@@ -90,8 +90,9 @@ async def judge(shell: Shell, job: Job) -> bool:
     assert target is not None
     member = shell.members.get(target)
     ready: bool | None = member is not None and member.ready
-    if member is not None and not member.known:
-        ready = None  # just (re)connected: no verdict on what we have not seen
+    unseen = not member.known if member is not None else not shell.members.left(target)
+    if unseen:
+        ready = None  # just (re)connected, or not heard of yet: no verdict on what we have not seen
     state = copy_state(shell, job, target)
     synced = member is not None and member.jobs_synced(job.key.api_version, job.key.kind)
     tolerations = rules_of_placement(job.binding.spec.placement).tolerations

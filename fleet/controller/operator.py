@@ -178,11 +178,20 @@ class Controller:
         self._tasks.append(asyncio.create_task(self._start_leading(), name="start-leading"))
 
     async def _start_leading(self) -> None:
-        """Warm the binding cache with one list, then let the workers run."""
+        """Warm the binding cache with one list, know every member, then let the workers
+        run. Without the members' list a reconcile could take a member not heard of yet for one
+        that left (its copies forgotten, its gangs failed over): wait for it."""
         try:
             await self.shell.bindings.warm()
         except (ApiError, Unreachable) as e:
             log.warning("cannot list GangBindings (%s); reading them one by one", e)
+        while self.leading.is_set() and not self.members.listed:
+            try:
+                await self.members.warm()
+            except (ApiError, Unreachable) as e:
+                wait = self.members.resync_after_error
+                log.warning("cannot list MemberClusters (%s); retrying in %.0f s", e, wait)
+                await asyncio.sleep(wait)
         if not self.leading.is_set():
             return
         self.kube_queue.lead()  # rebuilt from its objects before it admits anything

@@ -176,6 +176,7 @@ class World:
             clock=self.clock,
             connect=self._no_connect,
         )
+        self.registry.listed = True  # as when the workers run: every MemberCluster listed
         self.policies = PolicyIndex()
         self.metrics = Metrics()
         self.events_recorder = EventRecorder(self.fleet, instance="test", clock=self.clock)

@@ -334,3 +334,20 @@ async def test_a_synced_member_cluster_records_its_generation_taints_included():
         assert [t.key for t in member.taints] == ["maintenance"]
     finally:
         await members.stop()
+
+
+async def test_warm_hears_of_every_member_cluster_before_any_is_said_to_have_left():
+    members = Members()
+    members.server(M1)
+    members.secret("m1", M1)
+    members.member_cluster("m1")
+    registry = members.registry
+    try:
+        assert not registry.left("m1")  # not listed yet: nobody has left
+        await registry.warm()
+        assert registry.listed
+        assert registry.get("m1") is not None and not registry.left("m1")
+        assert registry.left("gone")
+        await members.until(lambda: (m := registry.get("m1")) is not None and m.ready)
+    finally:
+        await members.stop()

@@ -487,6 +487,56 @@ async def test_fail_over_after_toleration_seconds_excludes_the_cluster_and_place
     assert status_of(world, key)["phase"] == "Running"
 
 
+async def test_a_member_not_heard_of_yet_is_not_taken_for_one_that_left():
+    """A controller that just started reconciles before its member registry has every member:
+    an old copy there stays recorded (purged once the member is heard of), and the gang's own
+    cluster gets no verdict. Only a member missing from the listed MemberClusters has left."""
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    world.apply_policy(policy(toleration_seconds=0, purge_mode="Gracefully"))
+    key = world.submit(pytorchjob("job"))
+    first = await placed_and_failed(world, key)
+    await world.reconcile(key)
+    other = the_other(world, first.name)
+    assert placed_on(world, key) == other.name
+    (task,) = world.binding(key)["spec"]["gracefulEvictionTasks"]
+    assert task["fromCluster"] == first.name
+
+    # Restarted: neither member is heard of yet.
+    world.registry.listed = False
+    world.registry.members.clear()
+    other.set_job_state("job", "Running")
+    await world.reconcile(key)
+    assert [t["fromCluster"] for t in world.binding(key)["spec"]["gracefulEvictionTasks"]] == [
+        first.name
+    ]
+    assert placed_on(world, key) == other.name
+    assert status_of(world, key)["failoverCount"] == 1
+
+    # Heard of: the old copy is purged.
+    world.registry.members.update({first.name: first.member, other.name: other.member})
+    world.registry.listed = True
+    await world.reconcile(key)
+    assert first.copy("job") is None
+    assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
+
+
+async def test_an_old_copy_in_a_member_that_left_the_fleet_is_let_go():
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    world.apply_policy(policy(toleration_seconds=0, purge_mode="Gracefully"))
+    key = world.submit(pytorchjob("job"))
+    first = await placed_and_failed(world, key)
+    await world.reconcile(key)
+    assert world.binding(key)["spec"]["gracefulEvictionTasks"]
+    del world.registry.members[first.name]  # its MemberCluster deleted
+    await world.reconcile(key)
+    assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
+    assert first.copy("job") is not None  # not reachable through the fleet any more
+
+
 async def test_give_up_after_max_failovers_marks_the_job_failed_on_the_fleet():
     world = World()
     world.add_member("member-1")

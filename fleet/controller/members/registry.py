@@ -116,6 +116,9 @@ class MemberRegistry:
         self.status = MemberStatusWriter(fleet, clock)
         #: Only the leading replica writes MemberCluster status.
         self.writes_enabled = False
+        #: Every MemberCluster that existed when `warm` listed them has been synced: a name
+        #: missing from `members` now means the member left, not "not heard of yet".
+        self.listed = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -137,10 +140,25 @@ class MemberRegistry:
         for name in list(self.members):
             await self.remove(name)
 
+    async def warm(self) -> None:
+        """Sync every MemberCluster from one list, so that a controller that just started
+        never takes a member it has not heard of yet for one that left the fleet (a copy left
+        behind there would be forgotten, not purged). ApiError or Unreachable: not listed."""
+        listing = await self.fleet.list(c.FLEET_API_VERSION, "MemberCluster")
+        for obj in listing.get("items") or []:
+            name = (obj.get("metadata") or {}).get("name") or ""
+            if name and name not in self.members:
+                await self.sync({"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj})
+        self.listed = True
+
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, name: str) -> Member | None:
         return self.members.get(name)
+
+    def left(self, name: str) -> bool:
+        """Whether `name` is no member of the fleet (known only once `warm` has listed them)."""
+        return self.listed and name not in self.members
 
     def snapshots(self) -> list[ClusterSnapshot]:
         return [m.snapshot for m in self.members.values()]
