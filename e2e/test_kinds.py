@@ -18,7 +18,7 @@ import pytest
 
 from fleet.amc.errors import EXIT_OK
 from fleet.testing.kube import wait_until
-from fleet.testing.workloads import batch_job, gang_policy, mpijob
+from fleet.testing.workloads import batch_job, gang_policy, kubeflow_job, mpijob
 
 from .conftest import MEMBERS, Amc, Fleet
 
@@ -41,6 +41,18 @@ CASES = {
         lambda ns: mpijob("train", workers=2, gpus=2, **_on(ns)),
         3,
     ),
+    # The training operator's other kinds: a Master (XGBoost, Paddle) and workers of 2 GPUs, or
+    # three workers (JAX); restartPolicy Never, so one failed pod fails the job.
+    **{
+        kind: Case(
+            ("kubeflow.org/v1", kind),
+            lambda ns, kind=kind, workers=workers: kubeflow_job(
+                kind, "train", workers=workers, gpus=2, **_on(ns)
+            ),
+            3,
+        )
+        for kind, workers in (("XGBoostJob", 2), ("PaddleJob", 2), ("JAXJob", 3))
+    },
 }
 
 

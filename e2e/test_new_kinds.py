@@ -23,6 +23,7 @@ from fleet.testing.workloads import (
     RAY_CLUSTER_LABEL,
     gang_policy,
     jobset,
+    raycluster,
     rayjob,
     training_runtime,
     trainjob,
@@ -32,6 +33,7 @@ from .conftest import Fleet
 
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 RAYJOB = ("ray.io/v1", "RayJob")
+RAYCLUSTER = ("ray.io/v1", "RayCluster")
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 PODGROUP = ("scheduling.x-k8s.io/v1alpha1", "PodGroup")
 
@@ -220,6 +222,61 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
             and _running(moved, namespace, f"{RAY_CLUSTER_LABEL}={c['rayClusterName']}", 4)
         ),
         what="head and 3 workers Running in member-3",
+    )
+
+
+def test_raycluster_held_whole_then_dispatched_whole_and_failed_over_when_its_member_is_lost(
+    live: Fleet, namespace, add_nodes, capsys
+):
+    """KubeRay never marks a RayCluster failed (v1.5.1 sets only ready and suspended): a
+    RayCluster fails over when its member is lost."""
+    here = {"test": namespace}
+    live.api.create(_policy(namespace, RAYCLUSTER))
+    # a head (no GPU) and 3 workers with 2 GPUs each: 6 GPUs; member-3 has 4.
+    add_nodes("member-3", count=1, gpu=4, labels=here)
+    live.api.create(raycluster("rc", namespace=namespace, workers=3, gpus=2, node_selector=here))
+    reasons = wait_until(
+        lambda: (p := _pending(live, namespace, RAYCLUSTER, "rc")) and len(p) == 3 and p,
+        what="pending reasons for every member",
+    )
+    assert reasons["member-1"] == "KindNotServed"
+    assert _copies(live, namespace, RAYCLUSTER, "rc") == []
+
+    add_nodes("member-2", count=1, gpu=8, labels=here)
+    first = wait_until(lambda: _target(live, namespace, RAYCLUSTER, "rc"), what="placement")
+    assert first == "member-2"
+    member = live.clusters[first]
+    selector = f"{RAY_CLUSTER_LABEL}=rc"
+    wait_until(lambda: _running(member, namespace, selector, 4), what="head and 3 workers Running")
+    wait_until(
+        lambda: (
+            (live.api.get(*RAYCLUSTER, "rc", namespace).get("status") or {}).get("state") == "ready"
+        ),
+        what="ready mirrored on the fleet RayCluster",
+    )
+    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
+
+    # member-2 is lost: the gang moves whole to member-3, which now has room.
+    add_nodes("member-3", count=1, gpu=4, labels=here)
+    live.sandbox.stop_cluster(first, abrupt=True)
+    try:
+        second = wait_until(
+            lambda: (t := _target(live, namespace, RAYCLUSTER, "rc")) != first and t,
+            timeout=90,
+            what="failover away from the lost member",
+        )
+        assert second == "member-3"
+        wait_until(
+            lambda: _running(live.clusters[second], namespace, selector, 4),
+            what="head and 3 workers Running in member-3",
+        )
+    finally:
+        live.sandbox.start_cluster(first)
+    # Back, the lost member still holds the old copy: fleet fences it.
+    wait_until(
+        lambda: _copies(live, namespace, RAYCLUSTER, "rc") == [second],
+        timeout=90,
+        what="the stale copy fenced",
     )
 
 

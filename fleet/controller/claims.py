@@ -249,9 +249,9 @@ async def finalize(
         waiting = []
         for cluster in holding:
             member = shell.members.get(cluster)
-            if member is None:
+            if member is None and shell.members.left(cluster):
                 continue  # the member left the fleet: nothing to reach
-            if not member.ready or member.client is None:
+            if member is None or not member.ready or member.client is None:
                 waiting.append(cluster)
                 continue
             await delete_copy(member, key, uid)

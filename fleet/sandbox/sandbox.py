@@ -70,11 +70,13 @@ _OPERATOR_COMPONENTS = {
     "trainer": "trainer-controller",
     "kuberay": "kuberay-operator",
 }
-_MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs", "podgroups", "elasticquotas")
+#: The training operator's kinds (every scheme it runs in the sandbox).
+_KUBEFLOW_CRDS = ("pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs", "paddlejobs", "jaxjobs")
+_MEMBER_CRDS = (*_KUBEFLOW_CRDS, "podgroups", "elasticquotas")
 #: A Koordinator member: the Kubeflow CRDs from the toolchain, and every CRD of the Koordinator
 #: toolchain (its own PodGroup, scheduling.sigs.k8s.io, stands in for scheduler-plugins').
-_KOORDINATOR_MEMBER_CRDS = ("pytorchjobs", "tfjobs", "mpijobs")
-_FLEET_CRDS = ("pytorchjobs", "tfjobs", "mpijobs")
+_KOORDINATOR_MEMBER_CRDS = _KUBEFLOW_CRDS
+_FLEET_CRDS = _KUBEFLOW_CRDS
 
 
 def default_state_dir() -> Path:

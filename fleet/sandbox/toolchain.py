@@ -271,6 +271,9 @@ CRD_SOURCES: tuple[tuple[str, str], ...] = (
     ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_pytorchjobs.yaml"),
     ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_tfjobs.yaml"),
     ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_mpijobs.yaml"),
+    ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_xgboostjobs.yaml"),
+    ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_paddlejobs.yaml"),
+    ("github.com/kubeflow/training-operator", "manifests/base/crds/kubeflow.org_jaxjobs.yaml"),
     ("sigs.k8s.io/scheduler-plugins", "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml"),
     ("sigs.k8s.io/scheduler-plugins", "config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml"),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from fleet.core.kinds import ADAPTERS, adapter_for
@@ -142,6 +143,63 @@ def mpijob(
         "kind": "MPIJob",
         "metadata": {"name": name},
         "spec": {"slotsPerWorker": 1, "mpiReplicaSpecs": specs},
+    }
+    if namespace:
+        job["metadata"]["namespace"] = namespace
+    return job
+
+
+@dataclasses.dataclass(frozen=True)
+class KubeflowKind:
+    """How a training-operator kind's manifest is written: its replica specs' field, its roles,
+    and the container and port the operator configures (its `*DefaultContainerName`,
+    `*DefaultPortName`; its defaulting webhook adds the port in a real cluster, the sandbox runs
+    no webhook, so these jobs name it themselves)."""
+
+    field: str
+    roles: tuple[str, ...]
+    container: str
+    port_name: str
+    port: int
+
+
+KUBEFLOW_KINDS: dict[str, KubeflowKind] = {
+    "XGBoostJob": KubeflowKind(
+        "xgbReplicaSpecs", ("Master", "Worker"), "xgboost", "xgboostjob-port", 9999
+    ),
+    "PaddleJob": KubeflowKind(
+        "paddleReplicaSpecs", ("Master", "Worker"), "paddle", "master", 36543
+    ),
+    "JAXJob": KubeflowKind("jaxReplicaSpecs", ("Worker",), "jax", "jaxjob-port", 6666),
+}
+
+
+def kubeflow_job(
+    kind: str,
+    name: str,
+    *,
+    workers: int = 2,
+    gpus: int = 1,
+    cpu: str = "1",
+    namespace: str | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An XGBoostJob, PaddleJob or JAXJob (`kubeflow.org/v1`): a Master when the kind has one,
+    and `workers` Workers, `gpus` GPUs each; restartPolicy Never, so one failed pod fails it."""
+    shape = KUBEFLOW_KINDS[kind]
+    counts = {"Master": 1, "Worker": workers}
+    specs: dict[str, Any] = {}
+    for role in shape.roles:
+        template = _template(gpus, cpu, node_selector)
+        main = template["spec"]["containers"][0]
+        main["name"] = shape.container
+        main["ports"] = [{"name": shape.port_name, "containerPort": shape.port}]
+        specs[role] = {"replicas": counts[role], "restartPolicy": "Never", "template": template}
+    job: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {shape.field: specs},
     }
     if namespace:
         job["metadata"]["namespace"] = namespace
@@ -404,14 +462,20 @@ def _ray_cluster_spec(
 
 
 def raycluster(
-    name: str, *, namespace: str | None = None, workers: int = 2, gpus: int = 1, cpu: str = "1"
+    name: str,
+    *,
+    namespace: str | None = None,
+    workers: int = 2,
+    gpus: int = 1,
+    cpu: str = "1",
+    node_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A RayCluster (ray.io/v1): a head and one worker group of `workers` pods."""
     cluster: dict[str, Any] = {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
         "metadata": {"name": name},
-        "spec": _ray_cluster_spec(workers, gpus, cpu),
+        "spec": _ray_cluster_spec(workers, gpus, cpu, node_selector),
     }
     if namespace:
         cluster["metadata"]["namespace"] = namespace

@@ -52,6 +52,16 @@ def test_fields_fleet_does_not_act_on_are_reported_for_gang_policies():
     ]
 
 
+def test_a_gang_policy_selecting_a_kind_fleet_does_not_dispatch_is_told_so():
+    policy = gang_policy("mpi", "ns")
+    policy["spec"]["resourceSelectors"] = [
+        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"},
+        {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob"},
+    ]
+    (said,) = PolicyIndex().upsert(policy).ignored
+    assert said.startswith("spec.resourceSelectors[1]: kubeflow.org/v2beta1 MPIJob is no kind")
+
+
 def test_fleets_condition_goes_first_so_the_state_column_keeps_the_jobs_state():
     member = [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]
     out = with_fleet_condition(member, "True", "Success", "scheduled", 1_700_000_000)

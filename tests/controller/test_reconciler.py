@@ -616,6 +616,27 @@ async def test_delete_waits_for_an_unreachable_member_and_says_so():
     assert world.workload(key) is None
 
 
+async def test_delete_waits_for_a_member_not_heard_of_yet():
+    world = World()
+    member = world.add_member("member-1")
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    world.registry.listed = False  # restarted: member-1 not heard of yet
+    del world.registry.members["member-1"]
+
+    await world.delete(key)
+    await world.reconcile(key)
+    assert world.events("CleanupPending", key)
+    assert member.copy("job") is not None
+
+    world.registry.members["member-1"] = member.member
+    world.registry.listed = True
+    await world.reconcile(key)
+    assert member.copy("job") is None
+    assert world.workload(key) is None
+
+
 # -- placement rules -----------------------------------------------------------------------------
 
 

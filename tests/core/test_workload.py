@@ -94,13 +94,6 @@ def test_seed_pytorchjob() -> None:
             [("launcher", 1), ("worker", 4)],
         ),
         (
-            "MPIJob",
-            "mpiReplicaSpecs",
-            {"Worker": 2, "Launcher": 1},
-            "kubeflow.org/v2beta1",
-            [("launcher", 1), ("worker", 2)],
-        ),
-        (
             "XGBoostJob",
             "xgbReplicaSpecs",
             {"Master": 1, "Worker": 2},

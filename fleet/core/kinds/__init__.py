@@ -17,7 +17,7 @@ from fleet.core.kinds.adapter import KindAdapter, Needed, PodTemplate
 from fleet.core.kinds.job import JOB
 from fleet.core.kinds.jobset import JOBSET
 from fleet.core.kinds.kubeflow import JAXJOB, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB
-from fleet.core.kinds.mpijob import MPIJOB, MPIJOB_V2
+from fleet.core.kinds.mpijob import MPIJOB
 from fleet.core.kinds.raycluster import RAYCLUSTER
 from fleet.core.kinds.rayjob import RAYJOB
 from fleet.core.kinds.trainjob import TRAINJOB
@@ -28,7 +28,6 @@ ADAPTERS: tuple[KindAdapter, ...] = (
     PYTORCHJOB,
     TFJOB,
     MPIJOB,
-    MPIJOB_V2,
     XGBOOSTJOB,
     PADDLEJOB,
     JAXJOB,

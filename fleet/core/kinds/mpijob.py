@@ -1,4 +1,8 @@
-"""MPIJob: the training operator's (`kubeflow.org/v1`) and mpi-operator v2's (`v2beta1`).
+"""MPIJob: the training operator's (`kubeflow.org/v1`).
+
+mpi-operator v2's MPIJob (`kubeflow.org/v2beta1`) is not dispatched: the sandbox cannot run
+mpi-operator beside the training operator (both serve `mpijobs.kubeflow.org`, each with its own
+version and no conversion), so nothing would prove it end to end (docs/kinds.md).
 
 Everything a Kubeflow job has (`kubeflow.KubeflowJob`), with the launcher first. What differs:
 
@@ -10,7 +14,6 @@ Everything a Kubeflow job has (`kubeflow.KubeflowJob`), with the launcher first.
   chosen for a job whose launcher could never start there.
 * `kubectl amc`: v1 pods are `<job>-launcher` (one launcher, no index) and
   `<job>-worker-<index>`.
-* Not counted: mpi-operator v2 runs the launcher as a batch Job and adds no init container.
 """
 
 from __future__ import annotations
@@ -57,9 +60,4 @@ MPIJOB = TrainingOperatorMPIJob(
     ("Launcher", "Worker"),
     added="launcher: `kubectl-delivery` init container, 100m CPU, 512Mi, 5Gi "
     "ephemeral-storage (counted)",
-)
-#: mpi-operator v2 (not in the sandbox): read, placed and dispatched like a Kubeflow job; its
-#: launcher pod belongs to a batch Job, so `kubectl amc logs` finds only its workers by name.
-MPIJOB_V2 = KubeflowJob(
-    "kubeflow.org/v2beta1", "MPIJob", "spec.mpiReplicaSpecs", ("Launcher", "Worker")
 )

@@ -9,7 +9,7 @@ import pytest
 
 from fleet.core.inventory import NodeInfo
 from fleet.core.kinds import gang_from_workload
-from fleet.core.kinds.mpijob import MPIJOB, MPIJOB_V2
+from fleet.core.kinds.mpijob import MPIJOB
 from fleet.core.placement import place
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
@@ -48,9 +48,9 @@ def test_a_small_launcher_asks_the_init_containers_cpu() -> None:
     assert launcher.requests.get("cpu") == 100
 
 
-def test_mpi_operator_v2_adds_no_init_container() -> None:
-    launcher = gang_from_workload(mpijob(api="kubeflow.org/v2beta1")).components[0]
-    assert launcher.requests.get("ephemeral-storage", 0) == 0
+def test_mpi_operator_v2_is_no_kind_fleet_dispatches() -> None:
+    with pytest.raises(WorkloadError, match="v2beta1"):
+        gang_from_workload(mpijob(api="kubeflow.org/v2beta1"))
 
 
 def test_the_fleet_object_is_not_modified() -> None:
@@ -69,7 +69,6 @@ def test_malformed_init_containers_name_the_field() -> None:
 def test_pods_are_named_as_the_training_operator_names_them() -> None:
     assert MPIJOB.pod_name("mpi", "launcher", 0) == "mpi-launcher"
     assert MPIJOB.pod_name("mpi", "worker", 1) == "mpi-worker-1"
-    assert MPIJOB_V2.type == ("kubeflow.org/v2beta1", "MPIJob")
 
 
 def test_the_copy_carries_the_gang_minimum() -> None:
