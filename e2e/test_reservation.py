@@ -19,11 +19,12 @@ from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
-from fleet.testing.workloads import gang_policy, pytorchjob
+from fleet.testing.workloads import JOBSET_NAME_LABEL, gang_policy, jobset, pytorchjob
 
 from .conftest import PYTORCHJOB, Fleet
 
 RESERVATION = ("scheduling.koordinator.sh/v1alpha1", "Reservation")
+JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
 MEMBER_CLUSTER = ("fleet.dev/v1alpha1", "MemberCluster")
 TAINT = {"key": "fleet.dev/koordinator", "value": "e2e", "effect": "NoSchedule"}
 UID_LABEL = "fleet.dev/fleet-uid"
@@ -74,8 +75,8 @@ def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
         fleet.api.delete(*MEMBER_CLUSTER, KOORDINATOR_MEMBER)
 
 
-def _policy(namespace: str) -> dict[str, Any]:
-    policy = gang_policy("gang", namespace)
+def _policy(namespace: str, kinds: tuple[str, ...] = ("PyTorchJob",)) -> dict[str, Any]:
+    policy = gang_policy("gang", namespace, kinds=kinds)
     placement = policy["spec"]["placement"]
     placement["clusterTolerations"] = [
         {"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
@@ -186,6 +187,41 @@ def test_reserves_then_dispatches_and_cleans_up_after_use(
     )
     assert f'fleet_reservation_attempts_total{{cluster="{KOORDINATOR_MEMBER}"}}' in text
     assert "fleet_reservation_available_seconds_count" in text
+
+
+def test_a_jobset_reserves_then_dispatches_and_its_pods_use_the_reservations(
+    live: Fleet, koordinator: ClusterClient, namespace, add_nodes
+):
+    """Reservations for a kind beside the Kubeflow jobs: the JobSet controller in member-4
+    makes the pods from the templates fleet labelled, and koord-scheduler binds each one through
+    one of fleet's Reservations."""
+    add_nodes(KOORDINATOR_MEMBER, count=1, gpu=4, labels={"test": namespace})
+    live.api.create(_policy(namespace, kinds=("JobSet",)))
+    live.api.create(
+        jobset(
+            "js",
+            namespace=namespace,
+            leaders=1,
+            workers=1,
+            worker_pods=2,
+            node_selector={"test": namespace},
+        )
+    )
+    uid = str(
+        wait_until(lambda: live.api.get(*JOBSET, "js", namespace), what="the JobSet")["metadata"][
+            "uid"
+        ]
+    )
+    pods = live.wait_running(namespace, "js", KOORDINATOR_MEMBER, timeout=120, kind=JOBSET, pods=3)
+    assert {p["metadata"]["labels"][JOBSET_NAME_LABEL] for p in pods} == {"js"}
+    allocated = {
+        p["metadata"]["annotations"].get("scheduling.koordinator.sh/reservation-allocated", "")
+        for p in pods
+    }
+    assert all(f"fleet-{uid}-" in a for a in allocated), allocated
+    reasons = [r for r, _m, _c in live.events(namespace, "js")]
+    assert reasons.index("Reserving") < reasons.index("Reserved")
+    wait_until(lambda: _ours(koordinator, uid) == [], timeout=60, what="Reservations deleted")
 
 
 def test_capacity_taken_after_the_decision_makes_fleet_fall_back_to_the_next_member(

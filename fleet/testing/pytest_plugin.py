@@ -23,7 +23,9 @@ from fleet.testing.kube import ClusterClient
 #: end-to-end fleet joins it only in the tests about it, so the others never see it.
 KOORDINATOR_MEMBER = "member-4"
 #: The members that also run the JobSet controller, Trainer v2 and KubeRay (two, so a job of
-#: those kinds can fail over from one to the other); the others run the training operator only.
+#: those kinds can fail over from one to the other); member-1 runs the training operator only,
+#: the Koordinator member the training operator and the JobSet controller (Reservations for a
+#: kind beside the Kubeflow jobs).
 OPERATOR_MEMBERS = ("member-2", "member-3")
 #: Members start with one CPU-only node each: tests add the GPU nodes they reason about, so the
 #: capacity a test sees is exactly the capacity it made.
@@ -37,6 +39,8 @@ TEST_CONFIG = SandboxConfig(
             operators=(
                 ["training-operator", "jobset", "trainer", "kuberay"]
                 if f"member-{i}" in OPERATOR_MEMBERS
+                else ["training-operator", "jobset"]
+                if f"member-{i}" == KOORDINATOR_MEMBER
                 else ["training-operator"]
             ),
         )

@@ -292,7 +292,10 @@ class KindAdapter:
         raise NotImplementedError(f"{self} names its pods at random")
 
     def pod_selector(self, job: str) -> str:
-        """The label selector of a job's pods in the member."""
+        """The label selector of a job's pods in the member (kinds whose pods carry the job's
+        name in `pods_label`; a RayJob's pods carry the name of the cluster it made, `pods_of`)."""
+        if not self.pods_label:
+            raise NotImplementedError(f"the pods of a {self.kind} do not carry its name")
         return f"{self.pods_label}={job}"
 
     # -- the queue ---------------------------------------------------------------------------

@@ -44,6 +44,7 @@ class JobSetAdapter(KindAdapter):
     status_fields = ("replicatedJobsStatus", "terminalState", "restarts", "restartsCountTowardsMax")
     fleet_pod_group = True
     role_label = ROLE_LABEL
+    pods_label = NAME_LABEL
     doc_gang = "every replicated job's pods: `replicas` x min(parallelism, completions) each"
     doc_added = (
         "a headless Service, pod subdomain/hostname, `jobset.sigs.k8s.io/*` labels; "
@@ -89,7 +90,7 @@ class JobSetAdapter(KindAdapter):
         return "Pending"
 
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
-        return f"{NAME_LABEL}={(member_obj.get('metadata') or {}).get('name')}"
+        return self.pod_selector(str((member_obj.get("metadata") or {}).get("name")))
 
 
 JOBSET = JobSetAdapter()

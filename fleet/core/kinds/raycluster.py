@@ -111,6 +111,7 @@ def ray_state(status: Mapping[str, Any] | None) -> JobState:
 class RayClusterAdapter(KindAdapter):
     api_version = "ray.io/v1"
     kind = "RayCluster"
+    pods_label: ClassVar[str] = CLUSTER_LABEL
     status_fields: ClassVar[tuple[str, ...]] = (
         "state",
         "reason",
@@ -148,7 +149,7 @@ class RayClusterAdapter(KindAdapter):
         return ray_state(status)
 
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
-        return f"{CLUSTER_LABEL}={(member_obj.get('metadata') or {}).get('name')}"
+        return self.pod_selector(str((member_obj.get("metadata") or {}).get("name")))
 
 
 RAYCLUSTER = RayClusterAdapter()

@@ -37,6 +37,8 @@ class RayJobAdapter(RayClusterAdapter):
     the minimum and the copy are the cluster's; the state and the pods' cluster are the job's."""
 
     kind = "RayJob"
+    #: Its pods carry the name of the RayCluster it made (`pods_of`), not its own.
+    pods_label: ClassVar[str] = ""
     status_fields: ClassVar[tuple[str, ...]] = (
         "jobDeploymentStatus",
         "jobStatus",

@@ -81,6 +81,8 @@ class TrainJobAdapter(KindAdapter):
     kind = "TrainJob"
     status_fields = ("jobsStatus",)
     role_label = ROLE_LABEL
+    #: Trainer names the JobSet it makes after the TrainJob.
+    pods_label = NAME_LABEL
     doc_gang = (
         "its (Cluster)TrainingRuntime's replicated jobs, `numNodes` trainer pods; "
         "all pods (the runtime's podGroupPolicy)"
@@ -169,7 +171,7 @@ class TrainJobAdapter(KindAdapter):
         return "Created" if status else "Pending"
 
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
-        return f"{NAME_LABEL}={(member_obj.get('metadata') or {}).get('name')}"
+        return self.pod_selector(str((member_obj.get("metadata") or {}).get("name")))
 
     def priority_class(self, obj: Mapping[str, Any]) -> str | None:
         return None  # in the runtime's templates, which the queue does not read

@@ -24,3 +24,18 @@ def test_fleet_help_lists_the_supported_kinds() -> None:
     help_text = " ".join(build_parser().format_help().split())
     for kind in supported():
         assert kind in help_text
+
+
+def test_each_kind_says_how_its_pods_are_found_by_its_name_or_that_they_are_not():
+    selectors = {}
+    for adapter in ADAPTERS:
+        try:
+            selectors[adapter.kind] = adapter.pod_selector("x")
+        except NotImplementedError:
+            selectors[adapter.kind] = None
+    assert selectors["JobSet"] == "jobset.sigs.k8s.io/jobset-name=x"
+    assert selectors["TrainJob"] == "jobset.sigs.k8s.io/jobset-name=x"
+    assert selectors["RayCluster"] == "ray.io/cluster=x"
+    assert selectors["RayJob"] is None  # its pods carry the name of the cluster it made
+    assert selectors["PyTorchJob"] == "training.kubeflow.org/job-name=x"
+    assert selectors["Job"] == "batch.kubernetes.io/job-name=x"
