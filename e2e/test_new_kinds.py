@@ -78,12 +78,29 @@ def _amc_pods(
     return {tuple(line.split()[:2]) for line in out.splitlines()[1:] if line.strip()}  # type: ignore[misc]
 
 
-def _shown_in(
-    member: ClusterClient, namespace: str, selector: str, shown: set[tuple[str, str]]
-) -> bool:
-    """Every pod of `selector` in `member` is a row of `kubectl amc get pod -M`, in it."""
-    pods = {(p["metadata"]["name"], member.name) for p in member.pods(namespace, selector)}
-    return bool(pods) and pods <= shown
+def _wait_shown(
+    live: Fleet,
+    member: ClusterClient,
+    namespace: str,
+    selector: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every pod of `selector` in `member` is a row of `kubectl amc get pod -M`, in it (asked
+    until it holds: the member's operator may replace a pod between the two reads)."""
+    seen: dict[str, object] = {}
+
+    def shown() -> bool:
+        rows = _amc_pods(namespace, live, capsys)
+        pods = {(p["metadata"]["name"], member.name) for p in member.pods(namespace, selector)}
+        seen.update(amc=sorted(rows), member=sorted(pods))
+        return bool(pods) and pods <= rows
+
+    try:
+        wait_until(shown, timeout=30, what=f"amc get pod -M showing {selector}")
+    except AssertionError as e:
+        raise AssertionError(
+            f"{e}: amc showed {seen.get('amc')}, {member.name} has {seen.get('member')}"
+        ) from None
 
 
 def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
@@ -97,7 +114,12 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
         jobset("js", namespace=namespace, leaders=1, workers=2, worker_pods=2, node_selector=here)
     )
     reasons = wait_until(
-        lambda: (p := _pending(live, namespace, JOBSET, "js")) and len(p) == 3 and p,
+        lambda: (
+            (p := _pending(live, namespace, JOBSET, "js"))
+            and len(p) == 3
+            and p.get("member-1") == "KindNotServed"
+            and p
+        ),
         what="pending reasons for every member",
     )
     assert reasons == {
@@ -121,7 +143,7 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
         ),
         what="the JobSet's status mirrored on the fleet",
     )
-    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
+    _wait_shown(live, member, namespace, selector, capsys)
 
     # It fails in member-3 (its pods exit 1, no retries): it moves to member-2, now big enough.
     add_nodes("member-2", count=1, gpu=4, labels=here)
@@ -157,7 +179,12 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
     add_nodes("member-3", count=1, gpu=4, labels=here)
     live.api.create(rayjob("rj", namespace=namespace, workers=3, gpus=2, node_selector=here))
     reasons = wait_until(
-        lambda: (p := _pending(live, namespace, RAYJOB, "rj")) and len(p) == 3 and p,
+        lambda: (
+            (p := _pending(live, namespace, RAYJOB, "rj"))
+            and len(p) == 3
+            and p.get("member-1") == "KindNotServed"
+            and p
+        ),
         what="pending reasons for every member",
     )
     assert reasons["member-1"] == "KindNotServed"
@@ -190,9 +217,7 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
         ),
         what="Running mirrored on the fleet RayJob",
     )
-    assert _shown_in(
-        member, namespace, f"{RAY_CLUSTER_LABEL}={cluster}", _amc_pods(namespace, live, capsys)
-    )
+    _wait_shown(live, member, namespace, f"{RAY_CLUSTER_LABEL}={cluster}", capsys)
 
     # The submission fails (no retries): the RayJob is Failed there and moves to member-3.
     add_nodes("member-3", count=1, gpu=4, labels=here)
@@ -236,7 +261,12 @@ def test_raycluster_held_whole_then_dispatched_whole_and_failed_over_when_its_me
     add_nodes("member-3", count=1, gpu=4, labels=here)
     live.api.create(raycluster("rc", namespace=namespace, workers=3, gpus=2, node_selector=here))
     reasons = wait_until(
-        lambda: (p := _pending(live, namespace, RAYCLUSTER, "rc")) and len(p) == 3 and p,
+        lambda: (
+            (p := _pending(live, namespace, RAYCLUSTER, "rc"))
+            and len(p) == 3
+            and p.get("member-1") == "KindNotServed"
+            and p
+        ),
         what="pending reasons for every member",
     )
     assert reasons["member-1"] == "KindNotServed"
@@ -254,7 +284,7 @@ def test_raycluster_held_whole_then_dispatched_whole_and_failed_over_when_its_me
         ),
         what="ready mirrored on the fleet RayCluster",
     )
-    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
+    _wait_shown(live, member, namespace, selector, capsys)
 
     # member-2 is lost: the gang moves whole to member-3, which now has room.
     add_nodes("member-3", count=1, gpu=4, labels=here)
@@ -292,7 +322,12 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     add_nodes("member-2", count=1, gpu=4, labels=here)
     live.api.create(trainjob("tj", "torch", namespace=namespace, nodes=3))
     reasons = wait_until(
-        lambda: (p := _pending(live, namespace, TRAINJOB, "tj")) and len(p) == 3 and p,
+        lambda: (
+            (p := _pending(live, namespace, TRAINJOB, "tj"))
+            and len(p) == 3
+            and p.get("member-1") == "KindNotServed"
+            and p
+        ),
         what="pending reasons for every member",
     )
     assert reasons["member-1"] == "KindNotServed"
@@ -307,7 +342,7 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     # The runtime went along (created before the copy, so before any pod).
     assert member.get("trainer.kubeflow.org/v1alpha1", "TrainingRuntime", "torch", namespace)
     assert member.get(*PODGROUP, "tj", namespace)["spec"]["minMember"] == 3
-    assert _shown_in(member, namespace, selector, _amc_pods(namespace, live, capsys))
+    _wait_shown(live, member, namespace, selector, capsys)
 
     add_nodes("member-2", count=1, gpu=4, labels=here)
     for pod in member.pods(namespace, selector):

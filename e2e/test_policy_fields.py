@@ -311,8 +311,17 @@ def test_the_fragmentation_score_says_in_numbers_why_the_member_won(
     live.api.create(_job(namespace, "job"))
     placed = wait_until(lambda: live.target(namespace, "job"), what="a placement")
     assert placed in ("member-1", "member-2")
-    scheduled = next(
-        c for c in _status(live, namespace, "job")["conditions"] if c["type"] == "Scheduled"
+    # The binding's decision is in its spec at once; its Scheduled condition, a write later.
+    scheduled = wait_until(
+        lambda: next(
+            (
+                c
+                for c in _status(live, namespace, "job").get("conditions") or []
+                if c["type"] == "Scheduled"
+            ),
+            None,
+        ),
+        what="the binding's Scheduled condition",
     )
     # Which member wins depends on the mix the controller learned from this session's gangs;
     # that it says why, with the numbers, does not.

@@ -143,7 +143,12 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
         result.get("message") or scheduled.get("message") or f"scheduled to {member.name}",
         shell.clock.now(),
     )
-    if any(current.get(k) != v for k, v in mirrored.items()):
+    # A first dispatch whose copy has reported nothing yet leaves the fleet job's status alone:
+    # its Scheduled condition goes in with the first state the member's operator reports (the
+    # binding and the ScheduleBindingSucceed event already say where it went). A job that shows
+    # something (it waited, or a failover) is told at once.
+    first_word = not member_status and not current.get("conditions")
+    if not first_word and any(current.get(k) != v for k, v in mirrored.items()):
         await patch_workload_status(shell, job.workload, mirrored)
 
     now = shell.clock.now()

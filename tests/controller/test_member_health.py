@@ -5,6 +5,10 @@ MemberCluster status writer.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from typing import Any
+
 import httpx
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,10 +16,11 @@ from hypothesis import strategies as st
 from fleet.api import constants as c
 from fleet.api import format_time
 from fleet.controller.members import Member
+from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event
 from fleet.controller.members.health import Health, SourceState, next_health, verdict
 from fleet.controller.members.status import MemberStatusWriter
-from tests.controller.apiserver import MemoryApi, status
+from tests.controller.apiserver import MEMBER_KINDS, MemoryApi, status
 from tests.controller.harness import FakeClock, node
 from tests.controller.registry_harness import GRACE, Members, is_probe
 
@@ -351,3 +356,51 @@ async def test_warm_hears_of_every_member_cluster_before_any_is_said_to_have_lef
         await members.until(lambda: (m := registry.get("m1")) is not None and m.ready)
     finally:
         await members.stop()
+
+
+class _Reports:
+    def node_event(self, event: str, obj: Any) -> None: ...
+
+    def pod_event(self, event: str, obj: Any) -> None: ...
+
+    def job_event(self, event: str, obj: Any) -> None: ...
+
+    def source_health(self, source: str, ok: bool, why: str) -> None: ...
+
+    def detected(self, gang_scheduler: str | None) -> None: ...
+
+    def kinds_found(self) -> None: ...
+
+    def probed(self, ok: bool, why: str, version: str | None) -> None: ...
+
+
+async def test_a_member_whose_watches_speak_is_not_probed_a_quiet_one_is():
+    """The probe is for members that say nothing: events on a watch are answers too."""
+    busy_api = MemoryApi(MEMBER_KINDS, server="https://busy.test")
+    quiet_api = MemoryApi(MEMBER_KINDS, server="https://quiet.test")
+    busy, quiet = (
+        MemberConnection(name, api.client(name), _Reports(), fleet_id="f", probe_interval=0.05)
+        for name, api in (("busy", busy_api), ("quiet", quiet_api))
+    )
+
+    # What the busy member's watches deliver (the in-memory server's watches park, so the
+    # events go in where the node watch puts its own).
+    node_event = busy._heard(_Reports().node_event)
+
+    async def churn() -> None:
+        for i in itertools.count():
+            node_event("ADDED", node(f"n{i}"))
+            await asyncio.sleep(0.005)
+
+    busy.start()
+    quiet.start()
+    talking = asyncio.create_task(churn())
+    try:
+        async with asyncio.timeout(10):
+            while quiet.probes < 8:
+                await asyncio.sleep(0.01)
+        assert busy.probes <= 3  # the first one, and at most a late event's gap or two
+    finally:
+        talking.cancel()
+        await busy.close()
+        await quiet.close()

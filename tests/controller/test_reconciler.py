@@ -137,10 +137,18 @@ async def test_place_writes_the_decision_first_then_creates_the_member_copy():
     assert copy["metadata"]["labels"][c.FLEET_UID_LABEL] == uid
     assert copy["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
     assert member.api.get("v1", "Namespace", NAMESPACE) is not None
-    # The fleet job shows fleet's Scheduled condition; the binding, the copy's state.
-    assert conditions(world.workload(key))["Scheduled"]["status"] == "True"
+    # The binding shows the dispatch; the fleet job's status waits for the copy's first word,
+    # then shows fleet's Scheduled condition before the member's.
     assert status_of(world, key)["phase"] == "Dispatched"
     assert conditions(binding)[c.CONDITION_FULLY_APPLIED]["status"] == "True"
+    assert not (world.workload(key).get("status") or {}).get("conditions")
+    member.set_job_state("job", "Created")
+    await world.reconcile(key)
+    assert [x["type"] for x in world.workload(key)["status"]["conditions"]] == [
+        "Scheduled",
+        "Created",
+    ]
+    assert conditions(world.workload(key))["Scheduled"]["status"] == "True"
 
 
 async def test_a_new_binding_is_created_once_with_its_first_decision():
@@ -283,7 +291,11 @@ async def test_the_fleet_jobs_status_is_written_once_per_change_the_mirror_obser
     world.apply_policy(policy())
     key = world.submit(pytorchjob("job"))
     await world.reconcile(key)
-    assert len(job_status_writes(world, key)) == 1  # Scheduled, as the copy is created
+    # The copy has said nothing yet: nothing to write (the binding says it is dispatched).
+    assert job_status_writes(world, key) == []
+    member.set_job_state("job", "Created")
+    await world.reconcile(key)
+    assert len(job_status_writes(world, key)) == 1  # Scheduled with the copy's Created
 
     # Reconciles later, with nothing new in the member: no write (fleet's condition kept as
     # it is, timestamps included).

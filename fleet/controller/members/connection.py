@@ -86,6 +86,12 @@ class MemberConnection:
         self.alive = True
         self.tasks: list[asyncio.Task[None]] = []
         self.jobs: dict[tuple[str, str], Informer] = {}
+        #: When a watch last brought an event (the event loop's clock), and what the last probe
+        #: that answered said the member's version is.
+        self._heard_at = float("-inf")
+        self._version: str | None = None
+        #: Probes sent (a member whose watches speak is not asked again, see `_probe_loop`).
+        self.probes = 0
 
     # -- reports, dropped once the connection is closed ----------------------------------------
 
@@ -95,6 +101,16 @@ class MemberConnection:
                 report(*args)
 
         return guarded
+
+    def _heard(self, report: Callable[..., None]) -> Callable[..., None]:
+        """A watch's event report that also notes the member just answered."""
+        guarded = self._guard(report)
+
+        def heard(*args: object) -> None:
+            self._heard_at = asyncio.get_running_loop().time()
+            guarded(*args)
+
+        return heard
 
     def _source(self, source: str) -> Callable[[bool, str], None]:
         report = self._guard(self._events.source_health)
@@ -107,7 +123,7 @@ class MemberConnection:
             self.client,
             "v1",
             "Node",
-            self._guard(self._events.node_event),
+            self._heard(self._events.node_event),
             on_health=self._source("Node"),
             keep=identity,  # the snapshot holds what placement needs; not whole Nodes
         )
@@ -115,7 +131,7 @@ class MemberConnection:
             self.client,
             "v1",
             "Pod",
-            self._guard(self._events.pod_event),
+            self._heard(self._events.pod_event),
             on_health=self._source("Pod"),
             field_selector=NON_TERMINAL_PODS,
             keep=identity,  # the snapshot holds what placement needs; not whole Pods
@@ -168,7 +184,7 @@ class MemberConnection:
     async def _watch_jobs(self) -> None:
         """Watch every dispatchable kind the member serves (a missing CRD is retried slowly)."""
         pending = set(self._job_kinds)
-        report = self._guard(self._events.job_event)
+        report = self._heard(self._events.job_event)
         while pending:
             for api_version, kind in sorted(pending):
                 try:
@@ -188,8 +204,10 @@ class MemberConnection:
                 )
                 pending.discard((api_version, kind))
             before, self.missing_kinds = self.missing_kinds, set(pending)
-            if before and before - self.missing_kinds:
-                # A CRD installed since: gangs held for want of the kind may go there now.
+            if before is None or before - self.missing_kinds:
+                # Every kind looked for once (gangs judged before that are judged again, now
+                # knowing which kinds the member lacks), or a CRD installed since (gangs held for
+                # want of the kind may go there now).
                 self._guard(self._events.kinds_found)()
             if pending:
                 await asyncio.sleep(self._crd_retry)  # a CRD installed later is found then
@@ -197,11 +215,21 @@ class MemberConnection:
     # -- reachability ----------------------------------------------------------------------------
 
     async def _probe_loop(self) -> None:
+        """Ask the member its version every probe interval, unless one of its watches brought an
+        event within the interval: that was an answer too, so the probe is not sent (a busy
+        member, as in a burst of dispatches, costs no probes; a silent or lost one is asked
+        as before, so losing it is noticed within one more interval at most)."""
         report = self._guard(self._events.probed)
+        loop = asyncio.get_running_loop()
         while True:
-            try:
-                version = await self.client.version()
-                report(True, "", version.get("gitVersion"))
-            except (ApiError, Unreachable) as e:
-                report(False, str(e), None)
+            if self._version is not None and loop.time() - self._heard_at < self._probe_interval:
+                report(True, "", self._version)
+            else:
+                try:
+                    self.probes += 1
+                    version = await self.client.version()
+                    self._version = str(version.get("gitVersion") or "")
+                    report(True, "", version.get("gitVersion"))
+                except (ApiError, Unreachable) as e:
+                    report(False, str(e), None)
             await asyncio.sleep(self._probe_interval)
