@@ -71,7 +71,8 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     terms = job.binding.spec.placement
     strategy = terms.replica_scheduling if terms else None
     by_policy = strategy.gang_reservation if strategy else None
-    place = lifecycle.reserving if reserving.wanted(target, by_policy) else lifecycle.scheduled
+    reserve = reserving.wanted(target, by_policy, reservable=job.kind.reservable)
+    place = lifecycle.reserving if reserve else lifecycle.scheduled
     life = place(job.life, chosen.cluster, now, group=result.group)
     result_message = lifecycle.result_message(str(chosen))
     # The binding also says why this cluster won, in numbers, and why the others were not

@@ -59,11 +59,12 @@ RECHECK_SECONDS = 1.0
 CONDITION_RESERVED = "Reserved"
 
 
-def wanted(member: Member | None, policy: str | None = None) -> bool:
+def wanted(member: Member | None, policy: str | None = None, *, reservable: bool = True) -> bool:
     """Whether a gang placed in `member` is reserved there first (`fleet.core.reservation.
     reserves`): Koordinator members, as the policy's `replicaScheduling.gangReservation` or
-    else the member's `spec.reservation.enabled` says."""
-    if member is None:
+    else the member's `spec.reservation.enabled` says; never a kind whose pods could not
+    consume the Reservations (`KindAdapter.reservable`)."""
+    if member is None or not reservable:
         return False
     return reserves(
         supported=member.gang_scheduler == KOORDINATOR,

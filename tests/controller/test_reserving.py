@@ -9,7 +9,8 @@ import pytest
 
 from fleet.api import constants as c
 from fleet.api import format_time
-from fleet.controller.reserving import CONDITION_RESERVED, RECHECK_SECONDS, RESERVATION
+from fleet.controller.reserving import CONDITION_RESERVED, RECHECK_SECONDS, RESERVATION, wanted
+from fleet.core.kinds import ADAPTERS
 from fleet.core.reservation import DEFAULT_RETRY_AFTER_SECONDS
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, FakeMember, World, conditions
@@ -283,3 +284,13 @@ async def test_a_failover_deletes_what_was_reserved_for_the_failed_copy():
     assert placed_on(world, key) == "member-2"
     assert koord.copy("job") is None
     assert reservations(koord) == {}
+
+
+def test_a_kind_whose_pods_cannot_consume_reservations_is_never_reserved_for():
+    world = World()
+    member = koordinator_member(world, "member-k").member
+    assert wanted(member, None)
+    assert not wanted(member, None, reservable=False)
+    assert not wanted(member, "Enabled", reservable=False)  # not even when the policy asks
+    # A TrainJob's templates are its runtime's: its pods never carry fleet's labels.
+    assert [a.kind for a in ADAPTERS if not a.reservable] == ["TrainJob"]

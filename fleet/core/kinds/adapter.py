@@ -97,6 +97,10 @@ class KindAdapter:
     #: The pod label naming a pod's role (replicated job, Ray group), for `amc logs` of kinds
     #: whose pods are found by `pods_of`.
     role_label: ClassVar[str | None] = None
+    #: Whether the pods the member's operator makes carry the labels fleet puts on the copy's
+    #: templates, so that they can consume the Reservations fleet makes for them on a
+    #: Koordinator member (a kind whose templates are not in the object cannot: TrainJob).
+    reservable: ClassVar[bool] = True
     doc_gang: str = ""
     doc_dropped: str = "nothing"
     doc_added: str = "nothing"

@@ -81,6 +81,8 @@ class TrainJobAdapter(KindAdapter):
     kind = "TrainJob"
     status_fields = ("jobsStatus",)
     role_label = ROLE_LABEL
+    #: Its pod templates are the runtime's: its pods carry no fleet labels to match Reservations.
+    reservable = False
     #: Trainer names the JobSet it makes after the TrainJob.
     pods_label = NAME_LABEL
     doc_gang = (
