@@ -314,13 +314,18 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     live: Fleet, namespace, add_nodes, capsys
 ):
     """The runtime is defined on the fleet and taken along (propagateDeps); Trainer makes the
-    coscheduling PodGroup from its podGroupPolicy."""
+    coscheduling PodGroup from its podGroupPolicy. The TrainJob comes first: it is refused
+    until its runtime exists, then goes on by itself."""
     here = {"test": namespace}
     live.api.create(_policy(namespace, TRAINJOB))
-    live.api.create(training_runtime("torch", namespace=namespace, gpus=2, node_selector=here))
     # 3 trainer nodes x 2 GPUs: 6 GPUs; member-2 has 4.
     add_nodes("member-2", count=1, gpu=4, labels=here)
     live.api.create(trainjob("tj", "torch", namespace=namespace, nodes=3))
+    wait_until(
+        lambda: any(r == "InvalidWorkload" for r, _m, _c in live.events(namespace, "tj")),
+        what="the TrainJob refused for want of its runtime",
+    )
+    live.api.create(training_runtime("torch", namespace=namespace, gpus=2, node_selector=here))
     reasons = wait_until(
         lambda: (
             (p := _pending(live, namespace, TRAINJOB, "tj"))

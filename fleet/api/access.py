@@ -289,7 +289,11 @@ def fleet_rules() -> tuple[Rule, ...]:
         Rule(
             TRAINER_GROUP,
             TRAINING_RUNTIMES,
-            {"get": "a TrainJob's gang is read from the runtime it names"},
+            {
+                "get": "a TrainJob's gang is read from the runtime it names",
+                "list": "kopf lists the runtimes",
+                "watch": "a TrainJob created before its runtime goes on once the runtime exists",
+            },
             about="Kubeflow Trainer runtimes, read (and taken along with propagateDeps).",
         ),
         Rule(

@@ -343,6 +343,16 @@ def build_registry(controller: Controller, connection: Connection) -> kopf.Opera
     for kind in ADAPTERS:
         kopf.on.event(kind.api_version, kind.kind, registry=registry)(workload_event)
 
+    # What some kind reads its gang from on the fleet (a TrainJob's runtime).
+    def needed_event(body: kopf.Body, **_: Any) -> None:
+        meta = body.get("metadata") or {}
+        controller.triggers.needed_changed(
+            str(body.get("apiVersion")), str(body.get("kind")), meta.get("namespace")
+        )
+
+    for api_version, needed_kind in sorted({n for k in ADAPTERS for n in k.needs_kinds}):
+        kopf.on.event(api_version, needed_kind, registry=registry)(needed_event)
+
     @kopf.on.event(c.POLICY_API_VERSION, "PropagationPolicy", registry=registry)
     @kopf.on.event(c.POLICY_API_VERSION, "ClusterPropagationPolicy", registry=registry)
     async def policy_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from fleet.controller.cache import Newest
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.workqueue import WorkQueue
+from fleet.core.kinds import adapter_for
 from fleet.kube import Obj
 
 #: How long a burst of capacity events is gathered into one retry of the waiting workloads.
@@ -78,6 +79,17 @@ class Triggers:
             self.bindings.drop(key)
         else:
             self.bindings.offer(key, obj)
+
+    def needed_changed(self, api_version: str, kind: str, namespace: str | None) -> None:
+        """An object some kind reads its gang from changed (a TrainJob's runtime): that kind's
+        workloads in its namespace (all, for a cluster-scoped one) are looked at again, so a
+        workload refused for want of it goes on once it exists."""
+        for key in list(self.known):
+            adapter = adapter_for(key.api_version, key.kind)
+            if adapter is None or (api_version, kind) not in adapter.needs_kinds:
+                continue
+            if namespace is None or key.namespace == namespace:
+                self.queue.add(key)
 
     def policies_changed(self, keys: Iterable[WorkloadKey] | None = None) -> None:
         """A policy changed: every workload it may govern is looked at again (binding, claim,

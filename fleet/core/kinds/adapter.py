@@ -154,6 +154,11 @@ class KindAdapter:
             raise FieldError(where, f"{value} is larger than the {total} replicas of the job")
         return value, where
 
+    #: (apiVersion, kind) of every kind `needs` may name: the controller watches them on the
+    #: fleet and looks again at this kind's workloads when one changes (a runtime created after
+    #: the TrainJob that names it).
+    needs_kinds: ClassVar[tuple[tuple[str, str], ...]] = ()
+
     def needs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         """(apiVersion, kind, namespace or "", name) of the other objects the gang is read from
         (a TrainJob's runtime): the shell fetches them from the fleet for `gang`. None, by

@@ -94,6 +94,8 @@ class TrainJobAdapter(KindAdapter):
         "coscheduling the PodGroup; the runtime goes along with propagateDeps"
     )
 
+    needs_kinds = ((API_VERSION, RUNTIME), (API_VERSION, CLUSTER_RUNTIME))
+
     def needs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         try:
             kind, namespace, name = runtime_ref(obj)
