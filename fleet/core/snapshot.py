@@ -134,6 +134,10 @@ class Reservation:
     seq: int = field(default=0, repr=False)
 
 
+def _pod_info(uid: str, pod: _Pod) -> PodInfo:
+    return PodInfo(uid, "", "", pod.node, pod.requests, owner_key=pod.owner)
+
+
 class ClusterSnapshot:
     """Free capacity of one member cluster; see the module docstring for the design."""
 
@@ -220,10 +224,11 @@ class ClusterSnapshot:
     def pods(self) -> Iterator[PodInfo]:
         """The pods that hold resources (bound, not finished), as placement keeps them: uid,
         node, requests and owner key (namespace and name are not kept)."""
-        return (
-            PodInfo(uid, "", "", pod.node, pod.requests, owner_key=pod.owner)
-            for uid, pod in self._pods.items()
-        )
+        return (_pod_info(uid, pod) for uid, pod in self._pods.items())
+
+    def pods_on(self, node: str) -> Iterator[PodInfo]:
+        """`pods()` bound to `node` (only theirs are built)."""
+        return (_pod_info(uid, pod) for uid, pod in self._pods.items() if pod.node == node)
 
     def free(self, node: str) -> Resources | None:
         """What `node` has free now (allocatable - bound pods - reservations, floored at 0)."""

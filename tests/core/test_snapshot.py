@@ -242,3 +242,15 @@ def test_pod_from_k8s() -> None:
     obj["spec"]["nodeName"] = None
     obj["status"]["phase"] = "Pending"
     assert pod_from_k8s(obj).node_name is None
+
+
+def test_pods_on_a_node_are_that_nodes_pods_as_pods_gives_them():
+    snap = ClusterSnapshot.build(
+        "c",
+        [node("n1", gpu=8), node("n2", gpu=8)],
+        [pod("a", "n1", gpu=2, owner="j1"), pod("b", "n2", gpu=1), pod("c", "n1", gpu=1)],
+    )
+    on_n1 = sorted(snap.pods_on("n1"), key=lambda p: p.uid)
+    assert on_n1 == sorted((p for p in snap.pods() if p.node_name == "n1"), key=lambda p: p.uid)
+    assert [p.uid for p in on_n1] == ["a", "c"]
+    assert list(snap.pods_on("n3")) == []

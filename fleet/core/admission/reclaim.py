@@ -250,7 +250,7 @@ class _WhatIf:
         twin = ClusterSnapshot.build(
             snapshot.name,
             [info],
-            [p for p in snapshot.pods() if p.node_name == node],
+            snapshot.pods_on(node),
             snapshot.labels,
             fields=snapshot.fields,
             accelerator=snapshot.accelerator,
@@ -288,6 +288,22 @@ class _WhatIf:
         return result if isinstance(result, Assignment) else None
 
 
+def _fragile_depth(tree: QuotaTree, used: Usage, runner: Runner) -> float:
+    """How far up `runner`'s lineage lies the first node its eviction alone would take below
+    its min (inf: none)."""
+    assert runner.quota is not None
+    for i, path in enumerate(tree.nodes[runner.quota].lineage):
+        have = used.get(path, {})
+        if any(
+            resource != MAX_JOBS
+            and low > 0
+            and have.get(resource, 0) - runner.demand.get(resource, 0) < low
+            for resource, low in tree.nodes[path].min.items()
+        ):
+            return float(i)
+    return math.inf
+
+
 class Scratch:
     """Member copies shared by the claims of one reclaim, made only when a claim needs one.
     A choice that is made is kept in them (`commit`): its victims' pods are gone and the
@@ -295,6 +311,8 @@ class Scratch:
 
     def __init__(self) -> None:
         self._copies: dict[str, _WhatIf] = {}
+        #: One-node copies, per (member, node): each use gives back what it took.
+        self._nodes: dict[tuple[str, str], _WhatIf] = {}
         self._where: dict[str, dict[str, list[tuple[str, int]]]] = {}
         self._fragile: dict[str, float] | None = None
         self._ordered: dict[str, list[Runner]] | None = None
@@ -308,19 +326,14 @@ class Scratch:
         the set's own check, `keeps_min`, is exact)."""
         if self._fragile is None:
             self._fragile = {}
+            # Runners of one quota node asking the same are alike here: each pair once.
+            alike: dict[tuple[str, Resources], float] = {}
             for runner in runners:
                 assert runner.quota is not None
-                found = math.inf
-                for i, path in enumerate(tree.nodes[runner.quota].lineage):
-                    have = used.get(path, {})
-                    if any(
-                        resource != MAX_JOBS
-                        and low > 0
-                        and have.get(resource, 0) - runner.demand.get(resource, 0) < low
-                        for resource, low in tree.nodes[path].min.items()
-                    ):
-                        found = float(i)
-                        break
+                shape = (runner.quota, runner.demand)
+                found = alike.get(shape)
+                if found is None:
+                    found = alike[shape] = _fragile_depth(tree, used, runner)
                 self._fragile[runner.key] = found
         return self._fragile
 
@@ -354,6 +367,14 @@ class Scratch:
         found = self._copies.get(snapshot.name)
         if found is None:
             found = self._copies[snapshot.name] = _WhatIf(snapshot)
+        return found
+
+    def of_node(self, snapshot: ClusterSnapshot, node: str) -> _WhatIf:
+        """A copy of one node of the member, made once per reclaim: every claim that tries it
+        gives back what it took, so the next one finds it as the member shows it."""
+        found = self._nodes.get((snapshot.name, node))
+        if found is None:
+            found = self._nodes[(snapshot.name, node)] = _WhatIf.of_node(snapshot, node)
         return found
 
     def known(self, name: str) -> _WhatIf | None:
@@ -543,7 +564,7 @@ def _in_member(
     # A one-pod gang needs one node: a copy of that node alone proves it (unless an earlier
     # choice of this reclaim changed the member: then the shared copy, which holds it).
     if node is not None and scratch.known(snapshot.name) is None:
-        whatif = _WhatIf.of_node(snapshot, node)
+        whatif = scratch.of_node(snapshot, node)
     else:
         whatif = scratch.of(snapshot)
     released: dict[str, dict[str, int]] = {}
