@@ -99,9 +99,27 @@ class ProcessTable:
         for record in live:
             if record.alive():
                 _signal_group(record.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(r.alive() for r in live):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_running_threads(r.pid) for r in live):
             time.sleep(0.05)
+
+
+def _running_threads(pid: int) -> bool:
+    """Whether any thread of `pid` has not exited yet. A killed process's first thread is a
+    zombie (not `alive`) while its other threads still tear down, and its sockets stay bound
+    until the last one is gone: a cluster started again at once found its etcd port taken."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue
+        if raw[raw.rindex(")") + 2] not in "ZX":
+            return True
+    return False
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
@@ -199,9 +217,17 @@ class Started:
     since: float
 
 
+#: How long a port that is taken is waited for before starting a component (a process that is
+#: still exiting holds its ports for a moment).
+PORT_WAIT_SECONDS = 10.0
+
+
 def start(component: Component, table: ProcessTable, *, die_with_parent: bool) -> Started:
     """Launch one component after checking its ports; record it before returning."""
     for port in component.ports:
+        deadline = time.monotonic() + PORT_WAIT_SECONDS
+        while not port_is_free(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
         if not port_is_free(port):
             raise SandboxError(
                 f"{component.name}: port {port} on 127.0.0.1 is already in use "
