@@ -404,3 +404,29 @@ async def test_a_member_whose_watches_speak_is_not_probed_a_quiet_one_is():
         talking.cancel()
         await busy.close()
         await quiet.close()
+
+
+async def test_a_member_cluster_deleted_while_warm_lists_them_is_not_brought_back():
+    """kopf's DELETED event arrives while the leader's list is on its way: the list, older,
+    must not add the member again (it would stay for good: no event would remove it)."""
+    members = Members()
+    members.server(M1)
+    members.secret("m1", M1)
+    members.member_cluster("m1")
+    registry = members.registry
+
+    def lists_members(request: Any) -> bool:
+        return bool(request.method == "GET" and request.url.path.endswith("/memberclusters"))
+
+    members.fleet_api.holds.append(lists_members)
+    try:
+        warming = asyncio.create_task(registry.warm())
+        await members.until(lambda: bool(members.fleet_api.waiting(lists_members)))
+        await registry.remove("m1")  # what kopf does on the DELETED event
+        members.fleet_api.release_parked(where=lists_members)
+        await warming
+        assert registry.listed
+        assert registry.get("m1") is None
+        assert registry.left("m1")
+    finally:
+        await members.stop()

@@ -119,6 +119,10 @@ class MemberRegistry:
         #: Every MemberCluster that existed when `warm` listed them has been synced: a name
         #: missing from `members` now means the member left, not "not heard of yet".
         self.listed = False
+        #: Every MemberCluster event (sync or removal) is numbered; the number of the last one
+        #: per name tells `warm` whether kopf said something newer than its list.
+        self._event_seq = 0
+        self._last_event: dict[str, int] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -144,11 +148,15 @@ class MemberRegistry:
         """Sync every MemberCluster from one list, so that a controller that just started
         never takes a member it has not heard of yet for one that left the fleet (a copy left
         behind there would be forgotten, not purged). ApiError or Unreachable: not listed."""
+        listed_at = self._event_seq
         listing = await self.fleet.list(c.FLEET_API_VERSION, "MemberCluster")
         for obj in listing.get("items") or []:
             name = (obj.get("metadata") or {}).get("name") or ""
-            if name and name not in self.members:
-                await self.sync({"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj})
+            if not name or name in self.members:
+                continue
+            if self._last_event.get(name, -1) > listed_at:
+                continue  # kopf told something newer (a deletion, say): its word stands
+            await self.sync({"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj})
         self.listed = True
 
     # -- reads -------------------------------------------------------------------------------
@@ -188,6 +196,7 @@ class MemberRegistry:
     async def sync(self, obj: Obj) -> None:
         """A MemberCluster was added or changed: (re)connect if its kubeconfig changed."""
         name = (obj.get("metadata") or {}).get("name") or ""
+        self._noted(name)
         self._objects[name] = obj
         async with self._locks[name]:
             await self._sync(name, obj)
@@ -197,7 +206,12 @@ class MemberRegistry:
                 member.generation = generation
                 self._write_status_soon(member)
 
+    def _noted(self, name: str) -> None:
+        self._event_seq += 1
+        self._last_event[name] = self._event_seq
+
     async def remove(self, name: str) -> None:
+        self._noted(name)
         self._objects.pop(name, None)
         async with self._locks[name]:
             member = self.members.pop(name, None)
