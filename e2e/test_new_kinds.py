@@ -60,6 +60,42 @@ def _copies(live: Fleet, namespace: str, api: tuple[str, str], name: str) -> lis
     return [m for m in OPERATOR_MEMBERS if live.clusters[m].get(*api, name, namespace) is not None]
 
 
+def _held_whole(live: Fleet, namespace: str, kind: tuple[str, str], name: str) -> dict[str, str]:
+    """Wait until every member says why it holds no copy (member-1 runs no operator for these
+    kinds: `KindNotServed`), and check none has one; the reasons by member."""
+    reasons: dict[str, str] = wait_until(
+        lambda: (
+            (p := _pending(live, namespace, kind, name))
+            and len(p) == 3
+            and p.get("member-1") == "KindNotServed"
+            and p
+        ),
+        what="pending reasons for every member",
+    )
+    assert _copies(live, namespace, kind, name) == []
+    return reasons
+
+
+def _moved(
+    live: Fleet, namespace: str, kind: tuple[str, str], name: str, away_from: str
+) -> str | None:
+    """The member the gang is bound to, once it is another than `away_from`."""
+    target = _target(live, namespace, kind, name)
+    return target if target and target != away_from else None
+
+
+def _fail_pods(member: ClusterClient, namespace: str, selector: str) -> None:
+    """The pods of `selector` exit 1 (kwok plays the outcome its label asks for)."""
+    for pod in member.pods(namespace, selector):
+        member.patch(
+            "v1",
+            "Pod",
+            pod["metadata"]["name"],
+            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
+            namespace,
+        )
+
+
 def _running(client: ClusterClient, namespace: str, selector: str, count: int) -> bool:
     pods = client.pods(namespace, selector)
     return len(pods) == count and all(
@@ -113,21 +149,12 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
     live.api.create(
         jobset("js", namespace=namespace, leaders=1, workers=2, worker_pods=2, node_selector=here)
     )
-    reasons = wait_until(
-        lambda: (
-            (p := _pending(live, namespace, JOBSET, "js"))
-            and len(p) == 3
-            and p.get("member-1") == "KindNotServed"
-            and p
-        ),
-        what="pending reasons for every member",
-    )
+    reasons = _held_whole(live, namespace, JOBSET, "js")
     assert reasons == {
         "member-1": "KindNotServed",
         "member-2": "Insufficient",
         "member-3": "Insufficient",
     }
-    assert _copies(live, namespace, JOBSET, "js") == []
 
     add_nodes("member-3", count=1, gpu=8, labels=here)
     first = wait_until(lambda: _target(live, namespace, JOBSET, "js"), what="placement")
@@ -147,16 +174,9 @@ def test_jobset_held_whole_then_dispatched_whole_and_failed_over(
 
     # It fails in member-3 (its pods exit 1, no retries): it moves to member-2, now big enough.
     add_nodes("member-2", count=1, gpu=4, labels=here)
-    for pod in member.pods(namespace, selector):
-        member.patch(
-            "v1",
-            "Pod",
-            pod["metadata"]["name"],
-            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
-            namespace,
-        )
+    _fail_pods(member, namespace, selector)
     second = wait_until(
-        lambda: (t := _target(live, namespace, JOBSET, "js")) != first and t,
+        lambda: _moved(live, namespace, JOBSET, "js", first),
         timeout=90,
         what="failover",
     )
@@ -178,17 +198,8 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
     # a head (no GPU) and 3 workers with 2 GPUs each: 6 GPUs; member-3 has 4.
     add_nodes("member-3", count=1, gpu=4, labels=here)
     live.api.create(rayjob("rj", namespace=namespace, workers=3, gpus=2, node_selector=here))
-    reasons = wait_until(
-        lambda: (
-            (p := _pending(live, namespace, RAYJOB, "rj"))
-            and len(p) == 3
-            and p.get("member-1") == "KindNotServed"
-            and p
-        ),
-        what="pending reasons for every member",
-    )
+    reasons = _held_whole(live, namespace, RAYJOB, "rj")
     assert reasons["member-1"] == "KindNotServed"
-    assert _copies(live, namespace, RAYJOB, "rj") == []
 
     add_nodes("member-2", count=1, gpu=8, labels=here)
     first = wait_until(lambda: _target(live, namespace, RAYJOB, "rj"), what="placement")
@@ -230,7 +241,7 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
         namespace,
     )
     second = wait_until(
-        lambda: (t := _target(live, namespace, RAYJOB, "rj")) != first and t,
+        lambda: _moved(live, namespace, RAYJOB, "rj", first),
         timeout=90,
         what="failover",
     )
@@ -260,17 +271,8 @@ def test_raycluster_held_whole_then_dispatched_whole_and_failed_over_when_its_me
     # a head (no GPU) and 3 workers with 2 GPUs each: 6 GPUs; member-3 has 4.
     add_nodes("member-3", count=1, gpu=4, labels=here)
     live.api.create(raycluster("rc", namespace=namespace, workers=3, gpus=2, node_selector=here))
-    reasons = wait_until(
-        lambda: (
-            (p := _pending(live, namespace, RAYCLUSTER, "rc"))
-            and len(p) == 3
-            and p.get("member-1") == "KindNotServed"
-            and p
-        ),
-        what="pending reasons for every member",
-    )
+    reasons = _held_whole(live, namespace, RAYCLUSTER, "rc")
     assert reasons["member-1"] == "KindNotServed"
-    assert _copies(live, namespace, RAYCLUSTER, "rc") == []
 
     add_nodes("member-2", count=1, gpu=8, labels=here)
     first = wait_until(lambda: _target(live, namespace, RAYCLUSTER, "rc"), what="placement")
@@ -291,7 +293,7 @@ def test_raycluster_held_whole_then_dispatched_whole_and_failed_over_when_its_me
     live.sandbox.stop_cluster(first, abrupt=True)
     try:
         second = wait_until(
-            lambda: (t := _target(live, namespace, RAYCLUSTER, "rc")) != first and t,
+            lambda: _moved(live, namespace, RAYCLUSTER, "rc", first),
             timeout=90,
             what="failover away from the lost member",
         )
@@ -326,17 +328,8 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
         what="the TrainJob refused for want of its runtime",
     )
     live.api.create(training_runtime("torch", namespace=namespace, gpus=2, node_selector=here))
-    reasons = wait_until(
-        lambda: (
-            (p := _pending(live, namespace, TRAINJOB, "tj"))
-            and len(p) == 3
-            and p.get("member-1") == "KindNotServed"
-            and p
-        ),
-        what="pending reasons for every member",
-    )
+    reasons = _held_whole(live, namespace, TRAINJOB, "tj")
     assert reasons["member-1"] == "KindNotServed"
-    assert _copies(live, namespace, TRAINJOB, "tj") == []
 
     add_nodes("member-3", count=1, gpu=8, labels=here)
     first = wait_until(lambda: _target(live, namespace, TRAINJOB, "tj"), what="placement")
@@ -350,16 +343,9 @@ def test_trainjob_held_whole_then_dispatched_whole_and_failed_over(
     _wait_shown(live, member, namespace, selector, capsys)
 
     add_nodes("member-2", count=1, gpu=4, labels=here)
-    for pod in member.pods(namespace, selector):
-        member.patch(
-            "v1",
-            "Pod",
-            pod["metadata"]["name"],
-            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
-            namespace,
-        )
+    _fail_pods(member, namespace, selector)
     second = wait_until(
-        lambda: (t := _target(live, namespace, TRAINJOB, "tj")) != first and t,
+        lambda: _moved(live, namespace, TRAINJOB, "tj", first),
         timeout=90,
         what="failover",
     )
