@@ -30,7 +30,7 @@ import asyncio
 import httpx
 
 from fleet.controller.members import Member
-from tests.controller.registry_harness import Members, is_probe
+from tests.controller.registry_harness import SECRET_NAMESPACE, Members, is_probe
 
 PYTORCH = ("kubeflow.org/v1", "PyTorchJob")
 A0, A1, A2 = "https://m1-a0.test", "https://m1-a1.test", "https://m1-a2.test"
@@ -138,5 +138,48 @@ async def test_a_closed_connection_reports_nothing_to_its_member():
 
         watch.on_event("MODIFIED", copy)
         assert members.listener.jobs == [("m1", "ADDED")]
+    finally:
+        await members.stop()
+
+
+async def test_a_resync_queued_behind_a_removal_does_not_bring_the_member_back():
+    """CI's run of 2026-11-26: the kubeconfig Secret was edited twice, then the MemberCluster
+    deleted. The second edit's resync waited for the member's lock behind the first one and the
+    removal, then synced the MemberCluster it had been handed, and the deleted member came back
+    for good (NotReady: every pending gang named it). A resync now reads the member's last
+    MemberCluster once the lock is its own, and a removal leaves none."""
+    members = Members()
+    fleet = members.fleet_api
+    members.server(A0)
+    try:
+        members.secret("m1", A0)
+        await members.registry.sync(members.member_cluster("m1"))
+        member = members.registry.get("m1")
+        assert member is not None
+        await members.until(lambda: member.ready)
+
+        def resyncs() -> list[asyncio.Task[object]]:
+            return [t for t in asyncio.all_tasks() if t.get_name() == "resync-m1"]
+
+        # An edit of the Secret, as its watch reports it: its resync holds the member's lock
+        # while it reads the Secret.
+        fleet.holds.append(reads_secret)
+        members.registry.secrets.on_change(SECRET_NAMESPACE, "m1-kubeconfig")
+        await members.until(lambda: len(fleet.waiting(reads_secret)) == 1)
+        # The MemberCluster's deletion and a second edit arrive together: the removal takes
+        # its place at the lock first, the second resync behind it.
+        removal = asyncio.create_task(members.registry.remove("m1"))
+        members.registry.secrets.on_change(SECRET_NAMESPACE, "m1-kubeconfig")
+        queued = resyncs()
+        assert len(queued) == 2
+        for _ in range(20):
+            await asyncio.sleep(0)
+        fleet.holds.clear()
+        fleet.release_parked(where=reads_secret)
+        await asyncio.gather(removal, *queued)
+
+        assert members.registry.get("m1") is None
+        assert members.listener.health[-1] == ("m1", False)
+        assert member_tasks("m1") == set()
     finally:
         await members.stop()

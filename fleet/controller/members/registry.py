@@ -198,7 +198,16 @@ class MemberRegistry:
         name = (obj.get("metadata") or {}).get("name") or ""
         self._noted(name)
         self._objects[name] = obj
+        await self._resync(name)
+
+    async def _resync(self, name: str) -> None:
+        """Sync `name` from the last MemberCluster seen, read once the lock is ours: a sync
+        that waited behind a removal finds no object and does nothing, so a resync that a
+        Secret's event started cannot bring back a member deleted meanwhile."""
         async with self._locks[name]:
+            obj = self._objects.get(name)
+            if obj is None:
+                return
             await self._sync(name, obj)
             member = self.members.get(name)
             generation = (obj.get("metadata") or {}).get("generation")
@@ -394,14 +403,12 @@ class MemberRegistry:
         for member, obj in list(self._objects.items()):
             ref = (obj.get("spec") or {}).get("kubeconfigSecretRef") or {}
             if ref.get("namespace") == namespace and ref.get("name") == name:
-                self._in_background(self.sync(obj), f"resync-{member}")
+                self._in_background(self._resync(member), f"resync-{member}")
 
     def _resync_later(self, name: str) -> None:
         async def later() -> None:
             await asyncio.sleep(self.resync_after_error)
-            obj = self._objects.get(name)
-            if obj is not None:
-                await self.sync(obj)
+            await self._resync(name)
 
         self._in_background(later(), f"resync-{name}")
 
