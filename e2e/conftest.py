@@ -23,7 +23,7 @@ from fleet.install import SECRETS_NAMESPACE, install_crds, single_context
 from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import Sandbox
-from fleet.sandbox.process import free_ports
+from fleet.sandbox.process import free_ports, log_tail
 from fleet.testing.chart import RBAC_KINDS, render_chart, service_account_kubeconfig
 from fleet.testing.controller import ControllerProcess
 from fleet.testing.kube import ClusterClient, wait_until
@@ -123,6 +123,14 @@ class Fleet:
 
     def logs(self) -> str:
         return "\n".join(f"--- {r.identity}\n{r.tail(60)}" for r in self.replicas)
+
+    def stopped_components(self) -> str:
+        """Each sandbox process not running now, with the end of its log: a member's scheduler
+        or kwok that died explains a test that waited for nothing."""
+        return "\n".join(
+            f"--- {r.component} (not running)\n{log_tail(Path(r.log), 20)}"
+            for r in self.sandbox.processes.not_running()
+        )
 
     # -- questions ----------------------------------------------------------------------------
 
@@ -373,6 +381,7 @@ def live(fleet: Fleet, request: pytest.FixtureRequest) -> Iterator[Fleet]:
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
         print(f"\ncontroller logs ({time.monotonic() - started:.0f}s test):\n{fleet.logs()}")
+        print(f"\nsandbox processes not running:\n{fleet.stopped_components() or '(none)'}")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -63,15 +63,19 @@ def _copies(live: Fleet, namespace: str, api: tuple[str, str], name: str) -> lis
 def _held_whole(live: Fleet, namespace: str, kind: tuple[str, str], name: str) -> dict[str, str]:
     """Wait until every member says why it holds no copy (member-1 runs no operator for these
     kinds: `KindNotServed`), and check none has one; the reasons by member."""
-    reasons: dict[str, str] = wait_until(
-        lambda: (
-            (p := _pending(live, namespace, kind, name))
-            and len(p) == 3
-            and p.get("member-1") == "KindNotServed"
-            and p
-        ),
-        what="pending reasons for every member",
-    )
+    try:
+        reasons: dict[str, str] = wait_until(
+            lambda: (
+                (p := _pending(live, namespace, kind, name))
+                and len(p) == 3
+                and p.get("member-1") == "KindNotServed"
+                and p
+            ),
+            what="pending reasons for every member",
+        )
+    except AssertionError as e:
+        status = (live.binding(namespace, name, kind) or {}).get("status")
+        raise AssertionError(f"{e}\nthe binding's status: {status}") from None
     assert _copies(live, namespace, kind, name) == []
     return reasons
 

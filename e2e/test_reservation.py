@@ -17,6 +17,7 @@ import pytest
 
 from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
+from fleet.sandbox.process import log_tail
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import JOBSET_NAME_LABEL, gang_policy, jobset, pytorchjob
@@ -73,6 +74,17 @@ def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
         yield fleet.clusters[KOORDINATOR_MEMBER]
     finally:
         fleet.api.delete(*MEMBER_CLUSTER, KOORDINATOR_MEMBER)
+
+
+@pytest.fixture(autouse=True)
+def koord_scheduler_log_on_failure(fleet: Fleet, request: pytest.FixtureRequest) -> Iterator[None]:
+    """Whether a Reservation went Available is koord-scheduler's doing: a failed test shows
+    the end of its log."""
+    yield
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        path = fleet.sandbox.cluster(KOORDINATOR_MEMBER).log("kube-scheduler")
+        print(f"\n{KOORDINATOR_MEMBER} koord-scheduler log:\n{log_tail(path, 80)}")
 
 
 def _policy(namespace: str, kinds: tuple[str, ...] = ("PyTorchJob",)) -> dict[str, Any]:

@@ -74,6 +74,11 @@ class ProcessTable:
             f.flush()
             os.fsync(f.fileno())
 
+    def not_running(self) -> list[ProcessRecord]:
+        """The components whose last start is no longer running (died, or stopped on purpose)."""
+        last = {r.component: r for r in self.records()}
+        return [r for r in last.values() if not r.alive()]
+
     def stop(self, component: str, grace: float = 10.0) -> bool:
         """Stop one component (SIGTERM, then SIGKILL); False if it was not running."""
         live = [r for r in self.records() if r.component == component and r.alive()]
