@@ -5,8 +5,9 @@ goes `Reserving` and fleet, before it dispatches anything:
 
 1. creates one Koordinator Reservation per pod of the gang's minimum set (the plan is the
    core's, `fleet.core.reservation`): named deterministically, labelled with the fleet id and the
-   fleet object's UID, gang-annotated so the member reserves all of them or none, owned by the
-   gang's pods of that role (a label selector), with the member's TTL;
+   fleet object's UID, owned by the gang's pods of that role (a label selector), with the
+   member's TTL; not a Koordinator gang (why: `fleet.core.reservation`), so all or nothing is
+   the next step's doing;
 2. judges what the member reports with the core (`judge_reservations`, time passed in) every
    `RECHECK_SECONDS` until every Reservation is Available, one Failed, or the bounded wait ran
    out;
@@ -103,9 +104,6 @@ def _reservation(
             "name": planned.name,
             "labels": {**member_labels(plan.uid, fleet_id), c.ROLE_LABEL: role},
             "annotations": {
-                # One gang: the member reserves all of the plan or nothing.
-                c.KOORDINATOR_GANG_NAME_ANNOTATION: plan.gang_name,
-                c.KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION: str(len(plan.reservations)),
                 c.BINDING_ANNOTATION: f"{job.key.namespace}/{job.binding.metadata.name}",
             },
         },
@@ -171,7 +169,7 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
                 job.workload,
                 "Reserving",
                 f"reserving {len(plan.names)} pods in {member.name} "
-                f"(Reservations {plan.gang_name}-*, TTL {ttl}s, wait {wait:.0f}s)",
+                f"(Reservations {plan.prefix}-*, TTL {ttl}s, wait {wait:.0f}s)",
             )
     except ApiError as e:
         seen = {n: SeenReservation("Failed", None, f"create refused: {e}") for n in plan.names}

@@ -36,7 +36,7 @@ def test_one_reservation_per_pod_of_the_minimum_set_named_for_the_gang() -> None
         ("worker", 3),
     ]
     assert plan.names[0] == f"fleet-{UID}-ps-0" == reservation_name(UID, "PS", 0)
-    assert plan.gang_name == f"fleet-{UID}" and plan.ttl_seconds == 300
+    assert plan.prefix == f"fleet-{UID}" and plan.ttl_seconds == 300
     assert plan_reservations(TFJOB, UID) == plan_reservations(TFJOB, UID)  # deterministic
 
 
