@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from fleet.sandbox import Sandbox, SandboxConfig, SandboxError, Toolchain, ensure_toolchain
 from fleet.sandbox.process import Component, ProcessTable, start, wait_ready
 from fleet.sandbox.toolchain import Binary, GoModule, build_modules, find_go
+from fleet.testing.kube import wait_until
 
 
 def test_missing_go_is_a_clear_error(tmp_path, monkeypatch):
@@ -130,3 +132,32 @@ def test_pid_reuse_is_never_signalled(tmp_path):
 
     table.add(ProcessRecord("test/ghost", os.getpid(), start_ticks=1, log="x"))
     assert table.stop_all() == []
+
+
+def test_a_component_that_died_is_listed_as_not_running_and_a_restarted_one_is_not(tmp_path):
+    """What an e2e failure reports: the components whose last start has exited."""
+    table = ProcessTable(tmp_path / "processes.jsonl")
+
+    def component(name: str, code: str) -> Component:
+        return Component(
+            name=name,
+            argv=[sys.executable, "-c", code],
+            log=tmp_path / f"{name.replace('/', '-')}.log",
+            ports=[],
+            ready=lambda: True,
+        )
+
+    try:
+        dies = start(component("m/dies", "print('bye')"), table, die_with_parent=True)
+        restarted = component("m/restarted", "import time; time.sleep(30)")
+        start(restarted, table, die_with_parent=True)
+        table.stop(restarted.name, grace=0)
+        start(restarted, table, die_with_parent=True)
+        dies.popen.wait(timeout=10)
+        wait_until(
+            lambda: [r.component for r in table.not_running()] == ["m/dies"],
+            timeout=10,
+            what="only the component that exited listed",
+        )
+    finally:
+        table.stop_all(grace=0)
