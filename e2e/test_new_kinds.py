@@ -236,14 +236,9 @@ def test_rayjob_held_whole_then_dispatched_whole_and_failed_over(
 
     # The submission fails (no retries): the RayJob is Failed there and moves to member-3.
     add_nodes("member-3", count=1, gpu=4, labels=here)
-    (submitter,) = member.pods(namespace, f"{BATCH_JOB_NAME_LABEL}=rj")
-    member.patch(
-        "v1",
-        "Pod",
-        submitter["metadata"]["name"],
-        {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
-        namespace,
-    )
+    submitter = f"{BATCH_JOB_NAME_LABEL}=rj"
+    assert len(member.pods(namespace, submitter)) == 1
+    _fail_pods(member, namespace, submitter)
     second = wait_until(
         lambda: _moved(live, namespace, RAYJOB, "rj", first),
         timeout=90,
