@@ -172,7 +172,15 @@ def _labels(items: list[str] | None) -> dict[str, str] | None:
 
 
 def _cmd_join(args: argparse.Namespace) -> int:
-    from fleet.join import JoinError, dry_run, join, member_client, plan_for, user_kubeconfig
+    from fleet.join import (
+        JoinError,
+        dry_run,
+        fleet_id_of,
+        join,
+        member_client,
+        plan_for,
+        user_kubeconfig,
+    )
     from fleet.kube import KubeError, SyncKubeClient, load
 
     labels = _labels(args.label)
@@ -180,12 +188,13 @@ def _cmd_join(args: argparse.Namespace) -> int:
         return 2
     config = user_kubeconfig(args.member_kubeconfig)
     client, cluster = member_client(config, args.member_context)
-    with client:
+    with client, SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
         try:
             plan = plan_for(
                 args.name,
                 client,
                 cluster,
+                fleet_id=fleet_id_of(fleet, args.fleet_id),
                 labels=labels,
                 namespace=args.member_namespace,
                 token_type=args.token_type,
@@ -194,24 +203,26 @@ def _cmd_join(args: argparse.Namespace) -> int:
             )
         except KubeError:
             raise  # an unusable kubeconfig: main prints it
+        except JoinError as e:
+            print(f"fleet: error: join {e}", file=sys.stderr)
+            return 1
         except ValueError as e:
             print(f"fleet: error: {e}", file=sys.stderr)
             return 2
         if args.dry_run:
             print(dry_run(plan), end="")
             return 0
-        with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
-            try:
-                join(fleet, client, plan)
-            except JoinError as e:
-                print(f"fleet: error: join {e}", file=sys.stderr)
-                return 1
+        try:
+            join(fleet, client, plan, force=args.force, timeout=args.timeout)
+        except JoinError as e:
+            print(f"fleet: error: join {e}", file=sys.stderr)
+            return 1
     print(f"membercluster/{args.name} joined")
     return 0
 
 
 def _cmd_unjoin(args: argparse.Namespace) -> int:
-    from fleet.join import JoinError, member_client, unjoin, user_kubeconfig
+    from fleet.join import JoinError, fleet_id_of, member_client, unjoin, user_kubeconfig
     from fleet.kube import SyncKubeClient, load
 
     member = None
@@ -220,7 +231,13 @@ def _cmd_unjoin(args: argparse.Namespace) -> int:
     try:
         with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
             notes = unjoin(
-                fleet, member, args.name, move=args.move, leave=args.leave, timeout=args.timeout
+                fleet,
+                member,
+                args.name,
+                move=args.move,
+                leave=args.leave,
+                timeout=args.timeout,
+                fleet_id=fleet_id_of(fleet, args.fleet_id),
             )
     except JoinError as e:
         print(f"fleet: error: unjoin {e}", file=sys.stderr)
@@ -237,6 +254,14 @@ def _cmd_unjoin(args: argparse.Namespace) -> int:
 def _fleet_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="the fleet's kubeconfig (default: $KUBECONFIG)")
     parser.add_argument("--context", help="context in that kubeconfig (default: current)")
+
+
+def _fleet_id_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fleet-id",
+        help="the fleet's id, when its controller runs with --fleet-id (default: derived from "
+        "the fleet's kube-system namespace, as the controller derives it)",
+    )
 
 
 def _cmd_toolchain(args: argparse.Namespace) -> int:
@@ -471,6 +496,15 @@ def build_parser() -> argparse.ArgumentParser:
     jn.add_argument(
         "--dry-run", action="store_true", help="print what would be created, send nothing"
     )
+    jn.add_argument(
+        "--force",
+        action="store_true",
+        help="re-point NAME at another cluster: its jobs are moved off first (as unjoin --move)",
+    )
+    jn.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds --force waits (default 300)"
+    )
+    _fleet_id_flag(jn)
     jn.set_defaults(func=_cmd_join)
     uj = sub.add_parser(
         "unjoin", help="remove a member from the fleet and fleet's identity from the member"
@@ -491,8 +525,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--leave", action="store_true", help="leave the member's jobs running there, unmanaged"
     )
     uj.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds --move waits (default 300)"
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds --move or --leave waits for the controller (default 300)",
     )
+    _fleet_id_flag(uj)
     uj.set_defaults(func=_cmd_unjoin)
     sub.add_parser("simulate", help="replay GPU traces through the placement code (see --help)")
     sub.add_parser("amc", help="kubectl amc: objects across member clusters (see --help)")

@@ -73,6 +73,7 @@ BindingPhase = Literal[
     "Succeeded",
     "Failed",
     "FailingOver",
+    "Released",
 ]
 ClusterHealth = Literal["Healthy", "Unhealthy", "Unknown"]
 

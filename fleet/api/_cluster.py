@@ -51,6 +51,10 @@ class ReservationSettings(KubeModel):
 class MemberClusterSpec(KubeModel):
     """How to reach the cluster and what may run there."""
 
+    id: str | None = Field(default=None, min_length=1)
+    """The member's cluster id: its kube-system namespace's UID (Karmada's Cluster spec.id), as
+    `fleet join` found it. The controller refuses a kubeconfig that reaches another cluster,
+    and `fleet join`/`unjoin` refuse to act on another cluster under this name."""
     kubeconfig_secret_ref: KubeconfigSecretRef
     """Secret holding a kubeconfig with inline credentials (no exec plugins, no file paths)."""
     taints: list[Taint] | None = None

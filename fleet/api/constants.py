@@ -124,6 +124,9 @@ REASON_CLUSTER_READY: Final = "ClusterReady"
 REASON_CLUSTER_NOT_READY: Final = "ClusterNotReady"
 REASON_CLUSTER_NOT_REACHABLE: Final = "ClusterNotReachable"
 REASON_KUBECONFIG_INVALID: Final = "KubeconfigInvalid"
+REASON_CLUSTER_ID_MISMATCH: Final = "ClusterIDMismatch"
+"""MemberCluster Ready=False: its kubeconfig reaches (or was issued for) another cluster than
+the one recorded in spec.id; fleet does not use it, so no job runs in the wrong cluster."""
 REASON_KUBECONFIG_SECRET_MISSING: Final = "KubeconfigSecretMissing"
 REASON_KUBECONFIG_SECRET_UNREADABLE: Final = "KubeconfigSecretUnreadable"
 """The Secret exists, or may, but the controller may not read it (403) or got an error."""
@@ -161,7 +164,28 @@ TOKEN_ISSUED_ANNOTATION: Final = "fleet.dev/token-issued-at"
 TOKEN_EXPIRES_ANNOTATION: Final = "fleet.dev/token-expires-at"
 """When the bound token in the Secret was issued and expires (RFC 3339): the renewal is timed
 from these (fleet.core.tokens.renew_at)."""
+FLEET_ID_LABEL: Final = "fleet.dev/fleet-id"
+"""On the objects `fleet join` makes in a member (identity, RBAC, admission policy): the id of
+the fleet that made them, so two fleets joining one member never share or delete each other's."""
+CLUSTER_ID_ANNOTATION: Final = "fleet.dev/cluster-id"
+"""On a member kubeconfig Secret `fleet join` wrote: the member's cluster id (its kube-system
+namespace's UID, as Karmada's Cluster spec.id), the cluster that Secret's token belongs to."""
+ADMISSION_POLICY_ANNOTATION: Final = "fleet.dev/admission-policy"
+"""On a member kubeconfig Secret: the ValidatingAdmissionPolicy `fleet join` installed in the
+member to narrow the token's rights (fleet.api.guard), or NO_ADMISSION_POLICY when the member
+serves none (Kubernetes < 1.30): the MemberCluster's Guarded condition says which."""
+NO_ADMISSION_POLICY: Final = "none"
+CONDITION_GUARDED: Final = "Guarded"
+"""MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
+False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""
+ALLOW_OVERWRITE_LABEL: Final = "fleet.dev/allow-overwrite"
+"""On a namespace in a member, set by its owners (`true`): fleet may take over objects of the
+same name there under `conflictResolution: Overwrite`. Without it the member's admission policy
+(fleet.api.guard) refuses fleet any change to an object it did not create."""
 UNJOINING_TAINT_KEY: Final = "fleet.dev/unjoining"
 """NoExecute taint `fleet unjoin --move` puts on a MemberCluster: the controller moves every
 gang off it (failover reason MemberUnjoined, not counted against maxFailovers)."""
+UNJOINING_LEAVE: Final = "leave"
+"""The value of that taint from `fleet unjoin --leave`: the controller releases every gang there
+instead (phase Released: the copy runs on, unmanaged, and none is made elsewhere)."""
 REASON_MEMBER_UNJOINED: Final = "MemberUnjoined"

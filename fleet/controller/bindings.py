@@ -95,6 +95,9 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
             tainted_since=_epoch(status.tainted_since) if status else None,
         ),
         gave_up=gave_up,
+        released=healthy.message
+        if healthy is not None and healthy.reason == lifecycle.RELEASED_REASON
+        else None,
         reserving_since=_epoch(status.reserving_since) if status else None,
     )
 

@@ -14,7 +14,7 @@ from fleet.api import constants as c
 from fleet.api import rules_of_placement
 from fleet.controller import copies
 from fleet.controller.context import Job, Shell, save
-from fleet.controller.member_copy import delete_copy
+from fleet.controller.member_copy import delete_copy, release_copy
 from fleet.controller.status_mirror import (
     binding_conditions,
     conditions_of,
@@ -90,7 +90,8 @@ async def judge(shell: Shell, job: Job) -> bool:
     assert target is not None
     member = shell.members.get(target)
     ready: bool | None = member is not None and member.ready
-    unseen = not member.known if member is not None else not shell.members.left(target)
+    left = member is None and shell.members.left(target)
+    unseen = not member.known if member is not None else not left
     if unseen:
         ready = None  # just (re)connected, or not heard of yet: no verdict on what we have not seen
     state = copy_state(shell, job, target)
@@ -102,7 +103,18 @@ async def judge(shell: Shell, job: Job) -> bool:
         job_failed=(state == "Failed") if synced else None,
         job_succeeded=state == "Succeeded",
         no_execute=(str(evicting[0]), evicting[1]) if evicting else None,
-        unjoining=member is not None and any(t.key == c.UNJOINING_TAINT_KEY for t in member.taints),
+        unjoining=member is not None
+        and any(
+            t.key == c.UNJOINING_TAINT_KEY and t.value != c.UNJOINING_LEAVE for t in member.taints
+        ),
+        leaving=left
+        or (
+            member is not None
+            and any(
+                t.key == c.UNJOINING_TAINT_KEY and t.value == c.UNJOINING_LEAVE
+                for t in member.taints
+            )
+        ),
     )
     now = shell.clock.now()
     verdict = failover.judge(
@@ -125,6 +137,9 @@ async def judge(shell: Shell, job: Job) -> bool:
         return True
     if isinstance(verdict, failover.GiveUp):
         await _give_up(shell, job, target, verdict)
+        return False
+    if isinstance(verdict, failover.Release):
+        await _release(shell, job, target, verdict)
         return False
     await _fail_over(shell, job, target, verdict)
     return True
@@ -153,6 +168,34 @@ async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp
         conditions = with_job_condition(conditions, failed, lifecycle.GAVE_UP_REASON, message, now)
     await patch_workload_status(shell, job.workload, {"conditions": conditions})
     await shell.events.record(job.workload, lifecycle.GAVE_UP_REASON, message, warning=True)
+    log.warning("%s: %s", job.key, message)
+
+
+async def _release(shell: Shell, job: Job, target: str, verdict: failover.Release) -> None:
+    """Let the gang go with its cluster: the copy there loses fleet's labels (so no sweep, no
+    later join, no other fleet takes it for a copy to manage or delete), the binding is
+    Released, and the fleet job says where it was left. No copy is made anywhere else."""
+    member = shell.members.get(target)
+    if member is not None and member.ready and member.client is not None:
+        await release_copy(member, job.key, job.uid)
+        member.snapshot.release(job.uid)
+    life = lifecycle.released(job.life, verdict, shell.clock.now())
+    message = life.released or verdict.message
+    await save(
+        shell,
+        job,
+        life,
+        conditions=binding_conditions(
+            shell, job, (c.CONDITION_HEALTHY, "False", lifecycle.RELEASED_REASON, message)
+        ),
+    )
+    shell.triggers.track(job.key, cluster=None, evicting=[])
+    now = shell.clock.now()
+    conditions = with_fleet_condition(
+        conditions_of(job.workload), "False", lifecycle.RELEASED_REASON, message, now
+    )
+    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+    await shell.events.record(job.workload, lifecycle.RELEASED_REASON, message, warning=True)
     log.warning("%s: %s", job.key, message)
 
 

@@ -190,6 +190,22 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     )
 
 
+async def release_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
+    """Let the member's copy go (if it is ours): fleet's labels are removed, so nothing of
+    fleet's manages, sweeps or deletes it again; True if there was one."""
+    client = member.client
+    assert client is not None
+    await reserving.release(member, uid)
+    if member.lacks(key.api_version, key.kind):
+        return False
+    found = await client.get(key.api_version, key.kind, key.name, key.namespace)
+    if found is None or not copies.is_ours(found, uid):
+        return False
+    unmarked = {"metadata": {"labels": {c.MANAGED_BY_LABEL: None, c.FLEET_UID_LABEL: None}}}
+    await client.patch(key.api_version, key.kind, key.name, unmarked, key.namespace)
+    return True
+
+
 async def _create_namespace(shell: Shell, member: Member, namespace: str) -> None:
     client = member.client
     assert client is not None

@@ -23,6 +23,7 @@ import kopf
 from aiohttp import web
 
 from fleet.api import constants as c
+from fleet.api.membership import default_fleet_id
 from fleet.controller.bindings import BindingStore, key_of_binding
 from fleet.controller.clock import SYSTEM_CLOCK, Clock
 from fleet.controller.context import Shell
@@ -409,7 +410,7 @@ async def resolve_fleet_id(fleet: KubeClient) -> str:
         raise StartupError(
             "Namespace kube-system has no UID to derive the fleet id; set --fleet-id"
         )
-    return c.DEFAULT_FLEET_ID_PREFIX + uid.replace("-", "")[:12]
+    return default_fleet_id(uid)
 
 
 async def run(

@@ -91,9 +91,9 @@ class Reconciler:
         key = job.key
         await claims.sync_claim(shell, job)
         await claims.mark_claimed(shell, job)
-        if job.life.gave_up is not None:
+        if job.life.gave_up is not None or job.life.released is not None:
             await gate.observe(shell, job)
-            return  # failed for good on the fleet (maxFailovers)
+            return  # failed for good on the fleet (maxFailovers), or let go with its cluster
 
         # 3. An eviction the queue decided (reclaim, preemption) is recorded on the binding;
         # old copies a failover or an eviction left behind are purged; then the current

@@ -25,6 +25,7 @@ from fleet.core.failover import (
     GiveUp,
     Move,
     PurgeMode,
+    Release,
     Timers,
     delete_before_placing,
     exclusion_until,
@@ -43,6 +44,7 @@ Phase = Literal[
     "Succeeded",
     "Failed",
     "FailingOver",
+    "Released",
 ]
 Health = Literal["Healthy", "Unhealthy", "Unknown"]
 
@@ -118,6 +120,9 @@ class Binding:
     gave_up: str | None = None
     #: While its capacity is being reserved in `cluster` (Koordinator Reservations): since when.
     reserving_since: float | None = None
+    #: Set when the gang was let go with its cluster (`fleet unjoin --leave`, or its
+    #: MemberCluster deleted under it): where it was left, and why.
+    released: str | None = None
 
     @property
     def failover_count(self) -> int:
@@ -127,8 +132,9 @@ class Binding:
 
     @property
     def finished(self) -> bool:
-        """Nothing more will happen to it: it succeeded, or failed for good on the fleet."""
-        return self.phase == "Succeeded" or self.gave_up is not None
+        """Nothing more will happen to it: it succeeded, failed for good on the fleet, or was
+        released with its cluster."""
+        return self.phase == "Succeeded" or self.gave_up is not None or self.released is not None
 
     def excluded(self, now: float) -> dict[str, str]:
         """Cluster -> why, for every cluster the gang must still avoid at `now`."""
@@ -140,11 +146,14 @@ class Binding:
         return min(ends, default=None)
 
     def clusters_holding_copies(self) -> list[str]:
-        """Every cluster that may still hold a copy: the target, the clusters with an eviction
-        pending, and any stay not yet ended."""
-        clusters = {self.cluster} if self.cluster else set()
+        """Every cluster that may still hold a copy fleet manages: the target (unless the gang
+        was released there), the clusters with an eviction pending, and any stay not yet
+        ended."""
+        clusters = {self.cluster} if self.cluster and self.released is None else set()
         clusters |= {e.from_cluster for e in self.evictions}
         clusters |= {s.cluster for s in self.stays if s.removed_at is None}
+        if self.released is not None:
+            clusters.discard(self.cluster)
         return sorted(c for c in clusters if c)
 
 
@@ -397,6 +406,29 @@ def gave_up(binding: Binding, verdict: GiveUp) -> Binding:
     )
 
 
+#: The Healthy condition's reason on a binding released with its cluster.
+RELEASED_REASON = "Released"
+
+
+def released(binding: Binding, verdict: Release, now: float) -> Binding:
+    """The gang was let go with its cluster: phase Released, its stay ended, no eviction, no
+    failover, no exclusion; nothing will place it again."""
+    stays = tuple(
+        dataclasses.replace(s, removed_at=now, reason=RELEASED_REASON)
+        if s.cluster == binding.cluster and s.removed_at is None
+        else s
+        for s in binding.stays
+    )
+    return dataclasses.replace(
+        binding,
+        phase="Released",
+        stays=stays,
+        timers=CLEAR,
+        reserving_since=None,
+        released=verdict.message,
+    )
+
+
 # -- copies left behind ------------------------------------------------------------------------
 
 
@@ -446,6 +478,7 @@ __all__ = [
     "GAVE_UP_REASON",
     "PREEMPTED",
     "RECLAIMED",
+    "RELEASED_REASON",
     "SCHEDULED_PREFIX",
     "Binding",
     "Eviction",
@@ -467,6 +500,7 @@ __all__ = [
     "purge_plan",
     "queue_evictions",
     "queued",
+    "released",
     "reservation_failed",
     "reserved",
     "reserving",

@@ -80,6 +80,7 @@ FLEET_KINDS = [
     ),
 ]
 RBAC = "rbac.authorization.k8s.io/v1"
+ADMISSION = "admissionregistration.k8s.io/v1"
 #: What `fleet join` makes in a member: fleet's ServiceAccount and its roles.
 IDENTITY_KINDS = [
     Kind("v1", "ServiceAccount", "serviceaccounts", status_subresource=False),
@@ -93,6 +94,21 @@ IDENTITY_KINDS = [
     ),
     Kind(RBAC, "Role", "roles", status_subresource=False),
     Kind(RBAC, "RoleBinding", "rolebindings", status_subresource=False),
+    # The admission policy that narrows fleet's identity (fleet.api.guard).
+    Kind(
+        ADMISSION,
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        namespaced=False,
+        status_subresource=False,
+    ),
+    Kind(
+        ADMISSION,
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        namespaced=False,
+        status_subresource=False,
+    ),
 ]
 MEMBER_KINDS = [
     *CORE_KINDS,

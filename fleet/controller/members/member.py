@@ -54,6 +54,9 @@ class Member:
         self.scheduler_name: str | None = None
         #: spec.reservation, when enabled: (ttl seconds, wait seconds).
         self.reservation: tuple[int, float] | None = None
+        #: The admission policy `fleet join` installed to narrow fleet's identity there
+        #: (fleet.api.guard); "" when the member serves none; None: not made by `fleet join`.
+        self.guard: str | None = None
 
     @property
     def gang_scheduler(self) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from fleet.api import cluster_fields
 from fleet.api import constants as c
+from fleet.api.membership import cluster_id_of
 from fleet.controller.clock import Clock
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event, apply_pod_event
@@ -281,6 +282,21 @@ class MemberRegistry:
                 f"Secret {namespace}/{secret_name} not found",
             )
             return
+        recorded = str(spec.get("id") or "") or None
+        issued_for = cluster_id_of(secret)
+        if recorded and issued_for and recorded != issued_for:
+            await self._disconnect(member)
+            self._set_health(
+                member,
+                False,
+                c.REASON_CLUSTER_ID_MISMATCH,
+                f"Secret {namespace}/{secret_name} was issued for cluster {issued_for}, but "
+                f"this MemberCluster is cluster {recorded} (spec.id): not used",
+            )
+            return
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        guard = annotations.get(c.ADMISSION_POLICY_ANNOTATION)
+        member.guard = None if guard is None else ("" if guard == c.NO_ADMISSION_POLICY else guard)
         key = ref.get("key") or "kubeconfig"
         fingerprint = hashlib.sha256(
             json.dumps([secret.get("data"), secret.get("stringData"), key], sort_keys=True).encode()
@@ -312,9 +328,33 @@ class MemberRegistry:
             return
         if self.member_qps > 0:
             client.rate_limit = RateLimit(self.member_qps, self.member_burst or 1)
+        if recorded and not await self._reaches(member, client, recorded):
+            member.fingerprint = ""  # looked at again with the next change or resync
+            return
         member.shape = shape(resolved.config)
         self._connect(member, client)
         self._schedule_renewal(member, secret, key, resolved.config)
+
+    async def _reaches(self, member: Member, client: KubeClient, recorded: str) -> bool:
+        """Whether `client` reaches the cluster `recorded` (its kube-system namespace's UID); a
+        member that does not answer now is taken on trust (the probe reports it), one that
+        answers with another UID is refused."""
+        try:
+            namespace = await client.get("v1", "Namespace", "kube-system")
+        except (ApiError, Unreachable):
+            return True
+        found = str(((namespace or {}).get("metadata") or {}).get("uid") or "")
+        if not found or found == recorded:
+            return True
+        await client.aclose()
+        self._set_health(
+            member,
+            False,
+            c.REASON_CLUSTER_ID_MISMATCH,
+            f"its kubeconfig reaches cluster {found}, but this MemberCluster is cluster "
+            f"{recorded} (spec.id): not used",
+        )
+        return False
 
     # -- token renewal -------------------------------------------------------------------------
 

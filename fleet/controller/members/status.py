@@ -38,6 +38,20 @@ class MemberStatusWriter:
                 observed_generation=member.generation,
             )
         }
+        if member.guard is not None:
+            guarded = bool(member.guard)
+            desired["conditions"] = upsert_condition(
+                desired["conditions"],
+                c.CONDITION_GUARDED,
+                "True" if guarded else "False",
+                "AdmissionPolicy" if guarded else "NoAdmissionPolicy",
+                f"ValidatingAdmissionPolicy {member.guard} narrows fleet's identity there"
+                if guarded
+                else "the member serves no ValidatingAdmissionPolicy (Kubernetes < 1.30): "
+                "fleet's identity there is limited by RBAC alone (docs/security.md)",
+                now,
+                observed_generation=member.generation,
+            )
         if member.gang_scheduler:
             desired["gangScheduler"] = member.gang_scheduler
         if member.ready:
