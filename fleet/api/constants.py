@@ -77,6 +77,17 @@ DEPENDENCY_KINDS: Final = {
 }
 """Kind -> apiVersion of the objects `propagateDeps` copies into the member with a workload (and
 that `kubectl amc` shows an ADOPTION column for)."""
+DEPENDENCY_ADOPTED_ANNOTATION: Final = "fleet.dev/adopted"
+"""Annotation `"true"` on a member dependency fleet took over under `conflictResolution:
+Overwrite` (it was the member's before): fleet keeps it in step but never deletes it."""
+ALLOW_DEPENDENCY_OVERWRITE_LABEL: Final = "fleet.dev/allow-dependency-overwrite"
+"""Label `"true"` on a member namespace: its admins let fleet take over (`conflictResolution:
+Overwrite`) a same-named Secret, ConfigMap, ServiceAccount or PVC fleet did not create there.
+Without it the member's admission policy refuses the takeover and the job is not sent there."""
+REASON_DEPENDENCY_CONFLICT: Final = "DependencyConflict"
+"""A dependency of the job exists in a member and is not fleet's (or the member refused fleet's
+write of it): the job is not dispatched there (placement's pending reason code, the binding's
+FullyApplied reason, and the Warning Event's reason)."""
 
 # --- Gang labels and annotations member schedulers understand -----------------------------
 # One copy, in the core (`fleet.core.gangmarks`: the kind adapters write them).
