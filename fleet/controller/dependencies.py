@@ -38,7 +38,7 @@ from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.controller.namespaces import in_namespace
-from fleet.kube import ApiError, Conflict, NotFound, Obj
+from fleet.kube import ApiError, Conflict, Forbidden, NotFound, Obj
 
 log = logging.getLogger(__name__)
 
@@ -263,8 +263,11 @@ async def release(
             deleted = await client.delete(
                 copies.DEPENDENCY_KINDS[r.kind], r.kind, r.name, namespace, uid=r.uid
             )
-        except Conflict:
-            deleted = False  # replaced by the member's own object: not fleet's to delete
+        except (Conflict, Forbidden) as e:
+            # Replaced by the member's own object (409, its UID differs), or its admission
+            # policy says it is not fleet's (403): not fleet's to delete.
+            log.info("%s: %s not deleted: %s", binding.metadata.name, (r.kind, r.name), e)
+            deleted = False
         if deleted:
             what = _describe(namespace, member, r.kind, r.name)
             await shell.events.record(

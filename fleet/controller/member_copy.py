@@ -332,6 +332,5 @@ async def _not_applied(shell: Shell, job: Job, cluster: str, reason: str, messag
         ),
     )
     warning = reason != "DispatchingSuspended"
-    await shell.events.record(
-        job.workload, "ApplyFailed" if warning else reason, message, warning=warning
-    )
+    event = reason if reason in ("DispatchingSuspended", c.REASON_DEPENDENCY_CONFLICT) else None
+    await shell.events.record(job.workload, event or "ApplyFailed", message, warning=warning)

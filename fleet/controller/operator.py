@@ -34,8 +34,8 @@ from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex, explain_policy
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
-from fleet.controller.settings import Settings
 from fleet.controller.resync import resync_forever
+from fleet.controller.settings import Settings
 from fleet.controller.sweep import sweep_forever
 from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
