@@ -170,6 +170,7 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
     )
     if moved.delete_old_copy and member is not None:
         await delete_copy(member, job.key, job.uid)
+        job.binding = await dependencies.let_go(shell, job.key, job.binding, job.workload, member)
     await save(
         shell,
         job,

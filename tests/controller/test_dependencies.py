@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from fleet.api import constants as c
 from fleet.controller.resync import resync_once
@@ -406,3 +407,33 @@ async def test_a_dependency_the_job_stops_using_is_deleted_and_the_rest_kept():
 
 def key_parts(key: Any) -> tuple[str, str, str, str]:
     return (key.api_version, key.kind, key.name, key.namespace)
+
+
+@pytest.mark.parametrize("purge_mode", ["Immediately", "Gracefully"])
+async def test_a_failover_takes_the_dependencies_fleet_created_along_with_the_old_copy(
+    purge_mode: str,
+):
+    world = World()
+    first = member(world, "member-1", gpus=4)  # the first choice
+    second = member(world, "member-2", gpus=8)
+    world.fleet_api.put(config_map("cfg", "fleet"))
+    gang = policy("Abort")
+    gang["spec"]["failover"]["application"]["purgeMode"] = purge_mode
+    world.apply_policy(gang)
+    key = world.submit(job_using("job", config_maps=("cfg",)))
+    await world.reconcile(key)
+    assert placed_on(world, key) == "member-1"
+    first.set_job_state("job", "Failed")
+    await world.reconcile(key)
+    world.clock.advance(31)  # past tolerationSeconds
+    await world.reconcile(key)
+    assert placed_on(world, key) == "member-2"
+    if purge_mode == "Gracefully":
+        second.set_job_state("job", "Running")
+        await world.reconcile(key)
+
+    assert first.copy("job") is None
+    assert first.api.get(*CONFIGMAP, "cfg", NAMESPACE) is None
+    assert second.api.get(*CONFIGMAP, "cfg", NAMESPACE) is not None
+    clusters = [r["cluster"] for r in binding_status(world, key)["dependencies"]]
+    assert clusters == ["member-2"]
