@@ -90,6 +90,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         await _keep_in_step(shell, job, member, deps)
         return seen  # the copy unchanged since the last apply: no write
     written: dependencies.Written | None = None
+    existing: Obj | None = None
     try:
         if seen is None and member.jobs_synced(key.api_version, key.kind):
             # The member's watch is complete and holds no copy of ours: its dependencies, then
@@ -143,6 +144,9 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         )
     except ApiError as e:
         if e.status in _REFUSED:
+            if written is not None and (existing is None or not copies.is_ours(existing, job.uid)):
+                # The member refused the copy: what was created for it goes again.
+                await dependencies.delete_created(member, key.namespace, written.created)
             await _not_applied(shell, job, member.name, c.REASON_APPLY_FAILED, str(e))
             return None
         raise

@@ -437,3 +437,24 @@ async def test_a_failover_takes_the_dependencies_fleet_created_along_with_the_ol
     assert second.api.get(*CONFIGMAP, "cfg", NAMESPACE) is not None
     clusters = [r["cluster"] for r in binding_status(world, key)["dependencies"]]
     assert clusters == ["member-2"]
+
+
+async def test_a_copy_the_member_refuses_takes_back_the_dependencies_created_for_it():
+    world = World()
+    only = member(world, "member-1")
+    world.fleet_api.put(config_map("cfg", "fleet"))
+    world.apply_policy(policy("Abort"))
+    key = world.submit(job_using("job", config_maps=("cfg",)))
+
+    def refuse_jobs(request: httpx.Request) -> httpx.Response | None:
+        if request.method in ("POST", "PATCH") and "/pytorchjobs" in request.url.path:
+            return status(422, "Invalid", "PyTorchJob.kubeflow.org is invalid: spec: Required")
+        return None
+
+    only.api.interceptors.append(refuse_jobs)
+    await world.reconcile(key)
+
+    assert only.copy("job") is None
+    assert only.api.get(*CONFIGMAP, "cfg", NAMESPACE) is None
+    applied = conditions(world.binding(key))[c.CONDITION_FULLY_APPLIED]
+    assert applied["status"] == "False" and "spec: Required" in applied["message"]
