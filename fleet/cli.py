@@ -116,6 +116,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         lease_namespace=args.lease_namespace,
         fleet_id=args.fleet_id or "",
         sweep_interval=args.sweep_interval,
+        resync_interval=args.resync_interval,
         token_renew_before=args.token_renew_before,
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
@@ -387,6 +388,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         help="seconds between sweeps for member copies whose fleet object is gone (0: off)",
+    )
+    ctl.add_argument(
+        "--resync-interval",
+        type=float,
+        default=30.0,
+        help="seconds between reconciles of every bound job, which also bound how long a "
+        "change to a propagated Secret or ConfigMap takes to reach the members (0: off)",
     )
     ctl.add_argument(
         "--token-renew-before",

@@ -146,9 +146,13 @@ def member_rules() -> tuple[Rule, ...]:
         "",
         tuple(plural(kind) for kind in DEPENDENCY_KINDS),
         {
-            "create": "propagateDeps: a dependency the member does not have yet is created (a "
-            "server-side apply of a new object is authorized as create)",
-            "patch": "propagateDeps: the copy is written by server-side apply",
+            "create": "propagateDeps: a dependency is created in the member (a 409 says the "
+            "member has one of that name, without reading it)",
+            "patch": "propagateDeps: a dependency is kept in step with the fleet by a JSON patch "
+            "whose first op tests fleet's managed-by label (so an object fleet did not write is "
+            "never changed), and under conflictResolution Overwrite taken over by a merge patch",
+            "delete": "propagateDeps: a dependency fleet created is deleted (by its UID) once no "
+            "job of fleet's in the member uses it",
         },
         about="What propagateDeps copies with a job (fleet.api.constants.DEPENDENCY_KINDS). "
         "Write only: fleet never reads them in a member.",

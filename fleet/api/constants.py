@@ -77,6 +77,13 @@ DEPENDENCY_KINDS: Final = {
 }
 """Kind -> apiVersion of the objects `propagateDeps` copies into the member with a workload (and
 that `kubectl amc` shows an ADOPTION column for)."""
+DEPENDENCY_ADOPTED_ANNOTATION: Final = "fleet.dev/adopted"
+"""Annotation `"true"` on a member dependency fleet took over under `conflictResolution:
+Overwrite` (it was the member's before): fleet keeps it in step but never deletes it."""
+REASON_DEPENDENCY_CONFLICT: Final = "DependencyConflict"
+"""A dependency of the job exists in a member and is not fleet's (or the member refused fleet's
+write of it): the job is not dispatched there (placement's pending reason code, the binding's
+FullyApplied reason, and the Warning Event's reason)."""
 
 # --- Gang labels and annotations member schedulers understand -----------------------------
 # One copy, in the core (`fleet.core.gangmarks`: the kind adapters write them).
@@ -179,9 +186,11 @@ CONDITION_GUARDED: Final = "Guarded"
 """MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
 False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""
 ALLOW_OVERWRITE_LABEL: Final = "fleet.dev/allow-overwrite"
-"""On a namespace in a member, set by its owners (`true`): fleet may take over objects of the
-same name there under `conflictResolution: Overwrite`. Without it the member's admission policy
-(fleet.api.guard) refuses fleet any change to an object it did not create."""
+"""Label `"true"` on a namespace in a member, set by its owners: fleet may take over objects of
+the same name there (a job copy, a Secret, ConfigMap, ServiceAccount or PVC it did not create)
+under `conflictResolution: Overwrite`. Without it the member's admission policy
+(fleet.api.guard) refuses fleet any change to an object it did not create, and the job is not
+sent there."""
 UNJOINING_TAINT_KEY: Final = "fleet.dev/unjoining"
 """NoExecute taint `fleet unjoin --move` puts on a MemberCluster: the controller moves every
 gang off it (failover reason MemberUnjoined, not counted against maxFailovers)."""

@@ -72,7 +72,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
             for h in (status.failover_history if status else None) or ()
         ),
         exclusions=tuple(
-            lifecycle.Exclusion(e.name, e.reason or "failure", _epoch(e.until))
+            lifecycle.Exclusion(e.name, e.reason or "failure", _epoch(e.until), e.code)
             for e in (status.excluded_clusters if status else None) or ()
         ),
         evictions=tuple(
@@ -172,6 +172,7 @@ def persisted_status(life: lifecycle.Binding) -> dict[str, Any]:
                 name=e.cluster,
                 reason=e.reason,
                 until=None if e.until is None else from_epoch(e.until),
+                code=e.code,
             ).to_dict()
             for e in life.exclusions
         ]

@@ -24,6 +24,7 @@ from fleet.api import (
 )
 from fleet.api import constants as c
 from fleet.api.matching import policy_ref
+from fleet.controller import dependencies
 from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy
@@ -255,6 +256,8 @@ async def finalize(
                 waiting.append(cluster)
                 continue
             await delete_copy(member, key, uid)
+            if binding is not None:  # its dependencies there go too, unless others use them
+                binding = await dependencies.let_go(shell, key, binding, workload, member)
         if waiting:
             message = f"waiting for {', '.join(waiting)} to be reachable to delete its copy"
             await shell.events.record(workload, "CleanupPending", message, warning=True)

@@ -149,3 +149,85 @@ def dependency_copy(obj: Mapping[str, Any], fleet_id: str) -> dict[str, Any]:
     if obj.get("kind") == "ServiceAccount":
         out.pop("secrets", None)
     return out
+
+
+#: The fields fleet keeps in step on a member dependency after creating it, by kind. A Secret's
+#: `type` and a PVC's spec cannot change once made: they are written at creation only.
+_KEPT_FIELDS: dict[str, tuple[str, ...]] = {
+    "ConfigMap": ("data", "binaryData"),
+    "Secret": ("data",),
+    "ServiceAccount": ("imagePullSecrets", "automountServiceAccountToken"),
+    "PersistentVolumeClaim": (),
+}
+#: What an absent field is written as: a value the API server stores as absent (omitempty).
+_EMPTY: dict[str, Any] = {
+    "data": {},
+    "binaryData": {},
+    "imagePullSecrets": [],
+    "automountServiceAccountToken": None,
+}
+
+
+def dependency_digest(dependency: Mapping[str, Any]) -> str:
+    """What a dependency copy is, in a few characters: a changed fleet object changes it."""
+    return _digest(dependency)
+
+
+def stamped_dependency(dependency: Mapping[str, Any]) -> dict[str, Any]:
+    """A dependency copy as created in a member: with its digest annotation (so its annotations
+    exist for the per-key writes of `dependency_patch`)."""
+    out = copy.deepcopy(dict(dependency))
+    out["metadata"]["annotations"][c.APPLIED_DIGEST_ANNOTATION] = _digest(dependency)
+    return out
+
+
+def _pointer(key: str) -> str:
+    """A map key as one JSON-pointer token (RFC 6901: `~` is `~0`, `/` is `~1`)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def ownership_test(fleet_id: str) -> dict[str, Any]:
+    """The JSON-patch op that fails (422) unless the member object carries this fleet's mark:
+    an object fleet did not write is never changed by a patch that starts with it."""
+    return {
+        "op": "test",
+        "path": f"/metadata/labels/{_pointer(c.MANAGED_BY_LABEL)}",
+        "value": fleet_id,
+    }
+
+
+def dependency_patch(dependency: Mapping[str, Any], fleet_id: str) -> list[dict[str, Any]]:
+    """The JSON patch that brings a member's copy of a dependency to `dependency`, guarded by
+    `ownership_test`: the kept fields (`_KEPT_FIELDS`) written whole, the fleet object's labels
+    and annotations (and the digest) key by key, so marks others added stay."""
+    meta = dependency["metadata"]
+    ops: list[dict[str, Any]] = [ownership_test(fleet_id)]
+    for name in _KEPT_FIELDS.get(str(dependency.get("kind")), ()):
+        value = dependency.get(name, _EMPTY.get(name))
+        ops.append({"op": "add", "path": f"/{name}", "value": copy.deepcopy(value)})
+    for key, value in sorted((meta.get("labels") or {}).items()):
+        ops.append({"op": "add", "path": f"/metadata/labels/{_pointer(key)}", "value": value})
+    annotations = {
+        **(meta.get("annotations") or {}),
+        c.APPLIED_DIGEST_ANNOTATION: _digest(dependency),
+    }
+    for key, value in sorted(annotations.items()):
+        ops.append({"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value})
+    return ops
+
+
+def takeover_patch(fleet_id: str) -> dict[str, Any]:
+    """The merge patch that marks a member's own object as fleet's (conflictResolution
+    Overwrite): fleet's label, and `adopted`, so fleet never deletes it."""
+    return {
+        "metadata": {
+            "labels": {c.MANAGED_BY_LABEL: fleet_id},
+            "annotations": {c.DEPENDENCY_ADOPTED_ANNOTATION: "true"},
+        }
+    }
+
+
+def is_adopted(member_obj: Mapping[str, Any]) -> bool:
+    """Whether fleet took this member object over rather than creating it."""
+    annotations = (member_obj.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(c.DEPENDENCY_ADOPTED_ANNOTATION) == "true"

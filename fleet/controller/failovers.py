@@ -12,7 +12,7 @@ import logging
 
 from fleet.api import constants as c
 from fleet.api import rules_of_placement
-from fleet.controller import copies
+from fleet.controller import copies, dependencies
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.member_copy import delete_copy, release_copy
 from fleet.controller.status_mirror import (
@@ -60,6 +60,7 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
         if not member.ready or member.client is None:
             continue  # fenced when it comes back (its health change requeues the gang)
         deleted = await delete_copy(member, job.key, job.uid)
+        job.binding = await dependencies.let_go(shell, job.key, job.binding, job.workload, member)
         done.append(eviction.from_cluster)
         if deleted:
             fenced = eviction.reason == c.REASON_CLUSTER_LOST
@@ -212,6 +213,7 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
     )
     if moved.delete_old_copy and member is not None:
         await delete_copy(member, job.key, job.uid)
+        job.binding = await dependencies.let_go(shell, job.key, job.binding, job.workload, member)
     await save(
         shell,
         job,

@@ -35,6 +35,7 @@ from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex, explain_policy
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
+from fleet.controller.resync import resync_forever
 from fleet.controller.settings import Settings
 from fleet.controller.sweep import sweep_forever
 from fleet.controller.triggers import Triggers
@@ -155,6 +156,10 @@ class Controller:
         if self.settings.sweep_interval > 0:
             self._tasks.append(
                 asyncio.create_task(sweep_forever(self.shell, self.leading), name="orphan-sweep")
+            )
+        if self.settings.resync_interval > 0:
+            self._tasks.append(
+                asyncio.create_task(resync_forever(self.shell, self.leading), name="resync")
             )
         if self.settings.metrics_port:
             await self._serve_metrics()

@@ -55,6 +55,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         tolerations=rules.tolerations,
         mix=mix,
         lacking=members.lacking(job.key.api_version, job.key.kind),
+        refused=job.life.refusals(now),
     )
     shell.metrics.decision_seconds.observe(time.perf_counter() - started)
     decision = result.decision

@@ -28,6 +28,9 @@ class Settings:
     probe_interval: float = 3.0
     #: How often MemberCluster status is refreshed (also on every health change).
     status_interval: float = 10.0
+    #: How often every bound workload is reconciled again (0 disables): the longest a change to
+    #: a propagated Secret or ConfigMap on the fleet takes to reach the members' copies.
+    resync_interval: float = 30.0
     #: How often member copies whose fleet object is gone are looked for (0 disables).
     sweep_interval: float = 300.0
     #: This fleet's id: the value of the managed-by label on everything it creates in members,

@@ -79,6 +79,9 @@ class Exclusion:
     cluster: str
     reason: str
     until: float | None = None
+    #: None for a failover's exclusion; a code (DependencyConflict) when the cluster refused
+    #: the job before anything ran there: placement reports it under that code.
+    code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +140,22 @@ class Binding:
         return self.phase == "Succeeded" or self.gave_up is not None or self.released is not None
 
     def excluded(self, now: float) -> dict[str, str]:
-        """Cluster -> why, for every cluster the gang must still avoid at `now`."""
-        return {e.cluster: e.reason for e in self.exclusions if still_excluded(e.until, now)}
+        """Cluster -> why, for every cluster the gang failed over from and must still avoid at
+        `now`."""
+        return {
+            e.cluster: e.reason
+            for e in self.exclusions
+            if e.code is None and still_excluded(e.until, now)
+        }
+
+    def refusals(self, now: float) -> dict[str, tuple[str, str]]:
+        """Cluster -> (code, why), for every cluster that refused the gang (see `refused`) and
+        is still avoided at `now`."""
+        return {
+            e.cluster: (e.code, e.reason)
+            for e in self.exclusions
+            if e.code is not None and still_excluded(e.until, now)
+        }
 
     def next_exclusion_end(self, now: float) -> float | None:
         """When the next exclusion runs out (a placement may succeed then), if any does."""
@@ -220,6 +237,36 @@ def reservation_failed(binding: Binding, reason: str, now: float, *, retry_after
         exclusions=(
             *(e for e in binding.exclusions if e.cluster != cluster),
             Exclusion(cluster, f"{why}: {reason}", now + retry_after),
+        ),
+    )
+
+
+def refused(
+    binding: Binding, cluster: str, code: str, reason: str, now: float, *, retry_after: float
+) -> Binding:
+    """`cluster` refused the gang before its copy was made there (a dependency there is not
+    fleet's, `code` DependencyConflict): the gang leaves it, avoids it for `retry_after`
+    seconds (placement reports it under `code`), and is placed again. Not a failover: nothing
+    ran, and maxFailovers is not charged."""
+    left = binding
+    if binding.cluster == cluster:
+        left = dataclasses.replace(
+            binding,
+            phase="Pending",
+            cluster=None,
+            reserving_since=None,
+            stays=tuple(
+                dataclasses.replace(s, removed_at=now, reason=code)
+                if s.cluster == cluster and s.removed_at is None
+                else s
+                for s in binding.stays
+            ),
+        )
+    return dataclasses.replace(
+        left,
+        exclusions=(
+            *(e for e in left.exclusions if e.cluster != cluster),
+            Exclusion(cluster, reason, now + retry_after, code),
         ),
     )
 

@@ -31,7 +31,9 @@ def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else
         verbs = _grants(rules, access.group_of(api_version), access.plural(kind))
         assert verbs == {"get", "list", "watch", "create", "patch", "delete"}, kind
     for kind in DEPENDENCY_KINDS:
-        assert _grants(rules, "", access.plural(kind)) == {"create", "patch"}, kind
+        # Written, never read: whose an object is, is learnt from the writes (dependencies.py);
+        # deleted by UID when fleet created it and no job of fleet's there uses it any more.
+        assert _grants(rules, "", access.plural(kind)) == {"create", "patch", "delete"}, kind
     # Read-only where fleet only reads; no update, no deletecollection, no wildcard anywhere.
     assert _grants(rules, "", "nodes") == {"list", "watch"}
     assert _grants(rules, "", "namespaces") == {"get", "list", "create"}

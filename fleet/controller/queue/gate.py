@@ -76,7 +76,11 @@ async def admit(shell: Shell, job: Job) -> bool:
     if unit is None:
         unit = await _create(shell, kq, job, key)
     now = shell.clock.now()
-    kq.track(unit, job.gang, rules_of_placement(job.binding.spec.placement), job.life.excluded(now))
+    # Where the gang may not go: the clusters it failed over from, and those that refused it
+    # (a dependency there is not fleet's): a reclaim makes no room for it there.
+    refused = {cluster: why for cluster, (_, why) in job.life.refusals(now).items()}
+    avoid = job.life.excluded(now) | refused
+    kq.track(unit, job.gang, rules_of_placement(job.binding.spec.placement), avoid)
     phase = kq.phase(key)
     if phase == RUNNING and await kq.fail_over(key, now):
         phase = DEQUEUED
