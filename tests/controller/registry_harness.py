@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 from fleet.controller.members import MemberRegistry
-from fleet.kube import KubeClient, Obj
+from fleet.kube import Connection, KubeClient, Obj
 from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
 from tests.controller.harness import FakeClock, node
 from tests.kube.pki import Pem, inline_kubeconfig, make_pem
@@ -76,9 +76,8 @@ class Members:
         # these tests is one the test started.
         self.fleet_api.holds.append(_lists_secrets)
 
-    def _connect(self, name: str, config: Mapping[str, Any]) -> KubeClient:
-        (cluster,) = config["clusters"]
-        server = cluster["cluster"]["server"]
+    def _connect(self, name: str, connection: Connection) -> KubeClient:
+        server = connection.server
         client = self.servers[server].client(name, retries=1)
         self.connected.append((server, client))
         return client

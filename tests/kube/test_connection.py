@@ -47,8 +47,10 @@ def test_inline_credentials_make_a_client_certificate_context() -> None:
     assert connection.tls.key.data == pem.key
     assert connection.auth is None
     info = kopf_login(connection, NOW)
+    # kopf connects with fleet's own SSLContext: no PEM data it would write to a file.
+    assert info.as_ssl_context() is connection.ssl_context
     assert (info.ca_path, info.certificate_path, info.private_key_path) == (None, None, None)
-    assert info.private_key_data == pem.key and info.certificate_data == pem.cert
+    assert info.private_key_data is None and info.certificate_data is None
     assert info.expiration is None
 
 
@@ -73,10 +75,10 @@ def test_file_paths_are_read_relative_to_the_kubeconfig(tmp_path: Path) -> None:
     connection = load(str(file))
     assert connection.default_namespace == "team-a"
     assert connection.tls.key is not None and connection.tls.key.path == tmp_path / "pki/admin.key"
+    assert connection.tls.ca is not None and connection.tls.ca.path == tmp_path / "pki/ca.crt"
     info = kopf_login(connection, NOW)
-    # kopf reads the user's own files; it gets no data it would have to write somewhere.
-    assert info.ca_path == str(tmp_path / "pki/ca.crt")
-    assert info.private_key_path == str(tmp_path / "pki/admin.key")
+    # kopf connects with the context fleet built from the user's files; no data, no copies.
+    assert info.as_ssl_context() is connection.ssl_context
     assert info.private_key_data is None and info.certificate_data is None
 
 
