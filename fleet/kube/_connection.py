@@ -81,7 +81,12 @@ class Connection:
 
     @property
     def insecure(self) -> bool:
-        return self.ssl_context is False
+        """Whether the server goes unverified (insecure-skip-tls-verify, with or without a
+        client certificate to present)."""
+        context = self.ssl_context
+        return context is False or (
+            isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_NONE
+        )
 
     def bearer_token(self, rejected: str | None = None) -> str | None:
         """The token to send now (re-read from its file if it rotated; from the exec plugin's
