@@ -63,6 +63,8 @@ class Members:
         self._pem: Pem = make_pem()
         #: Every client the registry had made, with the server it talks to, in order.
         self.connected: list[tuple[str, KubeClient]] = []
+        #: The Connection each client was made from (fleet.kubeconfig's, built as it checked).
+        self.connections: list[Connection] = []
         self.registry = MemberRegistry(
             self.fleet_api.client("fleet"),
             self.listener,
@@ -78,6 +80,7 @@ class Members:
 
     def _connect(self, name: str, connection: Connection) -> KubeClient:
         server = connection.server
+        self.connections.append(connection)
         client = self.servers[server].client(name, retries=1)
         self.connected.append((server, client))
         return client
@@ -90,9 +93,12 @@ class Members:
         self.servers[url] = api
         return api
 
-    def secret(self, name: str, server: str) -> Obj:
-        """The kubeconfig Secret for `name`, pointing at `server` (stored in the fleet)."""
-        text = yaml.safe_dump(inline_kubeconfig(self._pem, server))
+    def secret(self, name: str, server: str, **cluster: str) -> Obj:
+        """The kubeconfig Secret for `name`, pointing at `server` (stored in the fleet), with
+        `cluster` fields added to its cluster entry (`**{"tls-server-name": ...}`)."""
+        config = inline_kubeconfig(self._pem, server)
+        config["clusters"][0]["cluster"].update(cluster)
+        text = yaml.safe_dump(config)
         return self.fleet_api.put(
             {
                 "apiVersion": "v1",
