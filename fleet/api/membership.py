@@ -77,11 +77,13 @@ _RBAC: Final = f"{_RBAC_GROUP}/v1"
 @dataclasses.dataclass(frozen=True)
 class MemberEndpoint:
     """How the controller reaches the member: its server, the CA that signs it (base64 PEM, as
-    the user's kubeconfig had it; None: the system's CAs) and, if set, the TLS server name."""
+    the user's kubeconfig had it; None: the system's CAs) and, if set, the TLS server name and
+    the proxy, as kubectl reaches it with the user's kubeconfig."""
 
     server: str
     ca_data: str | None = None
     tls_server_name: str | None = None
+    proxy_url: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,6 +284,8 @@ def member_kubeconfig(
         cluster["certificate-authority-data"] = endpoint.ca_data
     if endpoint.tls_server_name:
         cluster["tls-server-name"] = endpoint.tls_server_name
+    if endpoint.proxy_url:
+        cluster["proxy-url"] = endpoint.proxy_url
     user = f"system:serviceaccount:{service_account.replace('/', ':')}"
     return {
         "apiVersion": "v1",

@@ -16,6 +16,7 @@ import datetime
 import logging
 import os
 import socket
+import ssl
 from collections import Counter
 from typing import Any
 
@@ -44,7 +45,6 @@ from fleet.core.kinds import ADAPTERS
 from fleet.kube import (
     ApiError,
     Connection,
-    Credential,
     KubeClient,
     TokenFile,
     Unreachable,
@@ -256,17 +256,29 @@ class Controller:
         await site.start()
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FleetConnectionInfo(kopf.ConnectionInfo):
+    """kopf's credentials with fleet's own SSLContext: the one the Connection verifies the
+    server with (its CA, the tls-server-name it names, the client key loaded from memory).
+    kopf's aiohttp session connects with it as it is (`as_ssl_context`), so kopf checks the
+    server exactly as fleet's own client does and never writes a key to a temporary file."""
+
+    ssl_context: ssl.SSLContext | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def as_ssl_context(self) -> ssl.SSLContext:
+        return self.ssl_context if self.ssl_context is not None else super().as_ssl_context()
+
+
 def kopf_login(
     conn: Connection, now: datetime.datetime, rejected: str | None = None
 ) -> kopf.ConnectionInfo:
-    """kopf's credentials: the same as fleet's own client, from memory or the user's files.
+    """kopf's credentials: the same as fleet's own client, SSLContext and proxy included.
 
-    The CA, certificate and key go to kopf as the user's own file paths when the kubeconfig
-    named files, else as PEM data; never as files fleet wrote. kopf's
-    `ConnectionInfo.as_ssl_context` (kopf 1.45) passes CA data to OpenSSL in memory (`cadata=`)
-    but writes certificate and key data to a `tempfile.NamedTemporaryFile` that it deletes as
-    soon as the SSLContext is built, once per login: the key is on disk, private to this user,
-    for that moment only.
+    The SSLContext is the Connection's own (FleetConnectionInfo): the CA, the tls-server-name,
+    the client certificate and key, all in memory; kopf gets no PEM data it would write to a
+    temporary file (kopf 1.45's `ConnectionInfo.as_ssl_context` does that with certificate and
+    key data). A Connection without one (the system's CAs, or insecure-skip-tls-verify) leaves
+    kopf to build its own with `insecure`. The kubeconfig's proxy-url is kopf's `proxy_url`.
 
     A token read from a file (the pod's service account) rotates: `expiration` makes kopf log in
     again, and so re-read it, at 90% of the token's lifetime (fleet.kube.refresh_deadline).
@@ -276,32 +288,16 @@ def kopf_login(
     holds expired or was refused (401); `rejected` is that token (the one the last login gave),
     so the plugin runs again rather than hand back the same one.
     """
-    tls = conn.tls
-
-    def parts(credential: Credential | None) -> tuple[str | None, bytes | None]:
-        if credential is None:
-            return None, None
-        if credential.path is not None:
-            return str(credential.path), None
-        return None, credential.data
-
-    ca_path, ca_data = parts(tls.ca)
-    certificate_path, certificate_data = parts(tls.certificate)
-    key_path, key_data = parts(tls.key)
     token = conn.bearer_token(rejected)
     rotates = isinstance(conn.auth, TokenFile)
     expiration = refresh_deadline(token, now) if token and rotates else conn.token_expires
-    return kopf.ConnectionInfo(
+    return FleetConnectionInfo(
         server=conn.server,
-        ca_path=ca_path,
-        ca_data=ca_data,
-        certificate_path=certificate_path,
-        certificate_data=certificate_data,
-        private_key_path=key_path,
-        private_key_data=key_data,
+        ssl_context=conn.ssl_context if isinstance(conn.ssl_context, ssl.SSLContext) else None,
         token=token,
         insecure=conn.insecure,
         default_namespace=conn.default_namespace,
+        proxy_url=conn.proxy,
         expiration=expiration,
     )
 

@@ -113,7 +113,7 @@ def plan_for(
     token_seconds: int = DEFAULT_TOKEN_SECONDS,
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
 ) -> JoinPlan:
-    endpoint = endpoint_of(client.connection, cluster)
+    endpoint = endpoint_of(client.connection)
     _check_stored(name, endpoint, cluster)
     return plan_join(
         name,

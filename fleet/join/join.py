@@ -71,14 +71,16 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def endpoint_of(connection: Connection, cluster: Mapping[str, Any]) -> MemberEndpoint:
+def endpoint_of(connection: Connection) -> MemberEndpoint:
     """The member's server and CA as the user's kubeconfig reaches it (the CA read from the
-    kubeconfig's data or file, never fetched from the server)."""
+    kubeconfig's data or file, never fetched from the server), with the TLS server name and
+    proxy the connection uses (fleet.kube reads them, and refuses a proxy it cannot speak)."""
     ca = connection.tls.ca.data if connection.tls.ca is not None else None
     return MemberEndpoint(
         server=connection.server,
         ca_data=base64.b64encode(ca).decode() if ca else None,
-        tls_server_name=cluster.get("tls-server-name") or None,
+        tls_server_name=connection.tls_server_name,
+        proxy_url=connection.proxy,
     )
 
 

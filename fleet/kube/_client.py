@@ -64,12 +64,9 @@ class KubeClient:
         self._retries = retries
         self._sleep = sleep
         self._http = httpx.AsyncClient(
-            base_url=connection.server,
-            verify=connection.ssl_context,
-            auth=connection.auth,
             timeout=httpx.Timeout(timeout, connect=5.0),
             limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
-            transport=transport,
+            **connection.client_options(transport),
         )
         self._requests = Requests(self.name, Discovery())
         #: Requests sent, by (verb, resource): what a dispatch costs (see /metrics).

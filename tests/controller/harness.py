@@ -32,7 +32,7 @@ from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.kinds import adapter_for
 from fleet.core.taints import Taint
-from fleet.kube import Informer, KubeClient, Obj, object_key
+from fleet.kube import Connection, Informer, KubeClient, Obj, object_key
 from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
 
 FLEET_ID = "fleet-test"
@@ -208,7 +208,7 @@ class World:
         self.members: dict[str, FakeMember] = {}
         self.fleet_api.watchers.append(self._fleet_event)
 
-    def _no_connect(self, name: str, config: Mapping[str, Any]) -> KubeClient:
+    def _no_connect(self, name: str, connection: Connection) -> KubeClient:
         raise AssertionError(f"reconciler tests build members directly ({name})")
 
     # -- what kopf would deliver -------------------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -19,7 +18,7 @@ from fleet.api.membership import (
     kubeconfig_secret,
     member_kubeconfig,
 )
-from fleet.controller.members.renewal import RenewableToken, token_of
+from fleet.controller.members.renewal import RenewableToken
 from fleet.kube import Connection, KubeClient
 from tests.controller.registry_harness import SECRET_NAMESPACE, Members
 
@@ -57,10 +56,10 @@ class TokenMember:
 class RenewingMembers(Members):
     """Members whose clients authenticate with a renewable token, as the real ones do."""
 
-    def _connect(self, name: str, config: Mapping[str, Any]) -> KubeClient:
-        (cluster,) = config["clusters"]
-        server = cluster["cluster"]["server"]
-        token = token_of(config)
+    def _connect(self, name: str, connection: Connection) -> KubeClient:
+        # The Connection fleet.kubeconfig built when it checked the Secret, token and all.
+        server = connection.server
+        token = connection.bearer_token()
         assert token is not None
 
         async def no_wait(_seconds: float) -> None:

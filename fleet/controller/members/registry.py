@@ -36,25 +36,25 @@ from fleet.controller.members.renewal import (
     renewable_token,
     renewal_of,
     shape,
-    token_of,
 )
 from fleet.controller.members.secrets import SecretWatch
 from fleet.controller.members.status import MemberStatusWriter
 from fleet.core.errors import FieldError
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, parse_taints
-from fleet.kube import ApiError, KubeClient, Obj, RateLimit, Unreachable
+from fleet.kube import ApiError, Connection, KubeClient, Obj, RateLimit, Unreachable
 from fleet.kubeconfig import KubeconfigError, kubeconfig_from_secret
 
 log = logging.getLogger(__name__)
 
-#: Builds the client for a member from its validated kubeconfig (tests inject transports).
-Connect = Callable[[str, Mapping[str, Any]], KubeClient]
+#: Builds the client for a member from the Connection its validated kubeconfig describes
+#: (fleet.kubeconfig builds it once, with the checks; tests inject transports).
+Connect = Callable[[str, Connection], KubeClient]
 
 
-def connect_with_kubeconfig(name: str, config: Mapping[str, Any]) -> KubeClient:
+def connect_with_kubeconfig(name: str, connection: Connection) -> KubeClient:
     """The member's client; a token in it can be renewed in place (renewal.RenewableToken)."""
-    return connect_renewable(name, config)
+    return connect_renewable(name, connection)
 
 
 class MemberListener(Protocol):
@@ -310,7 +310,7 @@ class MemberRegistry:
             member.fingerprint = fingerprint
             self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
             return
-        token, new_token = renewable_token(member.client), token_of(resolved.config)
+        token, new_token = renewable_token(member.client), resolved.token
         if token is not None and new_token and member.shape == shape(resolved.config):
             # Only the token changed (renewed, or rotated by hand): swap it into the live
             # client; the watches, the snapshot and the member's health go on untouched.
@@ -322,7 +322,7 @@ class MemberRegistry:
         await self._disconnect(member)
         member.fingerprint = fingerprint
         try:
-            client = self.connect(name, resolved.config)
+            client = self.connect(name, resolved.connection)
         except (KubeconfigError, ValueError) as e:
             self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
             return

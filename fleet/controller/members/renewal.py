@@ -28,7 +28,7 @@ from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.membership import IssuedToken, identity_of, renewed_secret, token_request
 from fleet.core.tokens import renew_at
-from fleet.kube import BearerToken, KubeClient, Trust, from_kubeconfig
+from fleet.kube import BearerToken, Connection, KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,9 @@ class RenewableToken(BearerToken):
         return "RenewableToken(<hidden>)"
 
 
-def connect_renewable(name: str, config: Mapping[str, Any]) -> KubeClient:
-    """The member's client, its token (if it authenticates with one) replaceable in place."""
-    connection = from_kubeconfig(config, trust=Trust.SECRET)  # inline data only, never a plugin
+def connect_renewable(name: str, connection: Connection) -> KubeClient:
+    """The member's client, its token (if it authenticates with one) replaceable in place.
+    `connection` is the one fleet.kubeconfig built when it checked the Secret: not read again."""
     if isinstance(connection.auth, BearerToken):
         connection = dataclasses.replace(connection, auth=RenewableToken(connection.auth.token()))
     return KubeClient(connection, name=name)
@@ -75,20 +75,6 @@ def shape(config: Mapping[str, Any]) -> str:
     ]
     stripped = {**config, "users": users}
     return hashlib.sha256(json.dumps(stripped, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def token_of(config: Mapping[str, Any]) -> str | None:
-    """The token of the kubeconfig's current user (None if it has none)."""
-    context = next(
-        (x for x in config.get("contexts") or [] if x.get("name") == config.get("current-context")),
-        None,
-    )
-    user = ((context or {}).get("context") or {}).get("user")
-    for entry in config.get("users") or []:
-        if entry.get("name") == user:
-            token = (entry.get("user") or {}).get("token")
-            return str(token) if token else None
-    return None
 
 
 @dataclasses.dataclass(frozen=True)
