@@ -109,10 +109,12 @@ class Reconciler:
         if cluster is None:
             if not await gate.admit(shell, job):
                 return
+            unplaced = job.life
             cluster = await placing.schedule(shell, job)
             if cluster is None:
                 return
-            await gate.placed(shell, job.key, cluster)
+            if not await gate.placed(shell, job, cluster, unplaced):
+                return  # the queue refused to charge it: nothing is sent to the member
 
         # 5. The member copy, and its status mirrored back.
         shell.triggers.track(

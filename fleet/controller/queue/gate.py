@@ -19,6 +19,7 @@ Every decision is the core's (`fleet.core.admission`); this module reads and wri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from fleet.api import constants as c
@@ -47,6 +48,8 @@ log = logging.getLogger(__name__)
 
 #: The sentence a gang held by the queue carries in its binding, before the queue's reason.
 QUEUED_MESSAGE = "suspension.scheduling holds the job for the queue"
+#: The Event a job gets when placement chose a cluster but the queue refused to charge it.
+REASON_NOT_CHARGED = "QueueNotCharged"
 #: How soon a queued job is looked at again while the queue is being rebuilt.
 NOT_READY_RETRY_SECONDS = 1.0
 
@@ -98,6 +101,20 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
     if evict is None:
         return
     now = shell.clock.now()
+    moved: str | None = None
+    cluster = job.life.cluster
+    if cluster is not None and cluster != evict.cluster:
+        # It had already moved (a failover) when its turn came: the core decides whether it
+        # holds its quota again where it runs now; if not, the eviction is carried out there.
+        charge = await kq.place(key, cluster, now)
+        if charge is None or charge.granted:
+            await kq.kept(key, now)
+            return
+        moved = (
+            f"{evict.message}; it had moved to {cluster}, where it is not charged "
+            f"({charge.message}), so it is evicted there"
+        )
+        evict = dataclasses.replace(evict, cluster=cluster, message=moved)
     if job.life.cluster == evict.cluster:
         life = lifecycle.evicted_by_queue(
             job.life,
@@ -119,16 +136,35 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
         )
         await set_scheduled_condition(shell, job.workload, "False", reason, message)
         await shell.events.record(job.workload, reason, evict.message, warning=True)
-    await kq.evicted(key, now)
-    if job.life.cluster is not None and job.life.cluster != evict.cluster:
-        # It had already moved (a failover) when its turn came: it runs there, so it holds its
-        # quota again rather than running uncharged.
-        await kq.place(key, job.life.cluster, now)
+    if moved is None:
+        await kq.evicted(key, now)
+    else:
+        await kq.evicted(key, now, message=moved)
 
 
-async def placed(shell: Shell, job: WorkloadKey, cluster: str) -> None:
-    """Placement chose `cluster` for `job`: its unit is Running (still holding its quota)."""
-    await shell.kube_queue.place(key_of_job(job), cluster, shell.clock.now())
+async def placed(
+    shell: Shell, job: Job, cluster: str, unplaced: lifecycle.Binding | None = None
+) -> bool:
+    """Placement chose `cluster` for the job: its unit is Running (still holding its quota).
+    False when the core refused to charge it: its placement timed out while it was being
+    placed and its quota has no room now (docs/queue.md, "Late and moved gangs"). Then nothing
+    is sent to the member: the binding goes back to `unplaced` (what it was before placement),
+    the reservation in the member's snapshot is dropped, and the job waits for its queue."""
+    kq = shell.kube_queue
+    key = key_of_job(job.key)
+    now = shell.clock.now()
+    charge = await kq.place(key, cluster, now)
+    if charge is None or charge.granted:
+        return True
+    member = shell.members.get(cluster)
+    if member is not None:
+        member.snapshot.release(job.uid)
+    if unplaced is not None:
+        job.life = unplaced
+    text = f"placed in {cluster} after its placement timed out, and not charged: {charge.message}"
+    await shell.events.record(job.workload, REASON_NOT_CHARGED, text, warning=True)
+    await _hold(shell, kq, job, key, now)
+    return False
 
 
 async def observe(shell: Shell, job: Job) -> None:

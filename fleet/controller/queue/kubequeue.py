@@ -47,12 +47,13 @@ from fleet.controller.queue.units import (
 from fleet.controller.settings import Settings
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.admission import (
+    DEQUEUED,
     ENQUEUED,
     RUNNING,
-    TERMINAL,
     TIMEOUT_BACKOFF,
     Admission,
     AdmissionSettings,
+    Charge,
     Evict,
     JobEnd,
     Phase,
@@ -353,24 +354,25 @@ class KubeQueue:
         await self.write(key, "failed over: keeps its quota and is placed again", now)
         return True
 
-    async def place(self, key: str, cluster: str, now: float) -> None:
-        """Placement chose `cluster`: the unit is Running (still holding its quota)."""
+    async def place(self, key: str, cluster: str, now: float) -> Charge | None:
+        """Placement chose `cluster`, or the job runs there: whether its unit holds its quota
+        is the core's decision (`Admission.charge_running`), also for a unit whose placement
+        timed out while it was placed or a reclaim's victim that had moved: granted, the unit
+        is Running (written); refused, nothing changes and the caller does not let the gang
+        run uncharged (docs/queue.md, "Late and moved gangs"). None: the queue does not know
+        the unit."""
         phase = self.admission.phase(key)
-        if phase is None or phase == RUNNING:
-            return
-        if not self.admission.placed(key, now):
-            # Its placement timed out while it was being placed: it runs, so it holds its
-            # quota again (as a restart would count it), rather than running uncharged.
-            state = self.admission.state(key)
-            unit = self.units.get(key)
-            if state is None or unit is None or state.phase in TERMINAL:
-                return
-            self.passes.unsaved.pop(key, None)
-            self.admission.remove(key)
-            self.admission.upsert(
-                spec_of(unit), UnitState(RUNNING, now, None, max(state.attempts, 1))
-            )
-        await self.write(key, f"placed in {cluster}", now)
+        if phase is None:
+            return None
+        charge = self.admission.charge_running(key, now)
+        if not charge.granted:
+            log.info("%s: not charged in %s: %s", key, cluster, charge.message)
+            return charge
+        if phase != RUNNING:
+            if phase != DEQUEUED:  # charged again: a backoff decided meanwhile is void
+                self.passes.unsaved.pop(key, None)
+            await self.write(key, f"placed in {cluster}", now)
+        return charge
 
     async def finish(self, key: str, end: JobEnd, now: float) -> None:
         """The job ended (`fleet.core.admission.ending`): its quota is released at once, once."""
@@ -400,21 +402,28 @@ class KubeQueue:
         """A reclaim or preemption decided for this unit, not yet recorded on its binding."""
         return self.passes.evictions.get(key)
 
-    async def evicted(self, key: str, now: float) -> None:
+    async def evicted(self, key: str, now: float, message: str | None = None) -> None:
         """The unit's binding records its eviction: its unit is written (Enqueued, who
-        reclaimed it and why), its job and unit get an Event, and the gang that reclaimed is
-        released once every one of its victims is on record."""
+        reclaimed it and why, or `message`), its job and unit get an Event, and the gang that
+        reclaimed is released once every one of its victims is on record."""
         evict = self.passes.recorded(key)
         if evict is None:
             return
         self._in_flight[key] = evict.by
-        await self.write(key, evict.message, now)
+        text = message or evict.message
+        await self.write(key, text, now)
         unit = self.units.get(key)
         if unit is not None:
             reason = "Reclaimed" if evict.kind == "Reclaim" else "Preempted"
-            await self.events.record(involved(unit), reason, evict.message, warning=True)
-            await self.events.record(unit, reason, evict.message, warning=True)
+            await self.events.record(involved(unit), reason, text, warning=True)
+            await self.events.record(unit, reason, text, warning=True)
         await self.passes.save(self.admission, now)
+
+    async def kept(self, key: str, now: float) -> None:
+        """The victim had moved and the core charged it where it runs now: no eviction is
+        carried out, and the gang that reclaimed no longer waits for this one."""
+        if self.passes.recorded(key) is not None:
+            await self.passes.save(self.admission, now)
 
     def copy_pending(self, key: str, claimant: str) -> None:
         """The victim's binding still records its eviction for `claimant` (copy not deleted)."""
