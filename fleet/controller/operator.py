@@ -380,6 +380,17 @@ def build_registry(controller: Controller, connection: Connection) -> kopf.Opera
         obj = copy.deepcopy(dict(body))
         controller.kube_queue.unit_event(obj, deleted=event.get("type") == "DELETED")
 
+    # What a QueueUnit's priority and opt-out of reclaim follow.
+    @kopf.on.event("scheduling.k8s.io/v1", "PriorityClass", registry=registry)
+    def priority_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.priority_event(obj, deleted=event.get("type") == "DELETED")
+
+    @kopf.on.event("v1", "Namespace", registry=registry)
+    def namespace_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.namespace_event(obj, deleted=event.get("type") == "DELETED")
+
     @kopf.on.event(c.FLEET_API_VERSION, "MemberCluster", registry=registry)
     async def member_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         await controller.member_event(dict(body), event.get("type") == "DELETED")

@@ -98,6 +98,7 @@ class Reconciler:
         # 3. An eviction the queue decided (reclaim, preemption) is recorded on the binding;
         # old copies a failover or an eviction left behind are purged; then the current
         # cluster's verdict.
+        await gate.refresh(shell, job)
         await gate.carry_out_eviction(shell, job)
         await failovers.purge_old_copies(shell, job)
         gate.evictions_settled(shell, job)

@@ -42,7 +42,7 @@ from fleet.core.admission import (
     unit_end,
     waiting_reason,
 )
-from fleet.kube import ApiError, Obj
+from fleet.kube import Obj
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,22 @@ async def admit(shell: Shell, job: Job) -> bool:
     # (a gang the queue evicted is placed again only once its old copy is gone)
     await _hold(shell, kq, job, key, now)
     return False
+
+
+async def refresh(shell: Shell, job: Job) -> None:
+    """Every reconcile of a job with a unit (held, dequeued or running): the unit's priority and
+    opt-out of reclaim follow the job's PriorityClass, policy and namespace as they are now
+    (their watches reconcile the jobs a change concerns), so the order, a preemption and a
+    reclaim judge it by them."""
+    kq = shell.kube_queue
+    key = key_of_job(job.key)
+    unit = kq.unit(key)
+    if unit is None or not kq.ready or _consumer_uid(unit) != job.uid:
+        return
+    priority, priority_class = await _priority(shell, kq, job)
+    reclaimable = await _reclaimable(shell, kq, job)
+    # A job that names no class keeps its unit's own priority (an admin's edit of the unit).
+    await kq.mark(key, priority=priority if priority_class else None, reclaimable=reclaimable)
 
 
 async def carry_out_eviction(shell: Shell, job: Job) -> None:
@@ -248,7 +264,9 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
 
 async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
     """False when the job's policy (label or annotation) or its namespace (label) sets
-    `kube-queue.fleet.dev/reclaimable: "false"` (docs/queue.md, "Reclaim")."""
+    `kube-queue.fleet.dev/reclaimable: "false"` (docs/queue.md, "Reclaim"). A namespace not
+    seen by the watch yet is read; a failed read raises (the reconcile is retried), never
+    taken for "reclaimable"."""
     policy = shell.policies.get(job.binding.spec.policy)
     meta = policy.metadata if policy is not None else None
     for marks in (meta.labels, meta.annotations) if meta is not None else ():
@@ -257,13 +275,10 @@ async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
     namespace = job.key.namespace
     labels = kq.known_namespace(namespace)
     if labels is None:
-        try:
-            found = await shell.fleet.get("v1", "Namespace", namespace)
-        except ApiError as err:
-            log.warning("cannot read Namespace %s (%s); reclaimable", namespace, err)
-            return True
+        found = await shell.fleet.get("v1", "Namespace", namespace)
         labels = dict(((found or {}).get("metadata") or {}).get("labels") or {})
-        kq.remember_namespace(namespace, labels)
+        if found is not None:
+            kq.remember_namespace(namespace, labels)
     return labels.get(c.RECLAIMABLE_LABEL) != "false"
 
 
@@ -287,17 +302,14 @@ def _eviction_reason(kind: str) -> str:
 
 async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | None]:
     """The job's PriorityClass value (0 when it names none, or one that does not exist); which
-    class a job names is its kind adapter's to say."""
+    class a job names is its kind adapter's to say. A class not seen by the watch yet is read;
+    a failed read raises (the reconcile is retried), never taken for priority 0."""
     name = job.kind.priority_class(job.workload)
     if not name:
         return 0, None
     known = kq.known_priority(name)
     if known is None:
-        try:
-            found = await shell.fleet.get("scheduling.k8s.io/v1", "PriorityClass", name)
-        except ApiError as err:
-            log.warning("cannot read PriorityClass %s (%s); priority 0", name, err)
-            return 0, name
+        found = await shell.fleet.get("scheduling.k8s.io/v1", "PriorityClass", name)
         if found is None:
             return 0, name
         known = int(found.get("value") or 0)
@@ -313,5 +325,6 @@ __all__ = [
     "observe",
     "placed",
     "queued",
+    "refresh",
     "release",
 ]

@@ -108,9 +108,10 @@ class KubeQueue:
         self.queues = Queues(fleet)
         self.units = Units(fleet)
         self.passes = Passes(self.units, events, jobs, self.queues.name_of, metrics)
-        #: PriorityClass name -> value.
+        #: PriorityClass name -> value, and Namespace name -> labels (its opt-out of reclaim):
+        #: kept current by their watches (and by the gate's reads of ones not seen yet), so a
+        #: unit's priority and opt-out follow them (the gate's `refresh`).
         self._priorities: dict[str, int] = {}
-        #: Namespace name -> labels (a namespace's opt-out of reclaim).
         self._namespaces: dict[str, dict[str, str]] = {}
         #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof), and
         #: its placement rules and excluded clusters (a reclaim looks only where it may go).
@@ -333,6 +334,15 @@ class KubeQueue:
         if not known:
             self.request_pass()
 
+    async def mark(self, key: str, *, priority: int | None, reclaimable: bool) -> None:
+        """The unit's priority and opt-out of reclaim as they are now: written when they
+        changed, and the admission follows (a unit keeps its phase; one that holds quota is
+        judged by them from now on: the order, a preemption, a reclaim)."""
+        unit = self.units.get(key)
+        updated = await self.units.mark(key, priority=priority, reclaimable=reclaimable)
+        if updated is not None and updated is not unit and key in self.admission:
+            self.admission.upsert(spec_of(updated))
+
     async def create_unit(self, key: str, unit: QueueUnit, now: float) -> Obj:
         """Create a job's unit; one the admission still knows (deleted by hand) is made again
         with the state it had."""
@@ -435,15 +445,52 @@ class KubeQueue:
         """The victim's old copy is deleted (its binding has no queue eviction left)."""
         self._in_flight.pop(key, None)
 
+    # -- what a unit's priority and opt-out of reclaim follow (watch-fed) -------------------------
+
+    def priority_event(self, obj: Obj, *, deleted: bool) -> None:
+        """A PriorityClass changed: the jobs whose units name it are reconciled (their units
+        follow its value)."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        before = self._priorities.get(name)
+        if deleted:
+            self._priorities.pop(name, None)
+        else:
+            self._priorities[name] = int(obj.get("value") or 0)
+        if self._priorities.get(name) == before:
+            return
+        for key in list(self.units.keys):
+            unit = self.units.get(key)
+            if unit is not None and (unit.get("spec") or {}).get("priorityClassName") == name:
+                self.jobs.add(job_of(unit))
+
+    def namespace_event(self, obj: Obj, *, deleted: bool) -> None:
+        """A Namespace changed: when its opt-out of reclaim did, the jobs of its units are
+        reconciled (their units follow it)."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        before = self._namespaces.get(name)
+        if deleted:
+            self._namespaces.pop(name, None)
+        else:
+            self._namespaces[name] = dict((obj.get("metadata") or {}).get("labels") or {})
+        now = self._namespaces.get(name)
+        if before is None or now is None:
+            return  # first seen, or gone with its jobs
+        if before.get(c.RECLAIMABLE_LABEL) == now.get(c.RECLAIMABLE_LABEL):
+            return
+        for key in list(self.units.keys):
+            unit = self.units.get(key)
+            if unit is not None and (unit.get("metadata") or {}).get("namespace") == name:
+                self.jobs.add(job_of(unit))
+
     def known_priority(self, name: str) -> int | None:
-        """A PriorityClass value read before (None: not read yet)."""
+        """A PriorityClass value as the watch (or a read) last saw it (None: not seen)."""
         return self._priorities.get(name)
 
     def remember_priority(self, name: str, value: int) -> None:
         self._priorities[name] = value
 
     def known_namespace(self, name: str) -> dict[str, str] | None:
-        """A Namespace's labels read before (None: not read yet)."""
+        """A Namespace's labels as the watch (or a read) last saw them (None: not seen)."""
         return self._namespaces.get(name)
 
     def remember_namespace(self, name: str, labels: dict[str, str]) -> None:
