@@ -23,6 +23,7 @@ import kopf
 from aiohttp import web
 
 from fleet.api import constants as c
+from fleet.controller import arrivals
 from fleet.controller.bindings import BindingStore, key_of_binding
 from fleet.controller.clock import SYSTEM_CLOCK, Clock
 from fleet.controller.context import Shell
@@ -182,9 +183,18 @@ class Controller:
         run. Without the members' list a reconcile could take a member not heard of yet for one
         that left (its copies forgotten, its gangs failed over): wait for it."""
         try:
-            await self.shell.bindings.warm()
+            listed = await self.shell.bindings.warm()
         except (ApiError, Unreachable) as e:
-            log.warning("cannot list GangBindings (%s); reading them one by one", e)
+            log.warning(
+                "cannot list GangBindings (%s); reading them one by one, and learning the "
+                "workload mix afresh",
+                e,
+            )
+        else:
+            # The mix the fragmentation score ranks by, as the arrivals built it (not lost
+            # with the last leader).
+            self.shell.arrivals = arrivals.rebuilt(self.shell.arrivals, listed)
+            log.info("workload mix rebuilt from %d GangBindings", self.shell.arrivals.observed)
         while self.leading.is_set() and not self.members.listed:
             try:
                 await self.members.warm()
