@@ -295,8 +295,9 @@ class KubeQueue:
         return key in self.admission
 
     def undecided(self, key: str) -> bool:
-        """Decided in memory, not yet written: a reconcile must not act on it yet."""
-        return key in self.passes.unsaved
+        """Decided in memory, not yet written (or held until its victims' evictions are on
+        record): a reconcile must not act on it yet."""
+        return self.passes.undecided(key)
 
     def unit(self, key: str) -> Obj | None:
         return self.units.get(key)
