@@ -50,6 +50,7 @@ from fleet.core.admission import (
     DEQUEUED,
     ENQUEUED,
     RUNNING,
+    TERMINAL,
     TIMEOUT_BACKOFF,
     Admission,
     AdmissionSettings,
@@ -371,9 +372,9 @@ class KubeQueue:
         timed out while it was placed or a reclaim's victim that had moved: granted, the unit
         is Running (written); refused, nothing changes and the caller does not let the gang
         run uncharged (docs/queue.md, "Late and moved gangs"). None: the queue does not know
-        the unit."""
+        the unit, or it ended (its quota was released; nothing to decide)."""
         phase = self.admission.phase(key)
-        if phase is None:
+        if phase is None or phase in TERMINAL:
             return None
         charge = self.admission.charge_running(key, now)
         if not charge.granted:
