@@ -215,13 +215,16 @@ class BindingStore:
         #: lacks does not exist, and a new workload costs no GET.
         self.complete = False
 
-    async def warm(self) -> None:
-        """List every binding once (a replica starting to lead)."""
+    async def warm(self) -> list[Obj]:
+        """List every binding once (a replica starting to lead); the bindings listed."""
         listing = await self.fleet.list(*BINDING)
+        listed: list[Obj] = []
         for item in listing.get("items") or []:
             obj = {"apiVersion": BINDING[0], "kind": BINDING[1], **item}
             self.cache.offer(key_of_binding(obj), obj)
+            listed.append(obj)
         self.complete = True
+        return listed
 
     async def read(self, key: WorkloadKey) -> GangBinding | None:
         """The workload's binding: from the cache; from the API server only while the cache

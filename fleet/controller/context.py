@@ -43,7 +43,8 @@ class Shell:
     #: Kube Queue: the admission and its objects (trees, Queues, QueueUnits).
     kube_queue: KubeQueue
     #: The gangs bound lately: the workload mix the fragmentation score expects (learned here,
-    #: as every new binding is made; a restart starts learning afresh).
+    #: as every new binding is made; rebuilt from the bindings when a replica starts leading,
+    #: `fleet.controller.arrivals`).
     arrivals: RecentArrivals = dataclasses.field(default_factory=RecentArrivals)
 
 

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from fleet.api import constants as c
 from fleet.api.membership import default_fleet_id
+from fleet.controller import arrivals
 from fleet.controller.bindings import BindingStore, key_of_binding
 from fleet.controller.clock import SYSTEM_CLOCK, Clock
 from fleet.controller.context import Shell
@@ -188,9 +189,18 @@ class Controller:
         run. Without the members' list a reconcile could take a member not heard of yet for one
         that left (its copies forgotten, its gangs failed over): wait for it."""
         try:
-            await self.shell.bindings.warm()
+            listed = await self.shell.bindings.warm()
         except (ApiError, Unreachable) as e:
-            log.warning("cannot list GangBindings (%s); reading them one by one", e)
+            log.warning(
+                "cannot list GangBindings (%s); reading them one by one, and learning the "
+                "workload mix afresh",
+                e,
+            )
+        else:
+            # The mix the fragmentation score ranks by, as the arrivals built it (not lost
+            # with the last leader).
+            self.shell.arrivals = arrivals.rebuilt(self.shell.arrivals, listed)
+            log.info("workload mix rebuilt from %d GangBindings", self.shell.arrivals.observed)
         while self.leading.is_set() and not self.members.listed:
             try:
                 await self.members.warm()
@@ -381,6 +391,17 @@ def build_registry(controller: Controller, connection: Connection) -> kopf.Opera
     def unit_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         obj = copy.deepcopy(dict(body))
         controller.kube_queue.unit_event(obj, deleted=event.get("type") == "DELETED")
+
+    # What a QueueUnit's priority and opt-out of reclaim follow.
+    @kopf.on.event("scheduling.k8s.io/v1", "PriorityClass", registry=registry)
+    def priority_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.priority_event(obj, deleted=event.get("type") == "DELETED")
+
+    @kopf.on.event("v1", "Namespace", registry=registry)
+    def namespace_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.namespace_event(obj, deleted=event.get("type") == "DELETED")
 
     @kopf.on.event(c.FLEET_API_VERSION, "MemberCluster", registry=registry)
     async def member_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:

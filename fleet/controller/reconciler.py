@@ -98,6 +98,7 @@ class Reconciler:
         # 3. An eviction the queue decided (reclaim, preemption) is recorded on the binding;
         # old copies a failover or an eviction left behind are purged; then the current
         # cluster's verdict.
+        await gate.refresh(shell, job)
         await gate.carry_out_eviction(shell, job)
         await failovers.purge_old_copies(shell, job)
         gate.evictions_settled(shell, job)
@@ -109,10 +110,12 @@ class Reconciler:
         if cluster is None:
             if not await gate.admit(shell, job):
                 return
+            unplaced = job.life
             cluster = await placing.schedule(shell, job)
             if cluster is None:
                 return
-            await gate.placed(shell, job.key, cluster)
+            if not await gate.placed(shell, job, cluster, unplaced):
+                return  # the queue refused to charge it: nothing is sent to the member
 
         # 5. The member copy, and its status mirrored back.
         shell.triggers.track(

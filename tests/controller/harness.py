@@ -226,6 +226,10 @@ class World:
             self.kube_queue.queue_event(obj, deleted=deleted)
         elif kind == "QueueUnit":
             self.kube_queue.unit_event(obj, deleted=deleted)
+        elif kind == "PriorityClass":
+            self.kube_queue.priority_event(obj, deleted=deleted)
+        elif (api_version, kind) == ("v1", "Namespace"):
+            self.kube_queue.namespace_event(obj, deleted=deleted)
         elif api_version == c.POLICY_API_VERSION:
             meta = obj["metadata"]
             if deleted:

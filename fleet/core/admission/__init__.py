@@ -11,6 +11,8 @@ One concept per module:
 * `admission`: `Admission`, the queue's state and its decisions (docs/queue.md);
 * `ending`: when a job's unit ends (the one rule the controller and the simulator share);
 * `restore`: how a persisted unit is read back after a restart;
+* `recharge`: whether a gang that runs though its unit is not Dequeued (placed late, or a
+  reclaim's victim that had moved) holds its quota again;
 * `reasons`: which condition reason a waiting unit's job carries;
 * `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption).
 
@@ -47,6 +49,7 @@ from fleet.core.admission.phases import (
 )
 from fleet.core.admission.policies import BLOCK, FIFO, POLICIES, PRIORITY, QueuePolicy
 from fleet.core.admission.reasons import LOUD_REASONS, REASON_QUEUED, waiting_reason
+from fleet.core.admission.recharge import Charge, charge_decision
 from fleet.core.admission.reclaim import (
     PREEMPT,
     RECLAIM,
@@ -81,6 +84,7 @@ __all__ = [
     "Admission",
     "AdmissionSettings",
     "Backoff",
+    "Charge",
     "Choice",
     "Claim",
     "Dequeue",
@@ -100,6 +104,7 @@ __all__ = [
     "UnitState",
     "WaitKind",
     "WaitReason",
+    "charge_decision",
     "choose",
     "order_key",
     "restored_state",
