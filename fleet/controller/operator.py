@@ -85,6 +85,8 @@ class Controller:
             member_qps=settings.member_qps,
             member_burst=settings.member_burst,
             token_renew_before=settings.token_renew_before or None,
+            events=self.events,
+            metrics=self.metrics,
         )
         self.kube_queue = KubeQueue(
             fleet,

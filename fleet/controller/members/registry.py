@@ -20,9 +20,10 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from fleet.api import cluster_fields
+from fleet.api import cluster_fields, format_time
 from fleet.api import constants as c
 from fleet.controller.clock import Clock
+from fleet.controller.events import EventRecorder
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event, apply_pod_event
 from fleet.controller.members.health import Health, SourceState, next_health, verdict
@@ -30,7 +31,10 @@ from fleet.controller.members.member import Member
 from fleet.controller.members.renewal import (
     RETRY_SECONDS,
     Renewal,
+    RenewalState,
+    Superseded,
     connect_renewable,
+    failure_reason,
     renew,
     renewable_token,
     renewal_of,
@@ -39,6 +43,7 @@ from fleet.controller.members.renewal import (
 )
 from fleet.controller.members.secrets import SecretWatch
 from fleet.controller.members.status import MemberStatusWriter
+from fleet.controller.metrics import Metrics
 from fleet.core.errors import FieldError
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, parse_taints
@@ -85,6 +90,8 @@ class MemberRegistry:
         member_burst: int = 0,
         token_renew_before: float | None = None,
         renew_retry: float = RETRY_SECONDS,
+        events: EventRecorder | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.fleet = fleet
         self.listener = listener
@@ -102,6 +109,9 @@ class MemberRegistry:
         #: 80% of their lifetime, fleet.core.tokens).
         self.token_renew_before = token_renew_before
         self.renew_retry = renew_retry
+        #: Where a refused renewal is told (Events on the MemberCluster, metrics).
+        self.events = events
+        self.metrics = metrics
         #: Tokens renewed, per member.
         self.renewals: defaultdict[str, int] = defaultdict(int)
         #: Renewals that were due but left to the leader (this replica is a standby), per member.
@@ -323,10 +333,27 @@ class MemberRegistry:
     ) -> None:
         self._cancel_renewal(member)
         renewal = renewal_of(secret, key, config)
-        if renewal is not None:
-            member.renewal = asyncio.create_task(
-                self._renew_loop(member, renewal), name=f"renew-{member.name}"
-            )
+        if renewal is None:
+            if member.token is not None:
+                member.token = None  # no longer a bound token: no TokenRenewed condition
+                self._write_status_soon(member)
+            return
+        now = self.clock.now()
+        previous = member.token
+        member.token = RenewalState(
+            issued=renewal.issued,
+            expires=renewal.expires,
+            next_attempt=renewal.due(now, self.token_renew_before),
+            renewed=previous is not None
+            and previous.renewed
+            and previous.failure is None
+            and previous.issued == renewal.issued,
+        )
+        if self.metrics is not None:
+            self.metrics.token_expiry.set(member.name, renewal.expires)
+        member.renewal = asyncio.create_task(
+            self._renew_loop(member, renewal), name=f"renew-{member.name}"
+        )
 
     @staticmethod
     def _cancel_renewal(member: Member) -> None:
@@ -351,7 +378,12 @@ class MemberRegistry:
                 await asyncio.sleep(min(self.renew_retry, self.probe_interval))
                 continue  # only the leader renews; a standby takes over when it leads
             try:
-                issued = await renew(client, self.fleet, renewal, now)
+                issued, written = await renew(client, self.fleet, renewal, now)
+            except Superseded as e:
+                # A re-join wrote a new kubeconfig: read it (the watch would too) and renew that.
+                log.info("member %s: %s", member.name, e)
+                self._resync_later(member.name)
+                return
             except (ApiError, Unreachable, ValueError) as e:
                 log.warning(
                     "member %s: cannot renew its token (expires in %.0fs): %s; retrying in %.0fs",
@@ -360,6 +392,7 @@ class MemberRegistry:
                     e,
                     self.renew_retry,
                 )
+                await self._renewal_failed(member, renewal, e, now)
                 await asyncio.sleep(self.renew_retry)
                 continue
             # Used at once; the Secret's watch brings the same token back (swapped in place).
@@ -371,8 +404,62 @@ class MemberRegistry:
                 (issued.expires or now) - now,
             )
             renewal = dataclasses.replace(
-                renewal, issued=issued.issued or now, expires=issued.expires or now
+                renewal, secret=written, issued=issued.issued or now, expires=issued.expires or now
             )
+            await self._renewal_succeeded(member, renewal, now)
+
+    async def _renewal_failed(
+        self, member: Member, renewal: Renewal, error: Exception, now: float
+    ) -> None:
+        """Say so where an operator looks: the condition, a Warning Event, the failure counter.
+        The member stays Ready: its token works until it expires."""
+        reason = failure_reason(error)
+        state = member.token or RenewalState(renewal.issued, renewal.expires, now)
+        first = state.failure is None
+        state.failure, state.failures = (reason, str(error)), state.failures + 1
+        state.next_attempt = now + self.renew_retry
+        member.token = state
+        if self.metrics is not None:
+            self.metrics.token_renewal_failures.inc(member.name, reason)
+        if first:
+            self._write_status_soon(member)
+        await self._member_event(
+            member,
+            c.REASON_TOKEN_RENEWAL_FAILED,
+            f"cannot renew fleet's token for member {member.name}: {error}; the token expires "
+            f"at {format_time(renewal.expires)}, the member stays Ready until then; retrying "
+            f"every {self.renew_retry:.0f}s",
+            warning=True,
+        )
+
+    async def _renewal_succeeded(self, member: Member, renewal: Renewal, now: float) -> None:
+        recovered = member.token is not None and member.token.failure is not None
+        member.token = RenewalState(
+            renewal.issued,
+            renewal.expires,
+            renewal.due(now, self.token_renew_before),
+            renewed=True,
+        )
+        if self.metrics is not None:
+            self.metrics.token_expiry.set(member.name, renewal.expires)
+            self.metrics.token_renewals.inc(member.name)
+        self._write_status_soon(member)
+        if recovered:
+            await self._member_event(
+                member,
+                c.REASON_TOKEN_RENEWED,
+                f"fleet's token for member {member.name} renewed again; it expires at "
+                f"{format_time(renewal.expires)}",
+            )
+
+    async def _member_event(
+        self, member: Member, reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        obj = self._objects.get(member.name)
+        if self.events is None or obj is None or not (obj.get("metadata") or {}).get("uid"):
+            return
+        about = {"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj}
+        await self.events.record(about, reason, message, warning=warning)
 
     def _connect(self, member: Member, client: KubeClient) -> None:
         now = self.clock.monotonic()
@@ -393,6 +480,7 @@ class MemberRegistry:
 
     async def _disconnect(self, member: Member) -> None:
         self._cancel_renewal(member)
+        member.token = None
         connection, member.connection = member.connection, None
         if connection is not None:
             await connection.close()
