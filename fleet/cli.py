@@ -114,6 +114,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         lease_seconds=args.lease_seconds,
         lease_namespace=args.lease_namespace,
+        secrets_namespaces=tuple(dict.fromkeys(filter(None, args.secrets_namespaces.split(",")))),
         fleet_id=args.fleet_id or "",
         sweep_interval=args.sweep_interval,
         token_renew_before=args.token_renew_before,
@@ -350,6 +351,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="leader lease: the longest a standby waits to take over",
     )
     ctl.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
+    ctl.add_argument(
+        "--secrets-namespaces",
+        default=FLEET_SECRETS_NAMESPACE,
+        help="comma-separated namespaces holding member kubeconfig Secrets: the only ones whose "
+        f"Secrets the controller lists, watches and renews (default {FLEET_SECRETS_NAMESPACE})",
+    )
     ctl.add_argument("--id", help="this replica's identity in the lease (default host-pid)")
     ctl.add_argument(
         "--fleet-id",

@@ -87,6 +87,7 @@ class Controller:
             token_renew_before=settings.token_renew_before or None,
             events=self.events,
             metrics=self.metrics,
+            secrets_namespaces=settings.secrets_namespaces,
         )
         self.kube_queue = KubeQueue(
             fleet,

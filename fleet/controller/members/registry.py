@@ -17,11 +17,12 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
 from fleet.api import cluster_fields, format_time
 from fleet.api import constants as c
+from fleet.api.access import FLEET_SECRETS_NAMESPACE
 from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
 from fleet.controller.members.connection import MemberConnection
@@ -92,6 +93,7 @@ class MemberRegistry:
         renew_retry: float = RETRY_SECONDS,
         events: EventRecorder | None = None,
         metrics: Metrics | None = None,
+        secrets_namespaces: Collection[str] = (FLEET_SECRETS_NAMESPACE,),
     ) -> None:
         self.fleet = fleet
         self.listener = listener
@@ -112,6 +114,8 @@ class MemberRegistry:
         #: Where a refused renewal is told (Events on the MemberCluster, metrics).
         self.events = events
         self.metrics = metrics
+        #: The only namespaces whose Secrets are read, watched and renewed (settings).
+        self.secrets_namespaces = frozenset(secrets_namespaces)
         #: Tokens renewed, per member.
         self.renewals: defaultdict[str, int] = defaultdict(int)
         #: Renewals that were due but left to the leader (this replica is a standby), per member.
@@ -268,6 +272,21 @@ class MemberRegistry:
         )
         ref = spec.get("kubeconfigSecretRef") or {}
         namespace, secret_name = ref.get("namespace") or "", ref.get("name") or ""
+        if namespace not in self.secrets_namespaces:
+            # The controller may list, watch and renew Secrets only there (its Roles): a
+            # kubeconfig elsewhere would be read once and never followed or renewed.
+            await self._disconnect(member)
+            self._set_health(
+                member,
+                False,
+                c.REASON_KUBECONFIG_SECRET_NOT_WATCHED,
+                f"Secret {namespace}/{secret_name} is in namespace {namespace!r}, where the "
+                "controller does not watch Secrets (it watches "
+                f"{', '.join(sorted(self.secrets_namespaces))}): keep it in one of those "
+                "(fleet join --secrets-namespace), or add the namespace to the chart's "
+                "controller.secretsNamespaces",
+            )
+            return
         self.secrets.watch(namespace)
         try:
             secret = await self.fleet.get("v1", "Secret", secret_name, namespace)

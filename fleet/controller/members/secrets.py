@@ -1,7 +1,10 @@
 """Watch the kubeconfig Secrets that MemberClusters name, so an edited one reconnects at once.
 
-Only the namespaces that hold such Secrets are watched (one informer each), so fleet needs no
-cluster-wide permission on Secrets.
+Only the namespaces configured to hold member kubeconfigs are watched (the controller's
+--secrets-namespaces; the registry refuses a MemberCluster naming a Secret elsewhere), one
+namespaced informer each, started the first time a MemberCluster names it. The controller may
+list and watch Secrets there only (a Role in each, fleet.api.access.fleet_secrets_rules); its
+one cluster-wide right on Secrets is `get`, which propagateDeps needs to read what it copies.
 """
 
 from __future__ import annotations
