@@ -174,6 +174,7 @@ def _labels(items: list[str] | None) -> dict[str, str] | None:
 
 def _cmd_join(args: argparse.Namespace) -> int:
     from fleet.join import JoinError, dry_run, join, member_client, plan_for, user_kubeconfig
+    from fleet.join.renewal_access import check_renewal_access
     from fleet.kube import KubeError, SyncKubeClient, load
 
     labels = _labels(args.label)
@@ -203,6 +204,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
             return 0
         with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
             try:
+                check_renewal_access(fleet, args.secrets_namespace, args.controller_service_account)
                 join(fleet, client, plan)
             except JoinError as e:
                 print(f"fleet: error: join {e}", file=sys.stderr)
@@ -473,7 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--secrets-namespace",
         default=FLEET_SECRETS_NAMESPACE,
         help="namespace of the kubeconfig Secret on the fleet: the chart's "
-        f"(default {FLEET_SECRETS_NAMESPACE})",
+        f"(default {FLEET_SECRETS_NAMESPACE}); another is refused unless the controller may "
+        "watch and renew Secrets there (the chart's controller.secretsNamespaces)",
+    )
+    jn.add_argument(
+        "--controller-service-account",
+        default=f"{FLEET_SECRETS_NAMESPACE}/fleet-controller",
+        help="the controller's ServiceAccount on the fleet, NAMESPACE/NAME, asked about for "
+        f"--secrets-namespace (default {FLEET_SECRETS_NAMESPACE}/fleet-controller)",
     )
     jn.add_argument(
         "--dry-run", action="store_true", help="print what would be created, send nothing"

@@ -22,6 +22,7 @@ from fleet.api.membership import (
 )
 from fleet.install import single_context
 from fleet.join.join import JoinError, dry_run, endpoint_of, join
+from fleet.join.renewal_access import check_renewal_access
 from fleet.join.unjoin import bound_jobs, unjoin
 from fleet.kube import (
     SyncKubeClient,
@@ -121,4 +122,5 @@ def join_member(
     client, cluster = member_client(config, context, base)
     with client:
         plan = plan_for(name, client, cluster, labels=labels, **options)
+        check_renewal_access(fleet, plan.secrets_namespace)
         return join(fleet, client, plan, say=say)
