@@ -8,6 +8,7 @@ import httpx
 
 from fleet.api import constants as c
 from fleet.controller.members import MemberRegistry
+from tests.controller.apiserver import status
 from tests.controller.registry_harness import SECRET_NAMESPACE, Members
 
 
@@ -105,3 +106,58 @@ async def test_each_configured_namespace_is_watched_on_its_own():
         }
     finally:
         await members.stop()
+
+
+async def test_a_refused_secret_watch_shows_on_the_member_and_clears_when_granted():
+    members = Members()
+    registry = members.registry
+    members.server("https://m1.test")
+    members.secret("m1", "https://m1.test")
+    forbidden = True
+
+    def refuse_list(request: httpx.Request) -> httpx.Response | None:
+        listing = request.method == "GET" and request.url.path.endswith("/secrets")
+        if forbidden and listing:
+            return status(
+                403,
+                "Forbidden",
+                'secrets is forbidden: User "system:serviceaccount:fleet-system:fleet-controller" '
+                'cannot list resource "secrets" in API group "" in the namespace "fleet-system"',
+            )
+        return None
+
+    members.fleet_api.interceptors.append(refuse_list)
+    registry.writes_enabled = True
+    registry.start()
+    try:
+        await registry.sync(members.member_cluster("m1"))
+        member = registry.get("m1")
+        assert member is not None
+        await members.until(
+            lambda: _condition(members, "KubeconfigWatched").get("status") == "False"
+        )
+        watched = _condition(members, "KubeconfigWatched")
+        assert watched["reason"] == "WatchFailed"
+        assert "403" in watched["message"] and "controller.secretsNamespaces" in watched["message"]
+        # The Secret itself could be read: the member works, only edits are not followed.
+        await members.until(lambda: member.ready)
+
+        forbidden = False  # the Role is granted: the informer's next list succeeds
+        await members.until(lambda: bool(members.fleet_api.waiting(_lists)))
+        members.fleet_api.release_parked(where=_lists)
+        await members.until(
+            lambda: _condition(members, "KubeconfigWatched").get("status") == "True"
+        )
+        assert _condition(members, "KubeconfigWatched")["reason"] == "Watching"
+    finally:
+        await members.stop()
+
+
+def _lists(request: httpx.Request) -> bool:
+    return request.method == "GET" and request.url.path.endswith("/secrets")
+
+
+def _condition(members: Members, type_: str) -> dict[str, str]:
+    obj = members.fleet_api.get("fleet.dev/v1alpha1", "MemberCluster", "m1") or {}
+    found = [x for x in (obj.get("status") or {}).get("conditions") or [] if x["type"] == type_]
+    return found[0] if found else {}

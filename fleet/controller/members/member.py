@@ -44,6 +44,9 @@ class Member:
         self.renewal: asyncio.Task[None] | None = None
         #: The bound token's renewal as the status tells it (None: not a bound token).
         self.token: RenewalState | None = None
+        #: Whether the watch on its kubeconfig Secret's namespace works, and why not (None: not
+        #: known yet, or not watched at all).
+        self.secret_watch: tuple[bool, str] | None = None
         #: Namespaces known to exist in the member (skips a GET per dispatch).
         self.namespaces: set[str] = set()
         #: The last probe: (answered, why not); None until the first probe.

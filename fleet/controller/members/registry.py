@@ -126,7 +126,7 @@ class MemberRegistry:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._background: set[asyncio.Task[None]] = set()
         self._status_task: asyncio.Task[None] | None = None
-        self.secrets = SecretWatch(fleet, self._secret_changed)
+        self.secrets = SecretWatch(fleet, self._secret_changed, self._secret_watch_health)
         self.status = MemberStatusWriter(fleet, clock)
         #: Only the leading replica writes MemberCluster status.
         self.writes_enabled = False
@@ -275,6 +275,7 @@ class MemberRegistry:
         if namespace not in self.secrets_namespaces:
             # The controller may list, watch and renew Secrets only there (its Roles): a
             # kubeconfig elsewhere would be read once and never followed or renewed.
+            member.secret_watch = None
             await self._disconnect(member)
             self._set_health(
                 member,
@@ -288,6 +289,7 @@ class MemberRegistry:
             )
             return
         self.secrets.watch(namespace)
+        member.secret_watch = self.secrets.state(namespace)
         try:
             secret = await self.fleet.get("v1", "Secret", secret_name, namespace)
         except ApiError as e:
@@ -505,6 +507,15 @@ class MemberRegistry:
             await connection.close()
         member.fingerprint = ""
         member.reset_snapshot()
+
+    def _secret_watch_health(self, namespace: str) -> None:
+        """A namespace's Secret watch started or stopped working: said on its members."""
+        for name, obj in list(self._objects.items()):
+            ref = (obj.get("spec") or {}).get("kubeconfigSecretRef") or {}
+            member = self.members.get(name)
+            if member is not None and ref.get("namespace") == namespace:
+                member.secret_watch = self.secrets.state(namespace)
+                self._write_status_soon(member)
 
     def _secret_changed(self, namespace: str, name: str) -> None:
         for member, obj in list(self._objects.items()):

@@ -16,21 +16,52 @@ from collections.abc import Callable
 from fleet.kube import Informer, KubeClient, Obj
 
 SecretChanged = Callable[[str, str], None]
+#: A namespace's watch started or stopped working.
+WatchHealth = Callable[[str], None]
 
 
 class SecretWatch:
-    """Informers on Secrets, one per namespace, started the first time a namespace is needed."""
+    """Informers on Secrets, one per namespace, started the first time a namespace is needed.
 
-    def __init__(self, fleet: KubeClient, on_change: SecretChanged) -> None:
+    Each namespace's watch says whether it works (`state`): one the controller is refused
+    (its Role there is missing) shows on the MemberClusters naming a Secret there, instead of
+    being retried in the log only."""
+
+    def __init__(
+        self,
+        fleet: KubeClient,
+        on_change: SecretChanged,
+        on_health: WatchHealth = lambda _namespace: None,
+    ) -> None:
         self.fleet = fleet
         self.on_change = on_change
+        self.on_health = on_health
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        #: Per namespace: (works, why not); absent until its first list answered or failed.
+        self._states: dict[str, tuple[bool, str]] = {}
 
     def watch(self, namespace: str) -> None:
         if not namespace or namespace in self._tasks:
             return
-        informer = Informer(self.fleet, "v1", "Secret", self._event, namespace=namespace)
+        informer = Informer(
+            self.fleet,
+            "v1",
+            "Secret",
+            self._event,
+            namespace=namespace,
+            on_health=lambda ok, why: self._health(namespace, ok, why),
+        )
         self._tasks[namespace] = asyncio.create_task(informer.run(), name=f"secrets-{namespace}")
+
+    def state(self, namespace: str) -> tuple[bool, str] | None:
+        """Whether the namespace's watch works, and why not; None while not known yet."""
+        return self._states.get(namespace)
+
+    def _health(self, namespace: str, ok: bool, why: str) -> None:
+        state = (ok, "" if ok else why)
+        if self._states.get(namespace) != state:
+            self._states[namespace] = state
+            self.on_health(namespace)
 
     def _event(self, _event: str, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
@@ -43,3 +74,4 @@ class SecretWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = {}
+        self._states = {}

@@ -27,6 +27,35 @@ def token_renewal(token: RenewalState | None) -> dict[str, Any] | None:
     }
 
 
+def watch_condition(
+    conditions: list[dict[str, Any]], state: tuple[bool, str] | None, now: float
+) -> list[dict[str, Any]]:
+    """The conditions with KubeconfigWatched set from the Secret watch's state (removed while
+    it is not known, or the Secret is not in a watched namespace: Ready says so then)."""
+    if state is None:
+        return [x for x in conditions if x.get("type") != c.CONDITION_KUBECONFIG_WATCHED]
+    ok, why = state
+    if ok:
+        return upsert_condition(
+            conditions,
+            c.CONDITION_KUBECONFIG_WATCHED,
+            "True",
+            c.REASON_WATCHING,
+            "the kubeconfig Secret's namespace is watched: edits and renewals are taken in",
+            now,
+        )
+    return upsert_condition(
+        conditions,
+        c.CONDITION_KUBECONFIG_WATCHED,
+        "False",
+        c.REASON_WATCH_FAILED,
+        f"the controller cannot watch the kubeconfig Secret's namespace: {why}; an edited or "
+        "renewed kubeconfig is not taken in until it can (its Role there: the chart's "
+        "controller.secretsNamespaces)",
+        now,
+    )
+
+
 def token_condition(
     conditions: list[dict[str, Any]], token: RenewalState | None, now: float
 ) -> list[dict[str, Any]]:
@@ -51,8 +80,7 @@ def token_condition(
         c.CONDITION_TOKEN_RENEWED,
         "True",
         c.REASON_TOKEN_RENEWED if token.renewed else c.REASON_TOKEN_VALID,
-        f"{'renewed' if token.renewed else 'issued by fleet join'} at {issued}, "
-        f"expires at {expires}",
+        f"{'renewed' if token.renewed else 'issued'} at {issued}, expires at {expires}",
         now,
     )
 
@@ -79,6 +107,7 @@ class MemberStatusWriter:
             now,
             observed_generation=member.generation,
         )
+        conditions = watch_condition(conditions, member.secret_watch, now)
         desired: dict[str, Any] = {"conditions": token_condition(conditions, member.token, now)}
         desired["tokenRenewal"] = token_renewal(member.token)
         if member.gang_scheduler:
