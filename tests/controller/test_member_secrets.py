@@ -71,6 +71,13 @@ async def test_a_secret_outside_the_watched_namespaces_is_refused_with_a_reason(
 
         await members.until(lambda: condition().get("reason") == "KubeconfigSecretNotWatched")
         assert condition()["status"] == "False"
+        await members.until(
+            lambda: _condition(members, "KubeconfigWatched").get("status") == "False"
+        )
+        assert (
+            "'default' is not one of fleet-system"
+            in _condition(members, "KubeconfigWatched")["message"]
+        )
     finally:
         await members.stop()
 

@@ -275,18 +275,19 @@ class MemberRegistry:
         if namespace not in self.secrets_namespaces:
             # The controller may list, watch and renew Secrets only there (its Roles): a
             # kubeconfig elsewhere would be read once and never followed or renewed.
-            member.secret_watch = None
+            watched = ", ".join(sorted(self.secrets_namespaces))
+            member.secret_watch = (False, f"{namespace!r} is not one of {watched}")
             await self._disconnect(member)
             self._set_health(
                 member,
                 False,
                 c.REASON_KUBECONFIG_SECRET_NOT_WATCHED,
                 f"Secret {namespace}/{secret_name} is in namespace {namespace!r}, where the "
-                "controller does not watch Secrets (it watches "
-                f"{', '.join(sorted(self.secrets_namespaces))}): keep it in one of those "
-                "(fleet join --secrets-namespace), or add the namespace to the chart's "
+                f"controller does not watch Secrets (it watches {watched}): keep it in one of "
+                "those (fleet join --secrets-namespace), or add the namespace to the chart's "
                 "controller.secretsNamespaces",
             )
+            self._write_status_soon(member)
             return
         self.secrets.watch(namespace)
         member.secret_watch = self.secrets.state(namespace)

@@ -30,10 +30,10 @@ def token_renewal(token: RenewalState | None) -> dict[str, Any] | None:
 def watch_condition(
     conditions: list[dict[str, Any]], state: tuple[bool, str] | None, now: float
 ) -> list[dict[str, Any]]:
-    """The conditions with KubeconfigWatched set from the Secret watch's state (removed while
-    it is not known, or the Secret is not in a watched namespace: Ready says so then)."""
+    """The conditions with KubeconfigWatched set from the Secret watch's state (left as they
+    are while it is not known yet: a restarted controller's first list is not a change)."""
     if state is None:
-        return [x for x in conditions if x.get("type") != c.CONDITION_KUBECONFIG_WATCHED]
+        return conditions
     ok, why = state
     if ok:
         return upsert_condition(
