@@ -366,10 +366,12 @@ class MemberRegistry:
             issued=renewal.issued,
             expires=renewal.expires,
             next_attempt=renewal.due(now, self.token_renew_before),
+            # The Secret's watch brought back the token this controller renewed (its times
+            # were written to the second).
             renewed=previous is not None
             and previous.renewed
             and previous.failure is None
-            and previous.issued == renewal.issued,
+            and abs(previous.issued - renewal.issued) < 1.0,
         )
         if self.metrics is not None:
             self.metrics.token_expiry.set(member.name, renewal.expires)
@@ -414,7 +416,7 @@ class MemberRegistry:
                     e,
                     self.renew_retry,
                 )
-                await self._renewal_failed(member, renewal, e, now)
+                self._renewal_failed(member, renewal, e, now)
                 await asyncio.sleep(self.renew_retry)
                 continue
             # Used at once; the Secret's watch brings the same token back (swapped in place).
@@ -428,9 +430,9 @@ class MemberRegistry:
             renewal = dataclasses.replace(
                 renewal, secret=written, issued=issued.issued or now, expires=issued.expires or now
             )
-            await self._renewal_succeeded(member, renewal, now)
+            self._renewal_succeeded(member, renewal, now)
 
-    async def _renewal_failed(
+    def _renewal_failed(
         self, member: Member, renewal: Renewal, error: Exception, now: float
     ) -> None:
         """Say so where an operator looks: the condition, a Warning Event, the failure counter.
@@ -445,7 +447,7 @@ class MemberRegistry:
             self.metrics.token_renewal_failures.inc(member.name, reason)
         if first:
             self._write_status_soon(member)
-        await self._member_event(
+        self._member_event(
             member,
             c.REASON_TOKEN_RENEWAL_FAILED,
             f"cannot renew fleet's token for member {member.name}: {error}; the token expires "
@@ -454,7 +456,7 @@ class MemberRegistry:
             warning=True,
         )
 
-    async def _renewal_succeeded(self, member: Member, renewal: Renewal, now: float) -> None:
+    def _renewal_succeeded(self, member: Member, renewal: Renewal, now: float) -> None:
         recovered = member.token is not None and member.token.failure is not None
         member.token = RenewalState(
             renewal.issued,
@@ -467,21 +469,26 @@ class MemberRegistry:
             self.metrics.token_renewals.inc(member.name)
         self._write_status_soon(member)
         if recovered:
-            await self._member_event(
+            self._member_event(
                 member,
                 c.REASON_TOKEN_RENEWED,
                 f"fleet's token for member {member.name} renewed again; it expires at "
                 f"{format_time(renewal.expires)}",
             )
 
-    async def _member_event(
+    def _member_event(
         self, member: Member, reason: str, message: str, *, warning: bool = False
     ) -> None:
+        """Post an Event on the MemberCluster, in the background: the renewal that reports it
+        may be replaced (its Secret's watch brought the renewed token) while it is posted."""
         obj = self._objects.get(member.name)
         if self.events is None or obj is None or not (obj.get("metadata") or {}).get("uid"):
             return
         about = {"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj}
-        await self.events.record(about, reason, message, warning=warning)
+        self._in_background(
+            self.events.record(about, reason, message, warning=warning),
+            f"event-{member.name}-{reason}",
+        )
 
     def _connect(self, member: Member, client: KubeClient) -> None:
         now = self.clock.monotonic()
