@@ -111,7 +111,8 @@ class RenewalState:
     expires: float
     #: When the controller next tries to renew it.
     next_attempt: float
-    #: Renewed by the controller (not yet: the token `fleet join` stored).
+    #: Renewed by this controller (not yet: the token `fleet join` stored, or one renewed
+    #: before it started).
     renewed: bool = False
     #: The last attempt's refusal: (reason, message); None after a success.
     failure: tuple[str, str] | None = None
@@ -126,8 +127,6 @@ def failure_reason(error: Exception) -> str:
         return error.reason or f"HTTP{error.status}"
     if isinstance(error, Unreachable):
         return "Unreachable"
-    if isinstance(error, Superseded):
-        return "Superseded"
     return "InvalidAnswer"
 
 
