@@ -96,3 +96,31 @@ def test_the_end_to_end_controller_runs_as_the_charts_service_account(live: Flee
         review["status"]["userInfo"]["username"] == f"system:serviceaccount:{NAMESPACE}:{account}"
     )
     assert live.leader() is not None  # the chart's Role lets it hold the Lease
+
+
+@pytest.mark.toolchain
+def test_secrets_are_listed_and_watched_only_in_the_namespaces_holding_kubeconfigs():
+    rendered = render_chart(NAMESPACE, "controller.secretsNamespaces={team-a,team-b}")
+    pod = next(o for o in rendered if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    args = build_parser().parse_args(pod["containers"][0]["args"])
+    assert args.secrets_namespaces == f"{NAMESPACE},team-a,team-b"
+    secret_verbs: dict[tuple[str, str], set[str]] = {}
+    for obj in rendered:
+        if obj["kind"] not in ("ClusterRole", "Role") or "dashboard" in obj["metadata"]["name"]:
+            continue
+        where = (obj["kind"], obj["metadata"].get("namespace") or "")
+        for rule in obj["rules"]:
+            if "secrets" in rule["resources"] and "" in rule["apiGroups"]:
+                secret_verbs.setdefault(where, set()).update(rule["verbs"])
+    renew = {"get", "list", "watch", "patch"}
+    assert secret_verbs == {
+        ("ClusterRole", ""): {"get"},
+        ("Role", NAMESPACE): renew,
+        ("Role", "team-a"): renew,
+        ("Role", "team-b"): renew,
+    }
+    bindings = [o for o in rendered if o["kind"] == "RoleBinding"]
+    assert {(b["metadata"]["namespace"], b["subjects"][0]["namespace"]) for b in bindings} >= {
+        ("team-a", NAMESPACE),
+        ("team-b", NAMESPACE),
+    }

@@ -22,7 +22,7 @@ import yaml
 from fleet import cli
 from fleet.api import constants as c
 from fleet.install import SECRETS_NAMESPACE, single_context
-from fleet.join import join_member
+from fleet.join import JoinError, join_member
 from fleet.join.join import identity_objects
 from fleet.kube import Forbidden, SyncKubeClient, from_kubeconfig, load, read_kubeconfig_file
 from fleet.testing.chart import service_account_kubeconfig
@@ -447,3 +447,76 @@ def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
     )
     live.wait_running(namespace, "pytorch-test", "member-1")
     assert set(_stored(live, name)["users"][0]["user"]) == {"token"}
+
+
+def _token_condition(live: Fleet, name: str) -> dict[str, Any]:
+    mc = live.api.get(*MEMBER_CLUSTER, name) or {}
+    conditions = (mc.get("status") or {}).get("conditions") or []
+    return next((x for x in conditions if x["type"] == c.CONDITION_TOKEN_RENEWED), {})
+
+
+def test_a_refused_renewal_shows_at_once_and_the_member_stays_ready(live: Fleet, second_name):
+    """The member's token Role taken away: within one attempt the MemberCluster says why
+    (TokenRenewed False, Forbidden), a Warning Event and the failure counter appear, and the
+    member stays Ready; given back, the next renewal says so once."""
+    name, namespace = second_name
+    _join_member_3(live, name, namespace, token_seconds=600)
+    ready = wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    wait_until(
+        lambda: _token_condition(live, name).get("status") == "True",
+        timeout=30,
+        what="TokenRenewed True",
+    )
+    member = live.clusters["member-3"]
+    rbac = "rbac.authorization.k8s.io/v1"
+    binding = member.get(rbac, "RoleBinding", "fleet-token", namespace)
+    assert binding is not None
+    member.delete(rbac, "RoleBinding", "fleet-token", namespace)
+
+    # Due every RENEW_EVERY seconds: the first refusal comes within one of them (and the
+    # status write that follows it at once); a retry is 15 s later.
+    def refused() -> bool:
+        assert _ready_condition(live, name) == ready, "Ready changed while renewals failed"
+        return _token_condition(live, name).get("status") == "False"
+
+    wait_until(refused, timeout=RENEW_EVERY + 15, what="TokenRenewed False")
+    condition = _token_condition(live, name)
+    assert condition["reason"] == "Forbidden", condition
+    assert "403" in condition["message"] and "serviceaccounts/token" in condition["message"]
+    mc = live.api.get(*MEMBER_CLUSTER, name) or {}
+    renewal = mc["status"]["tokenRenewal"]
+    assert renewal["consecutiveFailures"] >= 1 and renewal["nextAttemptTime"]
+    warnings = [e for e in live.api.events("default", name) if e["reason"] == "TokenRenewalFailed"]
+    assert warnings and warnings[0]["type"] == "Warning"
+    failures = live.metrics().value(
+        "fleet_token_renewal_failures_total", cluster=name, reason="Forbidden"
+    )
+    assert failures >= 1
+    assert live.metrics().value("fleet_member_token_expiry_timestamp_seconds", cluster=name) > 0
+
+    # Given back: renewed at the next attempt, one Normal Event says so, and still Ready.
+    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        binding["metadata"].pop(key, None)
+    member.apply(binding)
+    wait_until(
+        lambda: _token_condition(live, name).get("reason") == c.REASON_TOKEN_RENEWED,
+        timeout=RENEW_EVERY + 30,
+        what="TokenRenewed True again",
+    )
+    recovered = [e for e in live.api.events("default", name) if e["reason"] == "TokenRenewed"]
+    assert len(recovered) == 1 and recovered[0]["type"] == "Normal"
+    assert _ready_condition(live, name) == ready
+
+
+def test_join_refuses_a_secrets_namespace_the_controller_cannot_renew_in(live: Fleet, second_name):
+    """The chart grants the controller Secrets in its own namespace only: a join keeping the
+    kubeconfig in `default` is refused before anything is written, naming the chart value."""
+    name, namespace = second_name
+    with pytest.raises(JoinError) as refused:
+        _join_member_3(live, name, namespace, secrets_namespace="default")
+    # Cluster-wide the controller may only get a Secret (propagateDeps): the rest is missing.
+    assert "may not list, watch, patch Secrets in namespace 'default'" in str(refused.value)
+    assert "controller.secretsNamespaces" in str(refused.value)
+    assert live.api.get(*MEMBER_CLUSTER, name) is None
+    assert live.api.get("v1", "Secret", f"{name}-kubeconfig", "default") is None
+    assert live.clusters["member-3"].get("v1", "Namespace", namespace) is None

@@ -114,6 +114,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         lease_seconds=args.lease_seconds,
         lease_namespace=args.lease_namespace,
+        secrets_namespaces=tuple(dict.fromkeys(filter(None, args.secrets_namespaces.split(",")))),
         fleet_id=args.fleet_id or "",
         sweep_interval=args.sweep_interval,
         resync_interval=args.resync_interval,
@@ -182,6 +183,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
         plan_for,
         user_kubeconfig,
     )
+    from fleet.join.renewal_access import check_renewal_access
     from fleet.kube import KubeError, SyncKubeClient, load
 
     labels = _labels(args.label)
@@ -195,7 +197,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
                 args.name,
                 client,
                 cluster,
-                fleet_id=fleet_id_of(fleet, args.fleet_id),
+                fleet_id=lambda: fleet_id_of(fleet, args.fleet_id),
                 labels=labels,
                 namespace=args.member_namespace,
                 token_type=args.token_type,
@@ -214,6 +216,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
             print(dry_run(plan), end="")
             return 0
         try:
+            check_renewal_access(fleet, args.secrets_namespace, args.controller_service_account)
             join(fleet, client, plan, force=args.force, timeout=args.timeout)
         except JoinError as e:
             print(f"fleet: error: join {e}", file=sys.stderr)
@@ -376,6 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="leader lease: the longest a standby waits to take over",
     )
     ctl.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
+    ctl.add_argument(
+        "--secrets-namespaces",
+        default=FLEET_SECRETS_NAMESPACE,
+        help="comma-separated namespaces holding member kubeconfig Secrets: the only ones whose "
+        f"Secrets the controller lists, watches and renews (default {FLEET_SECRETS_NAMESPACE})",
+    )
     ctl.add_argument("--id", help="this replica's identity in the lease (default host-pid)")
     ctl.add_argument(
         "--fleet-id",
@@ -499,7 +508,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--secrets-namespace",
         default=FLEET_SECRETS_NAMESPACE,
         help="namespace of the kubeconfig Secret on the fleet: the chart's "
-        f"(default {FLEET_SECRETS_NAMESPACE})",
+        f"(default {FLEET_SECRETS_NAMESPACE}); another is refused unless the controller may "
+        "watch and renew Secrets there (the chart's controller.secretsNamespaces)",
+    )
+    jn.add_argument(
+        "--controller-service-account",
+        default=f"{FLEET_SECRETS_NAMESPACE}/fleet-controller",
+        help="the controller's ServiceAccount on the fleet, NAMESPACE/NAME, asked about for "
+        f"--secrets-namespace (default {FLEET_SECRETS_NAMESPACE}/fleet-controller)",
     )
     jn.add_argument(
         "--dry-run", action="store_true", help="print what would be created, send nothing"

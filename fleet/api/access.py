@@ -34,6 +34,7 @@ __all__ = [
     "as_policy_rules",
     "fleet_namespaced_rules",
     "fleet_rules",
+    "fleet_secrets_rules",
     "group_of",
     "job_kinds",
     "member_cluster_role",
@@ -419,13 +420,11 @@ def fleet_rules() -> tuple[Rule, ...]:
                 )
             ),
             {
-                "get": "a member's kubeconfig Secret; what propagateDeps copies; the kube-system "
-                "namespace (the fleet id) and kube-queue (whether it exists)",
-                "list": "the informer on the namespaces holding kubeconfig Secrets (rotation)",
-                "watch": "an edited or renewed kubeconfig Secret is taken in at once",
+                "get": "what propagateDeps copies, read one by one in the job's namespace; the "
+                "kube-system namespace (the fleet id) and kube-queue (whether it exists)",
             },
-            about="Member kubeconfigs (Secrets named by MemberClusters), the dependencies "
-            "propagateDeps copies, namespaces.",
+            about="The dependencies propagateDeps copies, and namespaces: get only. Listing "
+            "and watching Secrets is granted only where member kubeconfigs are kept (a Role).",
         ),
         Rule(
             "",
@@ -460,13 +459,25 @@ def fleet_namespaced_rules() -> tuple[Rule, ...]:
             },
             about="Leader election.",
         ),
+        *fleet_secrets_rules(),
+    )
+
+
+def fleet_secrets_rules() -> tuple[Rule, ...]:
+    """The controller's rights on the Secrets of a namespace that holds member kubeconfigs: the
+    chart's namespace, and each of `controller.secretsNamespaces` (a Role there), which are
+    also the namespaces the controller watches (its --secrets-namespaces)."""
+    return (
         Rule(
             "",
             ("secrets",),
             {
-                "patch": "writes a member's renewed token into its kubeconfig Secret "
-                "(only the Secrets in this namespace)",
+                "get": "reads the kubeconfig Secret a MemberCluster names",
+                "list": "the informer on this namespace's Secrets (one per namespace)",
+                "watch": "an edited, rotated or renewed kubeconfig Secret is taken in at once",
+                "patch": "writes a member's renewed token into its kubeconfig Secret, on the "
+                "condition that it did not change since it was read",
             },
-            about="Token renewal: the member kubeconfig Secrets `fleet join` made here.",
+            about="Member kubeconfigs: the Secrets `fleet join` keeps here, watched and renewed.",
         ),
     )

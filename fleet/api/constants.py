@@ -137,6 +137,25 @@ the one recorded in spec.id; fleet does not use it, so no job runs in the wrong 
 REASON_KUBECONFIG_SECRET_MISSING: Final = "KubeconfigSecretMissing"
 REASON_KUBECONFIG_SECRET_UNREADABLE: Final = "KubeconfigSecretUnreadable"
 """The Secret exists, or may, but the controller may not read it (403) or got an error."""
+REASON_KUBECONFIG_SECRET_NOT_WATCHED: Final = "KubeconfigSecretNotWatched"
+"""Ready=False: the Secret is in a namespace the controller does not watch (--secrets-namespaces,
+the chart's controller.secretsNamespaces), so it may not list, watch or renew it there."""
+CONDITION_KUBECONFIG_WATCHED: Final = "KubeconfigWatched"
+"""MemberCluster: whether the controller's watch on its kubeconfig Secret's namespace works
+(reason `Watching`, or `WatchFailed` with the API server's words, e.g. 403 when its Role there is
+missing): an edited or renewed kubeconfig is taken in only while it does."""
+REASON_WATCHING: Final = "Watching"
+REASON_WATCH_FAILED: Final = "WatchFailed"
+CONDITION_TOKEN_RENEWED: Final = "TokenRenewed"
+"""MemberCluster (bound tokens only): whether the controller's last attempt to renew fleet's
+token in the member succeeded; status.tokenRenewal carries the times."""
+REASON_TOKEN_VALID: Final = "TokenValid"
+"""TokenRenewed=True: a token this controller has not renewed yet (the one `fleet join` stored,
+or one renewed before the controller started), not due yet."""
+REASON_TOKEN_RENEWED: Final = "TokenRenewed"
+"""TokenRenewed=True after a renewal; also the Normal Event when renewals recover."""
+REASON_TOKEN_RENEWAL_FAILED: Final = "TokenRenewalFailed"
+"""The Warning Event of a refused renewal (the condition's reason is the refusal's own)."""
 REASON_SCHEDULED: Final = "Success"
 """Karmada's reason on Scheduled=True."""
 REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"

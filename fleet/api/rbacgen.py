@@ -24,6 +24,7 @@ from fleet.api.access import (
     Rule,
     fleet_namespaced_rules,
     fleet_rules,
+    fleet_secrets_rules,
     member_cluster_role,
     member_rules,
     token_rules,
@@ -106,8 +107,42 @@ def _chart_rbac() -> str:
         "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: fleet-controller}",
         "subjects:",
         subject,
+        *_secrets_namespaces_rbac(),
     ]
     return HEADER + "\n".join(lines) + "\n"
+
+
+def _secrets_namespaces_rbac() -> list[str]:
+    """A Role on Secrets in each of controller.secretsNamespaces: the other namespaces that
+    hold member kubeconfigs, which the controller watches (--secrets-namespaces)."""
+    labels = '  labels: {{- include "fleet.labels" $ | nindent 4 }}'
+    subject = (
+        "  - {kind: ServiceAccount, name: fleet-controller, namespace: {{ $.Release.Namespace }}}"
+    )
+    return [
+        "{{- range .Values.controller.secretsNamespaces }}",
+        "---",
+        "# In another namespace holding member kubeconfigs (controller.secretsNamespaces).",
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: Role",
+        "metadata:",
+        "  name: fleet-controller-secrets",
+        "  namespace: {{ . }}",
+        labels,
+        *_rules(fleet_secrets_rules()),
+        "---",
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: RoleBinding",
+        "metadata:",
+        "  name: fleet-controller-secrets",
+        "  namespace: {{ . }}",
+        labels,
+        "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, "
+        "name: fleet-controller-secrets}",
+        "subjects:",
+        subject,
+        "{{- end }}",
+    ]
 
 
 def _member_rbac() -> str:
@@ -200,6 +235,11 @@ def rules_table() -> str:
         *_table(
             "On the fleet: Role `fleet-controller` in the chart's namespace",
             fleet_namespaced_rules(),
+        ),
+        *_table(
+            "On the fleet: Role `fleet-controller-secrets` in each of "
+            "`controller.secretsNamespaces`",
+            fleet_secrets_rules(),
         ),
         END,
     ]

@@ -88,6 +88,9 @@ class Controller:
             member_qps=settings.member_qps,
             member_burst=settings.member_burst,
             token_renew_before=settings.token_renew_before or None,
+            events=self.events,
+            metrics=self.metrics,
+            secrets_namespaces=settings.secrets_namespaces,
         )
         self.kube_queue = KubeQueue(
             fleet,

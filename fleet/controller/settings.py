@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from fleet.api.access import FLEET_SECRETS_NAMESPACE
 from fleet.core.snapshot import DEFAULT_RESERVATION_SECONDS
 
 
@@ -40,6 +41,11 @@ class Settings:
     #: Namespace for the controller's Lease (high availability).
     lease_namespace: str = "kube-system"
     lease_name: str = "fleet-controller"
+    #: The namespaces that hold member kubeconfig Secrets: the only ones whose Secrets the
+    #: controller lists, watches and renews (the chart's namespace and its
+    #: controller.secretsNamespaces, where its Roles are). A MemberCluster naming a Secret
+    #: elsewhere is NotReady (KubeconfigSecretNotWatched).
+    secrets_namespaces: tuple[str, ...] = (FLEET_SECRETS_NAMESPACE,)
     #: Lease duration: a standby takes over at most this long after the leader stops renewing.
     lease_seconds: float = 15.0
     #: Renew a joined member's bound token this many seconds before it expires; 0: at 80% of

@@ -24,6 +24,7 @@ from fleet.api.membership import (
 )
 from fleet.install import single_context
 from fleet.join.join import JoinError, dry_run, endpoint_of, join
+from fleet.join.renewal_access import check_renewal_access
 from fleet.join.unjoin import bound_jobs, unjoin
 from fleet.kube import (
     NotFound,
@@ -106,7 +107,7 @@ def plan_for(
     client: SyncKubeClient,
     cluster: Mapping[str, Any],
     *,
-    fleet_id: str,
+    fleet_id: str | Callable[[], str],
     labels: Mapping[str, str] | None = None,
     namespace: str = DEFAULT_MEMBER_NAMESPACE,
     token_type: TokenType = "bound",
@@ -123,7 +124,7 @@ def plan_for(
         token_type=token_type,
         token_seconds=token_seconds,
         secrets_namespace=secrets_namespace,
-        fleet_id=fleet_id,
+        fleet_id=fleet_id if isinstance(fleet_id, str) else fleet_id(),
         cluster_id=cluster_id(client),
         guarded=serves_admission_policies(client),
     )
@@ -163,7 +164,8 @@ def join_member(
             client,
             cluster,
             labels=labels,
-            fleet_id=fleet_id_of(fleet, fleet_id),
+            fleet_id=lambda: fleet_id_of(fleet, fleet_id),
             **options,
         )
+        check_renewal_access(fleet, plan.secrets_namespace)
         return join(fleet, client, plan, say=say, force=force)

@@ -61,3 +61,25 @@ def test_each_verb_says_why():
         *access.fleet_namespaced_rules(),
     ):
         assert rule.verbs and all(why.strip() for why in rule.why.values()), rule
+
+
+def test_the_controller_lists_and_watches_secrets_only_where_member_kubeconfigs_are_kept():
+    cluster_wide = access.fleet_rules()
+    # Cluster-wide, only `get` of what propagateDeps reads (and namespaces): no list or watch,
+    # so the controller cannot dump every Secret of the fleet.
+    for kind in DEPENDENCY_KINDS:
+        assert _grants(cluster_wide, "", access.plural(kind)) == {"get"}, kind
+    assert _grants(cluster_wide, "", "secrets") == {"get"}
+    assert _grants(cluster_wide, "", "namespaces") == {"get", "create"}
+    # In the namespaces holding member kubeconfigs (a Role): read, watch, renew; no create or
+    # delete (fleet join writes them).
+    secrets = {"get", "list", "watch", "patch"}
+    assert _grants(access.fleet_namespaced_rules(), "", "secrets") == secrets
+    assert _grants(access.fleet_secrets_rules(), "", "secrets") == secrets
+    chart = (REPO / rbacgen.CHART_RBAC).read_text()
+    assert "{{- range .Values.controller.secretsNamespaces }}" in chart
+    deployment = (REPO / "helm/fleet/templates/deployment.yaml").read_text()
+    assert (
+        "--secrets-namespaces={{ .Release.Namespace }}"
+        "{{ range .Values.controller.secretsNamespaces }},{{ . }}{{ end }}"
+    ) in deployment

@@ -4,7 +4,7 @@ kubeconfig's tls-server-name and proxy-url, which the controller then connects w
 from __future__ import annotations
 
 from fleet.api.membership import member_kubeconfig
-from fleet.join import member_client, plan_for
+from fleet.join import endpoint_of, member_client
 from fleet.kubeconfig import check_kubeconfig
 from tests.kube.pki import inline_kubeconfig, make_pem
 
@@ -14,13 +14,13 @@ def test_join_stores_the_server_name_and_proxy_the_member_was_reached_with() -> 
     cluster = config["clusters"][0]["cluster"]
     cluster["tls-server-name"] = "member.internal"
     cluster["proxy-url"] = "http://proxy.corp:3128"
-    client, entry = member_client(config)
+    client, _ = member_client(config)
     with client:
         assert client.connection.tls_server_name == "member.internal"
         assert client.connection.proxy == "http://proxy.corp:3128"
-        plan = plan_for("m1", client, entry)
+        endpoint = endpoint_of(client.connection)
 
-    stored = member_kubeconfig("m1", plan.endpoint, "fleet-member/fleet", "token")
+    stored = member_kubeconfig("m1", endpoint, "fleet-member/fleet", "token")
     assert stored["clusters"][0]["cluster"] == {
         "server": "https://10.0.0.7:6443",
         "certificate-authority-data": cluster["certificate-authority-data"],
@@ -36,8 +36,8 @@ def test_join_stores_the_server_name_and_proxy_the_member_was_reached_with() -> 
 
 
 def test_a_member_without_them_stores_neither() -> None:
-    client, entry = member_client(inline_kubeconfig(make_pem()))
+    client, _ = member_client(inline_kubeconfig(make_pem()))
     with client:
-        plan = plan_for("m1", client, entry)
-    stored = member_kubeconfig("m1", plan.endpoint, "fleet-member/fleet", "token")
+        endpoint = endpoint_of(client.connection)
+    stored = member_kubeconfig("m1", endpoint, "fleet-member/fleet", "token")
     assert set(stored["clusters"][0]["cluster"]) == {"server", "certificate-authority-data"}
