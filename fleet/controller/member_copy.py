@@ -61,6 +61,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         fleet_id=shell.settings.fleet_id,
         gang_scheduler=member.gang_scheduler,
         scheduler_name=member.scheduler_name,
+        needed=job.needed,
     )
     if seen is not None and copies.is_current(seen, desired):
         return seen  # nothing changed since the last apply: no write
@@ -210,7 +211,7 @@ async def _propagate_dependencies(shell: Shell, job: Job, member: Member) -> Non
     policy = job.policy(shell)
     if not (policy and (policy.spec.propagate_deps or policy.spec.association)):
         return
-    for dep_kind, name in copies.dependencies(job.workload, job.kind):
+    for dep_kind, name in copies.dependencies(job.workload, job.kind, job.needed):
         api_version = copies.DEPENDENCY_KINDS[dep_kind]
         source = await shell.fleet.get(api_version, dep_kind, name, job.key.namespace)
         if source is None:

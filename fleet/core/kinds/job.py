@@ -31,7 +31,14 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from fleet.core.jobstate import JobState
-from fleet.core.kinds.adapter import KindAdapter, PodTemplate, job_pods, mapping, template_at
+from fleet.core.kinds.adapter import (
+    ConditionStyle,
+    KindAdapter,
+    PodTemplate,
+    job_pods,
+    mapping,
+    template_at,
+)
 
 #: The labels the API server generates for a Job (selector and template), from its UID and name.
 GENERATED_LABELS: Final = (
@@ -66,7 +73,11 @@ class BatchJob(KindAdapter):
         "startTime",
         "completionTime",
     )
-    failed_conditions = ("FailureTarget", "Failed")
+    #: A batch/v1 JobCondition; the API server takes a Failed condition only after
+    #: FailureTarget. No Created or Restarting: a Job has none.
+    conditions = ConditionStyle(
+        "batch", ended=("FailureTarget", "Failed"), failed=("FailureTarget", "Failed")
+    )
 
     def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
         pods = job_pods(mapping(obj.get("spec"), "spec"), "spec")
