@@ -9,8 +9,9 @@
   that carries them (422: the selector must be the member object's own UID), so they are
   dropped, as Karmada's native interpreter does, unless the user chose the selector
   (`spec.manualSelector: true`). The gang goes on the template as ACK's pod-group labels, for
-  Koordinator or an unknown scheduler; a coscheduling member gets no gang for a Job (it would
-  need a PodGroup object; fleet places the Job whole in one member all the same).
+  Koordinator or an unknown scheduler; the Job controller makes no PodGroup, so on a
+  coscheduling member fleet labels the template `scheduling.x-k8s.io/pod-group` and writes the
+  PodGroup beside the copy (`fleet_pod_group`); Volcano gets no gang for it (refused there).
 * State: Failed (or FailureTarget, which only ever leads to Failed) and Complete (or
   SuccessCriteriaMet) win; Suspended; else Running while pods are active, else Pending.
 * Status mirror: active, ready, terminating as the copy has them; the fleet's API server
@@ -55,8 +56,11 @@ class BatchJob(KindAdapter):
     multi_role = False
     pods_label = "batch.kubernetes.io/job-name"
     mutable_templates = False  # spec.template is immutable once the Job exists
+    #: The Job controller makes no PodGroup: on coscheduling members fleet writes it.
+    fleet_pod_group = True
     doc_gang = "`spec.template`, min(parallelism, completions) pods"
     doc_dropped = "`spec.selector`, `controller-uid` and `job-name` labels"
+    doc_added = "nothing; on coscheduling members fleet writes the PodGroup"
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = (
         ("Failed", "Failed"),
         ("FailureTarget", "Failed"),

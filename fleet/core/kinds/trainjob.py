@@ -97,7 +97,8 @@ class TrainJobAdapter(KindAdapter):
     kind = "TrainJob"
     status_fields = ("jobsStatus",)
     role_label = ROLE_LABEL
-    #: Its pod templates are the runtime's: its pods carry no fleet labels to match Reservations.
+    #: Its pod templates are the runtime's: Reservations are made and matched from the copy's
+    #: own templates (`reserving`), which it has none of, so none is made for it.
     reservable = False
     #: Trainer names the JobSet it makes after the TrainJob.
     pods_label = NAME_LABEL
@@ -133,7 +134,8 @@ class TrainJobAdapter(KindAdapter):
     )
     doc_added = (
         "a JobSet from the runtime, `PET_*` env and port 29500, and with podGroupPolicy "
-        "coscheduling the PodGroup; the runtime goes along with propagateDeps"
+        "coscheduling the PodGroup (else, on coscheduling members, fleet writes it); fleet's "
+        "marks go in `podTemplateOverrides`; the runtime goes along with propagateDeps"
     )
 
     needs_kinds = ((API_VERSION, RUNTIME), (API_VERSION, CLUSTER_RUNTIME))
