@@ -252,7 +252,7 @@ def _eviction_reason(kind: str) -> str:
 async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | None]:
     """The job's PriorityClass value (0 when it names none, or one that does not exist); which
     class a job names is its kind adapter's to say."""
-    name = job.kind.priority_class(job.workload)
+    name = job.kind.priority_class(job.workload, job.needed)
     if not name:
         return 0, None
     known = kq.known_priority(name)

@@ -467,13 +467,10 @@ class KindAdapter:
 
     # -- the queue ---------------------------------------------------------------------------
 
-    def priority_class(self, obj: Mapping[str, Any]) -> str | None:
-        """The PriorityClass the job names: the first template's priorityClassName."""
-        try:
-            templates = self.templates(obj)
-        except FieldError:
-            return None
-        for t in templates:
+    def priority_class(self, obj: Mapping[str, Any], needed: Needed | None = None) -> str | None:
+        """The PriorityClass the job names: the first priorityClassName of the templates its
+        pods are made from (`pod_templates`: a TrainJob's runtime's, given in `needed`)."""
+        for t in self.pod_templates(obj, needed or {}):
             name = (t.template.get("spec") or {}).get("priorityClassName")
             if name:
                 return str(name)

@@ -29,6 +29,7 @@ from fleet.core.jobstate import JobState
 from fleet.core.kinds.adapter import (
     ConditionStyle,
     KindAdapter,
+    Needed,
     PodTemplate,
     at,
     mapping,
@@ -131,9 +132,9 @@ class KubeflowJob(KindAdapter):
     def pod_name(self, job: str, component: str, index: int) -> str:
         return f"{job}-{component}-{index}"
 
-    def priority_class(self, obj: Mapping[str, Any]) -> str | None:
+    def priority_class(self, obj: Mapping[str, Any], needed: Needed | None = None) -> str | None:
         name = at(obj, "spec.runPolicy.schedulingPolicy.priorityClass")
-        return str(name) if name else super().priority_class(obj)
+        return str(name) if name else super().priority_class(obj, needed)
 
 
 PYTORCHJOB = KubeflowJob(

@@ -353,9 +353,6 @@ class TrainJobAdapter(KindAdapter):
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
         return self.pod_selector(str((member_obj.get("metadata") or {}).get("name")))
 
-    def priority_class(self, obj: Mapping[str, Any]) -> str | None:
-        return None  # in the runtime's templates, which the queue does not read
-
 
 def _pod_group_policy(runtime: Mapping[str, Any]) -> Mapping[str, Any]:
     """The runtime's podGroupPolicy (`coscheduling` or `volcano`), empty when it has none."""
