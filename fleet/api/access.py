@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from fleet.api.constants import DEPENDENCY_KINDS
 from fleet.core.kinds import ADAPTERS
@@ -110,12 +110,22 @@ def _job_kind_resources() -> dict[str, tuple[str, ...]]:
     return {group: tuple(names) for group, names in by_group.items()}
 
 
-#: Kubeflow Trainer's runtimes: a TrainJob's gang is read from the one it names (fleet.core.kinds).
-TRAINER_GROUP: Final = "trainer.kubeflow.org"
-TRAINING_RUNTIMES: Final = ("trainingruntimes", "clustertrainingruntimes")
-#: scheduler-plugins' PodGroup, which fleet writes beside a JobSet or Ray copy on coscheduling
-#: members.
-POD_GROUP_GROUP: Final = "scheduling.x-k8s.io"
+def kind_access_rules(side: Literal["member", "fleet"]) -> tuple[Rule, ...]:
+    """The rules for the objects the kinds' adapters say fleet touches besides the kinds
+    themselves (`KindAdapter.accesses`: a TrainJob's runtimes, a JobSet's PodGroup), merged
+    per group and resources: adding a kind adds its rules here with no edit."""
+    merged: dict[tuple[str, tuple[str, ...]], tuple[dict[str, str], str]] = {}
+    for adapter in ADAPTERS:
+        member, fleet = adapter.accesses()
+        for access in member if side == "member" else fleet:
+            why, _ = merged.setdefault((access.group, access.resources), ({}, access.about))
+            for verb, reason in access.why.items():
+                why.setdefault(verb, reason)
+    return tuple(
+        Rule(group, resources, why, about=about)
+        for (group, resources), (why, about) in sorted(merged.items())
+    )
+
 
 #: Koordinator's Reservation, which fleet makes for a gang on a member that enables them.
 RESERVATION_GROUP: Final = "scheduling.koordinator.sh"
@@ -203,25 +213,7 @@ def member_rules() -> tuple[Rule, ...]:
         ),
         *jobs,
         dependencies,
-        Rule(
-            TRAINER_GROUP,
-            TRAINING_RUNTIMES,
-            {
-                "create": "propagateDeps: the runtime a TrainJob names is created in a member that "
-                "has none of that name (one it has is never changed)",
-            },
-            about="Kubeflow Trainer runtimes, which a TrainJob's gang is read from.",
-        ),
-        Rule(
-            POD_GROUP_GROUP,
-            ("podgroups",),
-            {
-                "create": "a JobSet or Ray copy's PodGroup on a coscheduling member (their "
-                "operators make none); server-side apply of a new object is authorized as create",
-                "patch": "that PodGroup is written by server-side apply",
-            },
-            about="scheduler-plugins PodGroups for kinds whose operator makes none.",
-        ),
+        *kind_access_rules("member"),
         Rule(
             RESERVATION_GROUP,
             ("reservations",),
@@ -291,16 +283,7 @@ def fleet_rules() -> tuple[Rule, ...]:
             )
             for group, resources in sorted(jobs.items())
         ),
-        Rule(
-            TRAINER_GROUP,
-            TRAINING_RUNTIMES,
-            {
-                "get": "a TrainJob's gang is read from the runtime it names",
-                "list": "kopf lists the runtimes",
-                "watch": "a TrainJob created before its runtime goes on once the runtime exists",
-            },
-            about="Kubeflow Trainer runtimes, read (and taken along with propagateDeps).",
-        ),
+        *kind_access_rules("fleet"),
         Rule(
             "policy.one.alibabacloud.com",
             ("propagationpolicies", "clusterpropagationpolicies"),

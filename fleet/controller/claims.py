@@ -43,11 +43,13 @@ TERMS_GENERATION_ANNOTATION = "fleet.dev/terms-generation"
 CLEANUP_RETRY_SECONDS = 10.0
 
 
-async def interpret(shell: Shell, workload: Obj) -> Gang | None:
+async def interpret(shell: Shell, workload: Obj, needed: Needed | None = None) -> Gang | None:
     """The workload's gang, or None if it cannot be read (said on the workload when a Gang
-    policy governs it)."""
+    policy governs it). `needed`: what its kind reads besides it, if fetched already."""
     try:
-        return gang_from_workload(workload, await needed_by(shell, workload))
+        if needed is None:
+            needed = await needed_by(shell, workload)
+        return gang_from_workload(workload, needed)
     except WorkloadError as e:
         if shell.policies.match(workload).gang:
             await shell.events.record(workload, "InvalidWorkload", str(e), warning=True)

@@ -81,7 +81,7 @@ async def wanted(shell: Shell, job: Job) -> list[Wanted]:
     if not propagates(shell, job):
         return []
     out = []
-    for dep_kind, name in copies.dependencies(job.workload, job.kind):
+    for dep_kind, name in copies.dependencies(job.workload, job.kind, job.needed):
         api_version = copies.DEPENDENCY_KINDS[dep_kind]
         source = await shell.fleet.get(api_version, dep_kind, name, job.key.namespace)
         if source is None:

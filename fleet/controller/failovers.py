@@ -158,16 +158,31 @@ async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp
         ),
     )
     now = shell.clock.now()
+    generation = job.workload["metadata"].get("generation")
     conditions = with_fleet_condition(
+        job.kind,
         conditions_of(job.workload),
         "True",
         c.REASON_SCHEDULED,
         f"Binding was scheduled to {target}",
         now,
+        generation=generation,
     )
     for failed in job.kind.failed_conditions:  # a batch Job: FailureTarget, then Failed
-        conditions = with_job_condition(conditions, failed, lifecycle.GAVE_UP_REASON, message, now)
-    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+        conditions = with_job_condition(
+            job.kind,
+            conditions,
+            failed,
+            lifecycle.GAVE_UP_REASON,
+            message,
+            now,
+            generation=generation,
+        )
+    status = job.kind.fleet_word("Failed", lifecycle.GAVE_UP_REASON, message)
+    if job.kind.conditions is not None:
+        status["conditions"] = conditions
+    if status:
+        await patch_workload_status(shell, job.workload, status)
     await shell.events.record(job.workload, lifecycle.GAVE_UP_REASON, message, warning=True)
     log.warning("%s: %s", job.key, message)
 
@@ -191,11 +206,17 @@ async def _release(shell: Shell, job: Job, target: str, verdict: failover.Releas
         ),
     )
     shell.triggers.track(job.key, cluster=None, evicting=[])
-    now = shell.clock.now()
-    conditions = with_fleet_condition(
-        conditions_of(job.workload), "False", lifecycle.RELEASED_REASON, message, now
-    )
-    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+    if job.kind.conditions is not None:
+        conditions = with_fleet_condition(
+            job.kind,
+            conditions_of(job.workload),
+            "False",
+            lifecycle.RELEASED_REASON,
+            message,
+            shell.clock.now(),
+            generation=job.workload["metadata"].get("generation"),
+        )
+        await patch_workload_status(shell, job.workload, {"conditions": conditions})
     await shell.events.record(job.workload, lifecycle.RELEASED_REASON, message, warning=True)
     log.warning("%s: %s", job.key, message)
 
@@ -229,12 +250,32 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
     )
     shell.metrics.failovers.inc(verdict.reason)
     await shell.events.record(job.workload, "FailoverTriggered", moved.message, warning=True)
-    conditions = [
-        x
-        for x in conditions_of(job.workload)
-        if x.get("type") not in ("Failed", "Running", "Succeeded")
-    ]
-    conditions = with_job_condition(conditions, "Restarting", "FailingOver", moved.message, now)
-    conditions = with_fleet_condition(conditions, "False", c.REASON_FAILED_OVER, moved.message, now)
-    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+    # The kind's own words: the old copy's end dropped, its restarting type (Kubeflow's
+    # Restarting) if it has one, fleet's Scheduled False, in the kind's shape.
+    generation = job.workload["metadata"].get("generation")
+    style = job.kind.conditions
+    status = job.kind.fleet_word("Restarting", "FailingOver", moved.message)
+    if style is not None:
+        conditions = [x for x in conditions_of(job.workload) if x.get("type") not in style.ended]
+        if style.restarting is not None:
+            conditions = with_job_condition(
+                job.kind,
+                conditions,
+                style.restarting,
+                "FailingOver",
+                moved.message,
+                now,
+                generation=generation,
+            )
+        status["conditions"] = with_fleet_condition(
+            job.kind,
+            conditions,
+            "False",
+            c.REASON_FAILED_OVER,
+            moved.message,
+            now,
+            generation=generation,
+        )
+    if status:
+        await patch_workload_status(shell, job.workload, status)
     log.warning("%s: %s", job.key, moved.message)

@@ -84,6 +84,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         fleet_id=shell.settings.fleet_id,
         gang_scheduler=member.gang_scheduler,
         scheduler_name=member.scheduler_name,
+        needed=job.needed,
     )
     deps = await dependencies.wanted(shell, job)
     if seen is not None and copies.is_ours(seen, job.uid) and copies.is_current(seen, desired):
@@ -330,8 +331,12 @@ async def _propagate_needed(shell: Shell, job: Job, member: Member) -> None:
         )
         if not namespace:
             copy["metadata"].pop("namespace", None)
-        with contextlib.suppress(Conflict):
-            await client.create(copy)
+
+        async def create(copy: Obj = copy) -> None:
+            with contextlib.suppress(Conflict):
+                await client.create(copy)
+
+        await in_namespace(shell, member, namespace, create)
 
 
 async def _not_applied(shell: Shell, job: Job, cluster: str, reason: str, message: str) -> None:

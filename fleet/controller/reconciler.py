@@ -74,14 +74,15 @@ class Reconciler:
 
         # 2. Bound: a Gang policy governs it, its claim and terms are current, and the
         # finalizer guards its copies before any exists (with the claim as an annotation).
-        gang = await claims.interpret(shell, workload)
+        needed = await claims.needed_by(shell, workload)
+        gang = await claims.interpret(shell, workload, needed)
         if gang is None:
             return
         if binding is None:
             binding = await claims.bind(shell, key, workload, gang)
             if binding is None:
                 return
-        job = Job(key, kind, workload, binding, lifecycle_of(binding, now), gang)
+        job = Job(key, kind, workload, binding, lifecycle_of(binding, now), gang, needed)
         await self._bound(job)
         # Every step has acted on the binding's spec as it now stands.
         await save(shell, job, observed=True)

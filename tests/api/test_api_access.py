@@ -83,3 +83,43 @@ def test_the_controller_lists_and_watches_secrets_only_where_member_kubeconfigs_
         "--secrets-namespaces={{ .Release.Namespace }}"
         "{{ range .Values.controller.secretsNamespaces }},{{ . }}{{ end }}"
     ) in deployment
+
+
+def test_the_rules_for_a_kinds_other_objects_are_what_its_adapter_declares():
+    from fleet.core.kinds import ADAPTERS
+
+    member, fleet = access.member_rules(), access.fleet_rules()
+    declared = 0
+    for adapter in ADAPTERS:
+        in_member, on_fleet = adapter.accesses()
+        for rules, accesses in ((member, in_member), (fleet, on_fleet)):
+            for a in accesses:
+                declared += 1
+                for resource in a.resources:
+                    assert set(a.why) <= _grants(rules, a.group, resource), (adapter, a)
+    assert declared >= 3  # a TrainJob's runtimes (both sides) and the PodGroup
+    # The PodGroup, once, for every kind whose gang fleet writes on coscheduling members.
+    assert _grants(member, "scheduling.x-k8s.io", "podgroups") == {"create", "patch"}
+    assert _grants(member, "trainer.kubeflow.org", "trainingruntimes") >= {"create"}
+    assert _grants(fleet, "trainer.kubeflow.org", "clustertrainingruntimes") == {
+        "get",
+        "list",
+        "watch",
+    }
+
+
+def test_a_new_kinds_declared_objects_get_a_rule_with_no_edit_here(monkeypatch):
+    from fleet.core.kinds import Access
+    from fleet.core.kinds.job import BatchJob
+
+    class Widget(BatchJob):
+        api_version = "example.com/v1"
+        kind = "Widget"
+        member_access = (
+            Access("example.com", ("gadgets",), {"create": "a widget's gadget"}, "Gadgets."),
+        )
+
+    monkeypatch.setattr(access, "ADAPTERS", (*access.ADAPTERS, Widget()))
+    assert _grants(access.member_rules(), "example.com", "gadgets") == {"create"}
+    assert _grants(access.member_rules(), "example.com", "widgets") >= {"create", "delete"}
+    assert _grants(access.fleet_rules(), "example.com", "gadgets") == set()

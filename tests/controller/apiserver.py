@@ -47,6 +47,17 @@ def _job_kinds() -> list[Kind]:
     return [Kind(k.api_version, k.kind, k.kind.lower() + "s") for k in ADAPTERS]
 
 
+def _needed_kinds() -> list[Kind]:
+    """What the kinds read besides the job (a TrainJob's runtimes), cluster-scoped by name."""
+    found = {n for k in ADAPTERS for n in k.needs_kinds}
+    return [
+        Kind(
+            v, k, k.lower() + "s", namespaced=not k.startswith("Cluster"), status_subresource=False
+        )
+        for v, k in sorted(found)
+    ]
+
+
 CORE_KINDS = [
     Kind("v1", "Namespace", "namespaces", namespaced=False),
     Kind("v1", "Secret", "secrets", status_subresource=False),
@@ -68,6 +79,7 @@ FLEET_KINDS = [
         namespaced=False,
     ),
     *_job_kinds(),
+    *_needed_kinds(),
     # Kube Queue's kinds, and the PriorityClasses a queued job may name.
     Kind("scheduling.sigs.k8s.io/v1beta1", "ElasticQuotaTree", "elasticquotatrees"),
     Kind("scheduling.x-k8s.io/v1alpha1", "Queue", "queues"),
@@ -115,6 +127,8 @@ MEMBER_KINDS = [
     *CORE_KINDS,
     *IDENTITY_KINDS,
     *_job_kinds(),
+    *_needed_kinds(),
+    Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups"),
     # A Koordinator member's Reservations (cluster-scoped); served by every member here.
     Kind("scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", namespaced=False),
 ]

@@ -308,7 +308,7 @@ async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | N
     """The job's PriorityClass value (0 when it names none, or one that does not exist); which
     class a job names is its kind adapter's to say. A class not seen by the watch yet is read;
     a failed read raises (the reconcile is retried), never taken for priority 0."""
-    name = job.kind.priority_class(job.workload)
+    name = job.kind.priority_class(job.workload, job.needed)
     if not name:
         return 0, None
     known = kq.known_priority(name)
