@@ -12,6 +12,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from fleet.amc.errors import MemberProblem, MemberUnavailable
+from fleet.dashboard.hosts import AllowedHosts
 from fleet.dashboard.server import make_app
 from fleet.dashboard.state import State
 from fleet.dashboard.watch import Watches
@@ -187,3 +188,40 @@ async def test_the_page_and_its_assets_are_served_from_the_package(dashboard: Da
         asset = await dashboard.http.get(f"/assets/{name}")
         assert asset.status == 200 and asset.content_type == kind
     assert (await dashboard.http.get("/assets/../state.py")).status == 404
+
+
+async def test_a_foreign_host_is_refused_the_dashboards_own_answered(dashboard: Dashboard) -> None:
+    """DNS rebinding: the attacker's name resolves to the dashboard, its Host header stays."""
+    port = dashboard.http.port
+    normal = await dashboard.http.get("/api/fleet")
+    assert normal.status == 200
+    for host in (f"localhost:{port}", f"[::1]:{port}"):
+        assert (await dashboard.http.get("/api/fleet", headers={"Host": host})).status == 200
+    for path in ("/api/fleet", f"/api/jobs/{NS}/train/log?kind=PyTorchJob", "/api/events", "/"):
+        refused = await dashboard.http.get(path, headers={"Host": "evil.example"})
+        assert refused.status == 403, path
+        assert "Host 'evil.example' is not a name this dashboard serves" in await refused.text()
+    assert dashboard.logs == []  # the refused log request never reached a member
+    foreign = await dashboard.http.get("/api/fleet", headers={"Origin": "http://evil.example"})
+    assert foreign.status == 403
+    assert "Origin 'http://evil.example' is cross-origin" in await foreign.text()
+    same = await dashboard.http.get(
+        "/api/fleet", headers={"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}
+    )
+    assert same.status == 200
+
+
+async def test_a_name_given_with_allow_host_is_answered(dashboard: Dashboard) -> None:
+    hosts = AllowedHosts.serving("0.0.0.0", ["fleet-dashboard.fleet-system.svc"])
+    app = make_app(dashboard.state, clock=lambda: NOW, hosts=hosts)
+    async with TestClient(TestServer(app)) as http:
+        allowed = await http.get("/api/fleet", headers={"Host": "fleet-dashboard.fleet-system.svc"})
+        assert allowed.status == 200
+        assert [m["name"] for m in (await allowed.json())["members"]] == [
+            "member-1",
+            "member-2",
+            "member-k",
+        ]
+        by_address = await http.get("/healthz", headers={"Host": "10.244.0.7:8765"})
+        assert by_address.status == 200  # the kubelet's probe, by the pod's address
+        assert (await http.get("/api/fleet", headers={"Host": "evil.example"})).status == 403
