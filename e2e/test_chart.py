@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from fleet.api import RESOURCES
+from fleet.api.access import group_of, plural
 from fleet.cli import build_parser
+from fleet.core.kinds import ADAPTERS
 from fleet.kube import ApiError
 from fleet.testing.chart import RBAC_KINDS, render_chart
 from fleet.testing.kube import ClusterClient
@@ -77,6 +79,67 @@ def test_the_dashboard_is_off_by_default_and_read_only_when_on():
         for v in r["verbs"]
     }
     assert verbs <= {"get", "list", "watch"}
+
+
+@pytest.mark.toolchain
+def test_the_rendered_dashboard_role_reads_every_adapters_kind():
+    """A job's log in the cluster: the fleet object of every kind fleet dispatches is readable
+    (the hand-written role lacked jobsets, rayjobs, rayclusters and trainjobs)."""
+    rendered = render_chart(NAMESPACE, *_DASHBOARD)
+    (role,) = [
+        o
+        for o in rendered
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "fleet-dashboard"
+    ]
+    granted = {
+        (group, resource)
+        for rule in role["rules"]
+        if "get" in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    missing = [
+        a.type[1] for a in ADAPTERS if (group_of(a.type[0]), plural(a.type[1])) not in granted
+    ]
+    assert not missing, f"the chart's dashboard cannot read {missing}"
+
+
+@pytest.mark.toolchain
+def test_the_dashboard_answers_its_service_names_and_admits_only_the_named_peers():
+    peer = "dashboard.networkPolicy.ingressFrom[0].namespaceSelector.matchLabels.team=ingress"
+    for values, admitted in (
+        ((), []),
+        (
+            (peer, "dashboard.allowHosts={dash.example.com}"),
+            [{"namespaceSelector": {"matchLabels": {"team": "ingress"}}}],
+        ),
+    ):
+        rendered = render_chart(NAMESPACE, *_DASHBOARD, *values)
+        kinds = {o["kind"]: o for o in rendered if "dashboard" in o["metadata"]["name"]}
+        args = build_parser().parse_args(
+            kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        )
+        assert {
+            "fleet-dashboard",
+            f"fleet-dashboard.{NAMESPACE}.svc",
+            f"fleet-dashboard.{NAMESPACE}.svc.cluster.local",
+            "fleet.example.com",  # the ingress host
+        } <= set(args.allow_host)
+        assert ("dash.example.com" in args.allow_host) == bool(values)
+        policy = kinds["NetworkPolicy"]["spec"]
+        assert (
+            policy["podSelector"]["matchLabels"]
+            == (kinds["Deployment"]["spec"]["selector"]["matchLabels"])
+        )
+        assert policy["policyTypes"] == ["Ingress"]
+        if not admitted:
+            assert policy["ingress"] == []  # nothing but what is named: here, nothing
+        else:
+            assert policy["ingress"] == [
+                {"from": admitted, "ports": [{"protocol": "TCP", "port": 8765}]}
+            ]
+    off = render_chart(NAMESPACE, *_DASHBOARD, "dashboard.networkPolicy.enabled=false")
+    assert not [o for o in off if o["kind"] == "NetworkPolicy"]
 
 
 def test_the_end_to_end_controller_runs_as_the_charts_service_account(live: Fleet):
