@@ -25,7 +25,13 @@ _RENDER_CASES = {
         "controller.extraArgs={--verbose}",
     ),
 }
-_DASHBOARD = ("dashboard.enabled=true", "dashboard.ingress.enabled=true")
+#: The ingress controller the dashboard's NetworkPolicy admits (the chart refuses an ingress
+#: without one).
+_INGRESS_PEER = (
+    "dashboard.networkPolicy.ingressFrom[0].namespaceSelector.matchLabels"
+    ".kubernetes\\.io/metadata\\.name=ingress-nginx"
+)
+_DASHBOARD = ("dashboard.enabled=true", "dashboard.ingress.enabled=true", _INGRESS_PEER)
 
 
 @pytest.mark.parametrize(
@@ -106,40 +112,52 @@ def test_the_rendered_dashboard_role_reads_every_adapters_kind():
 
 @pytest.mark.toolchain
 def test_the_dashboard_answers_its_service_names_and_admits_only_the_named_peers():
-    peer = "dashboard.networkPolicy.ingressFrom[0].namespaceSelector.matchLabels.team=ingress"
-    for values, admitted in (
-        ((), []),
-        (
-            (peer, "dashboard.allowHosts={dash.example.com}"),
-            [{"namespaceSelector": {"matchLabels": {"team": "ingress"}}}],
-        ),
-    ):
-        rendered = render_chart(NAMESPACE, *_DASHBOARD, *values)
-        kinds = {o["kind"]: o for o in rendered if "dashboard" in o["metadata"]["name"]}
-        args = build_parser().parse_args(
-            kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
-        )
-        assert {
-            "fleet-dashboard",
-            f"fleet-dashboard.{NAMESPACE}.svc",
-            f"fleet-dashboard.{NAMESPACE}.svc.cluster.local",
-            "fleet.example.com",  # the ingress host
-        } <= set(args.allow_host)
-        assert ("dash.example.com" in args.allow_host) == bool(values)
-        policy = kinds["NetworkPolicy"]["spec"]
-        assert (
-            policy["podSelector"]["matchLabels"]
-            == (kinds["Deployment"]["spec"]["selector"]["matchLabels"])
-        )
-        assert policy["policyTypes"] == ["Ingress"]
-        if not admitted:
-            assert policy["ingress"] == []  # nothing but what is named: here, nothing
-        else:
-            assert policy["ingress"] == [
-                {"from": admitted, "ports": [{"protocol": "TCP", "port": 8765}]}
-            ]
-    off = render_chart(NAMESPACE, *_DASHBOARD, "dashboard.networkPolicy.enabled=false")
-    assert not [o for o in off if o["kind"] == "NetworkPolicy"]
+    def dashboard_objects(*values: str) -> dict[str, dict]:
+        rendered = render_chart(NAMESPACE, *values)
+        return {o["kind"]: o for o in rendered if "dashboard" in o["metadata"]["name"]}
+
+    service_names = {
+        "fleet-dashboard",
+        f"fleet-dashboard.{NAMESPACE}",
+        f"fleet-dashboard.{NAMESPACE}.svc",
+        f"fleet-dashboard.{NAMESPACE}.svc.cluster.local",
+    }
+    # No ingress: the Service's names only, and a NetworkPolicy that admits nobody.
+    alone = dashboard_objects("dashboard.enabled=true")
+    pod = alone["Deployment"]["spec"]["template"]["spec"]
+    assert set(build_parser().parse_args(pod["containers"][0]["args"]).allow_host) == service_names
+    policy = alone["NetworkPolicy"]["spec"]
+    assert (
+        policy["podSelector"]["matchLabels"]
+        == alone["Deployment"]["spec"]["selector"]["matchLabels"]
+    )
+    assert policy["policyTypes"] == ["Ingress"] and policy["ingress"] == []
+
+    # An ingress: its host is answered, its controller (named) admitted, and nothing else.
+    fronted = dashboard_objects(*_DASHBOARD, "dashboard.allowHosts={dash.example.com}")
+    pod = fronted["Deployment"]["spec"]["template"]["spec"]
+    assert set(build_parser().parse_args(pod["containers"][0]["args"]).allow_host) == {
+        *service_names,
+        "fleet.example.com",
+        "dash.example.com",
+    }
+    assert fronted["NetworkPolicy"]["spec"]["ingress"] == [
+        {
+            "from": [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}
+                    }
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 8765}],
+        }
+    ]
+    # An ingress its NetworkPolicy would not admit is refused at render, saying what to set.
+    with pytest.raises(AssertionError, match=r"dashboard\.networkPolicy\.ingressFrom"):
+        render_chart(NAMESPACE, "dashboard.enabled=true", "dashboard.ingress.enabled=true")
+    off = dashboard_objects(*_DASHBOARD, "dashboard.networkPolicy.enabled=false")
+    assert "NetworkPolicy" not in off
 
 
 def test_the_end_to_end_controller_runs_as_the_charts_service_account(live: Fleet):
