@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from fleet.api import RESOURCES
+from fleet.api.access import group_of, plural
 from fleet.cli import build_parser
+from fleet.core.kinds import ADAPTERS
 from fleet.kube import ApiError
 from fleet.testing.chart import RBAC_KINDS, render_chart
 from fleet.testing.kube import ClusterClient
@@ -23,7 +25,13 @@ _RENDER_CASES = {
         "controller.extraArgs={--verbose}",
     ),
 }
-_DASHBOARD = ("dashboard.enabled=true", "dashboard.ingress.enabled=true")
+#: The ingress controller the dashboard's NetworkPolicy admits (the chart refuses an ingress
+#: without one).
+_INGRESS_PEER = (
+    "dashboard.networkPolicy.ingressFrom[0].namespaceSelector.matchLabels"
+    ".kubernetes\\.io/metadata\\.name=ingress-nginx"
+)
+_DASHBOARD = ("dashboard.enabled=true", "dashboard.ingress.enabled=true", _INGRESS_PEER)
 
 
 @pytest.mark.parametrize(
@@ -77,6 +85,79 @@ def test_the_dashboard_is_off_by_default_and_read_only_when_on():
         for v in r["verbs"]
     }
     assert verbs <= {"get", "list", "watch"}
+
+
+@pytest.mark.toolchain
+def test_the_rendered_dashboard_role_reads_every_adapters_kind():
+    """A job's log in the cluster: the fleet object of every kind fleet dispatches is readable
+    (the hand-written role lacked jobsets, rayjobs, rayclusters and trainjobs)."""
+    rendered = render_chart(NAMESPACE, *_DASHBOARD)
+    (role,) = [
+        o
+        for o in rendered
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "fleet-dashboard"
+    ]
+    granted = {
+        (group, resource)
+        for rule in role["rules"]
+        if "get" in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    missing = [
+        a.type[1] for a in ADAPTERS if (group_of(a.type[0]), plural(a.type[1])) not in granted
+    ]
+    assert not missing, f"the chart's dashboard cannot read {missing}"
+
+
+@pytest.mark.toolchain
+def test_the_dashboard_answers_its_service_names_and_admits_only_the_named_peers():
+    def dashboard_objects(*values: str) -> dict[str, dict]:
+        rendered = render_chart(NAMESPACE, *values)
+        return {o["kind"]: o for o in rendered if "dashboard" in o["metadata"]["name"]}
+
+    service_names = {
+        "fleet-dashboard",
+        f"fleet-dashboard.{NAMESPACE}",
+        f"fleet-dashboard.{NAMESPACE}.svc",
+        f"fleet-dashboard.{NAMESPACE}.svc.cluster.local",
+    }
+    # No ingress: the Service's names only, and a NetworkPolicy that admits nobody.
+    alone = dashboard_objects("dashboard.enabled=true")
+    pod = alone["Deployment"]["spec"]["template"]["spec"]
+    assert set(build_parser().parse_args(pod["containers"][0]["args"]).allow_host) == service_names
+    policy = alone["NetworkPolicy"]["spec"]
+    assert (
+        policy["podSelector"]["matchLabels"]
+        == alone["Deployment"]["spec"]["selector"]["matchLabels"]
+    )
+    assert policy["policyTypes"] == ["Ingress"] and policy["ingress"] == []
+
+    # An ingress: its host is answered, its controller (named) admitted, and nothing else.
+    fronted = dashboard_objects(*_DASHBOARD, "dashboard.allowHosts={dash.example.com}")
+    pod = fronted["Deployment"]["spec"]["template"]["spec"]
+    assert set(build_parser().parse_args(pod["containers"][0]["args"]).allow_host) == {
+        *service_names,
+        "fleet.example.com",
+        "dash.example.com",
+    }
+    assert fronted["NetworkPolicy"]["spec"]["ingress"] == [
+        {
+            "from": [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}
+                    }
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 8765}],
+        }
+    ]
+    # An ingress its NetworkPolicy would not admit is refused at render, saying what to set.
+    with pytest.raises(AssertionError, match=r"dashboard\.networkPolicy\.ingressFrom"):
+        render_chart(NAMESPACE, "dashboard.enabled=true", "dashboard.ingress.enabled=true")
+    off = dashboard_objects(*_DASHBOARD, "dashboard.networkPolicy.enabled=false")
+    assert "NetworkPolicy" not in off
 
 
 def test_the_end_to_end_controller_runs_as_the_charts_service_account(live: Fleet):

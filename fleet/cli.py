@@ -147,7 +147,9 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return asyncio.run(serve(args.kubeconfig, args.context, args.host, args.port))
+        return asyncio.run(
+            serve(args.kubeconfig, args.context, args.host, args.port, args.allow_host)
+        )
     except KeyboardInterrupt:
         return 0
 
@@ -470,6 +472,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="address to listen on (default 127.0.0.1: this machine only; the page has no login)",
     )
     dash.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    dash.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="also answer requests whose Host (or cross-origin Origin) names NAME (repeatable); "
+        "by default only the --host address and, on loopback or 0.0.0.0, localhost are "
+        "answered, against DNS rebinding (docs/dashboard.md)",
+    )
     dash.add_argument("-v", "--verbose", action="store_true")
     dash.set_defaults(func=_cmd_dashboard)
     inst = sub.add_parser("install", help="apply fleet's CRDs to the fleet API server")

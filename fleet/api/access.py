@@ -32,6 +32,8 @@ __all__ = [
     "TOKEN_ROLE",
     "Rule",
     "as_policy_rules",
+    "dashboard_namespaced_rules",
+    "dashboard_rules",
     "fleet_namespaced_rules",
     "fleet_rules",
     "fleet_secrets_rules",
@@ -220,7 +222,9 @@ def member_rules() -> tuple[Rule, ...]:
             {
                 "create": "reserves a gang's capacity before dispatch (spec.reservation)",
                 "list": "finds the Reservations made for a job (by its fleet-UID label) to judge "
-                "them and to delete them",
+                "them and to delete them; `fleet dashboard` lists them",
+                "watch": "`fleet dashboard`'s Reservations view keeps them live with an informer "
+                "(list, then watch), through this identity",
                 "delete": "releases them once the job runs, is deleted or fails over",
             },
             about="Koordinator Reservations (MemberCluster spec.reservation).",
@@ -462,5 +466,70 @@ def fleet_secrets_rules() -> tuple[Rule, ...]:
                 "condition that it did not change since it was read",
             },
             about="Member kubeconfigs: the Secrets `fleet join` keeps here, watched and renewed.",
+        ),
+    )
+
+
+# -- the dashboard on the fleet (the Helm chart's, dashboard.enabled) ---------------------------
+
+
+def dashboard_rules() -> tuple[Rule, ...]:
+    """The ClusterRole of the in-cluster `fleet dashboard`: read only, exactly what its watches
+    (fleet.dashboard.state.FLEET_KINDS) and a job's log (`kubectl amc logs`) read on the fleet.
+    What it does in a member is what the member's stored kubeconfig may do there."""
+
+    def informer(get: str = "") -> dict[str, str]:
+        return {
+            **({"get": get} if get else {}),
+            "list": "the dashboard's informer lists them",
+            "watch": "keeps the page live (server-sent events, no polling)",
+        }
+
+    return (
+        Rule(
+            "fleet.dev",
+            ("memberclusters", "gangbindings"),
+            informer(
+                "a job's log: `kubectl amc logs` reads its binding, and the member's "
+                "MemberCluster to reach it"
+            ),
+            about="The members and the gang bindings, read.",
+        ),
+        Rule(
+            "scheduling.sigs.k8s.io",
+            ("elasticquotatrees",),
+            informer(),
+            about="Kube Queue's quota tree, read.",
+        ),
+        Rule(
+            "scheduling.x-k8s.io",
+            ("queues", "queueunits"),
+            informer(),
+            about="Kube Queue's queues and units, read.",
+        ),
+        *(
+            Rule(
+                group,
+                resources,
+                {
+                    "get": "a job's log is found through its kind and object on the fleet, as "
+                    "`kubectl amc logs KIND/NAME` finds it",
+                },
+                about="The job kinds fleet dispatches (fleet.core.kinds): a job's log.",
+            )
+            for group, resources in sorted(_job_kind_resources().items())
+        ),
+    )
+
+
+def dashboard_namespaced_rules() -> tuple[Rule, ...]:
+    """The dashboard's Role in the release namespace: the member kubeconfigs `fleet join` keeps
+    there, through which it reaches the members as `kubectl amc` does."""
+    return (
+        Rule(
+            "",
+            ("secrets",),
+            {"get": "a member's kubeconfig Secret (named by its MemberCluster), to reach it"},
+            about="The member kubeconfig Secrets `fleet join` made here.",
         ),
     )

@@ -274,11 +274,13 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = 300,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[Obj]:
         """Yield watch events (type, object) until the server closes the stream.
 
         A 410 Gone (as an HTTP status or an ERROR event) raises Gone: the caller lists again
         and resumes from the new resourceVersion. A broken stream raises Unreachable.
+        `on_open` is called once the server accepted the watch (before any event arrives).
         """
         res = await self.resource(api_version, kind)
         call = self._requests.watch_call(
@@ -297,6 +299,8 @@ class KubeClient:
             if response.status_code >= 400:
                 await response.aread()
                 decode(call, response, self.name)
+            if on_open is not None:
+                on_open()
             async for line in response.aiter_lines():
                 event = watch_event(line, call, self.name)
                 if event is not None:

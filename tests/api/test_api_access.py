@@ -3,10 +3,14 @@ chart and docs/security.md, and derived from the kinds fleet dispatches."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import yaml
 
 from fleet.api import access, rbacgen
 from fleet.api.constants import DEPENDENCY_KINDS
+from fleet.core.kinds import ADAPTERS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -123,3 +127,61 @@ def test_a_new_kinds_declared_objects_get_a_rule_with_no_edit_here(monkeypatch):
     assert _grants(access.member_rules(), "example.com", "gadgets") == {"create"}
     assert _grants(access.member_rules(), "example.com", "widgets") >= {"create", "delete"}
     assert _grants(access.fleet_rules(), "example.com", "gadgets") == set()
+
+
+def test_the_dashboard_reads_every_kind_fleet_dispatches_and_writes_nothing():
+    rules = access.dashboard_rules()
+    for api_version, kind in access.job_kinds():
+        assert _grants(rules, access.group_of(api_version), access.plural(kind)) == {"get"}, kind
+    for group, resource in (
+        ("fleet.dev", "memberclusters"),
+        ("fleet.dev", "gangbindings"),
+        ("scheduling.sigs.k8s.io", "elasticquotatrees"),
+        ("scheduling.x-k8s.io", "queues"),
+        ("scheduling.x-k8s.io", "queueunits"),
+    ):
+        assert {"list", "watch"} <= _grants(rules, group, resource), resource
+    every = [*rules, *access.dashboard_namespaced_rules()]
+    assert {v for r in every for v in r.verbs} <= {"get", "list", "watch"}
+    assert _grants(rules, "", "secrets") == set()  # cluster-wide: none
+    assert _grants(access.dashboard_namespaced_rules(), "", "secrets") == {"get"}
+
+
+def _template_objects(path: Path) -> list[dict]:
+    """A generated template's objects, its Helm directives blanked (no helm needed)."""
+    text = "\n".join(
+        re.sub(r"\{\{.*?\}\}", "x", line)
+        for line in path.read_text().splitlines()
+        if not re.fullmatch(r"\s*\{\{-?.*?\}\}\s*", line)
+    )
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def test_the_charts_dashboard_role_lets_it_read_every_adapters_kind():
+    """The file the chart ships (generated; the drift test above keeps it so), read as YAML:
+    no kind's log is refused in the cluster (jobsets, rayjobs, rayclusters, trainjobs were)."""
+    objects = _template_objects(REPO / rbacgen.DASHBOARD_RBAC)
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert role["metadata"]["name"] == "fleet-dashboard"
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    for adapter in ADAPTERS:
+        api_version, kind = adapter.type
+        wanted = (access.group_of(api_version), access.plural(kind), "get")
+        assert wanted in granted, f"the chart's dashboard cannot read {kind}"
+    assert len(ADAPTERS) >= 11
+    assert {verb for _, _, verb in granted} <= {"get", "list", "watch"}
+    # The hand-written role is gone: only the generated file has one.
+    assert "kind: ClusterRole" not in (REPO / "helm/fleet/templates/dashboard.yaml").read_text()
+
+
+def test_the_dashboards_informer_may_watch_reservations_through_fleets_identity():
+    """`fleet dashboard` reaches a member with fleet's stored token: its Reservation informer
+    lists, then watches (a watch refused 403 left the Reservations view empty)."""
+    granted = _grants(access.member_rules(), access.RESERVATION_GROUP, "reservations")
+    assert granted == {"create", "list", "watch", "delete"}
