@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
+import yaml
+
 from fleet.api.access import (
     DEFAULT_MEMBER_NAMESPACE,
     SERVICE_ACCOUNT,
@@ -33,6 +35,7 @@ from fleet.api.access import (
     member_rules,
     token_rules,
 )
+from fleet.api.guard import admission_objects
 
 __all__ = ["CHART_RBAC", "DASHBOARD_RBAC", "DOCS", "MEMBER_RBAC", "main", "render", "rules_table"]
 
@@ -152,6 +155,27 @@ def _secrets_namespaces_rbac() -> list[str]:
     ]
 
 
+#: Stand-ins for the chart values in the admission policy, replaced after it is dumped.
+_NS, _FLEET_ID = "NAMESPACE-OF-FLEETS-IDENTITY", "ID-OF-THE-FLEET"
+
+
+def _admission_policy() -> list[str]:
+    """fleet.api.guard's policy and binding, for the namespace and fleet id the values name
+    (the fleet id is required: the policy checks that fleet's mark)."""
+    docs = [
+        yaml.safe_dump(obj, sort_keys=False, width=1000)
+        for obj in admission_objects(_NS, _FLEET_ID)
+    ]
+    text = "---\n".join(docs)
+    text = text.replace(_NS, "{{ .Values.memberIdentity.namespace }}").replace(
+        _FLEET_ID,
+        "{{ required \"memberIdentity.fleetId: the fleet's id (its controller's --fleet-id, "
+        "or fleet- and the start of the fleet's kube-system UID)\" "
+        ".Values.memberIdentity.fleetId }}",
+    )
+    return [*text.rstrip("\n").split("\n"), "---"]
+
+
 def _member_rbac() -> str:
     ns = "{{ .Values.memberIdentity.namespace }}"
     role = "fleet:" + ns
@@ -174,6 +198,7 @@ def _member_rbac() -> str:
         f"  namespace: {ns}",
         _LABELS,
         "---",
+        *_admission_policy(),
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: ClusterRole",
         "metadata:",
