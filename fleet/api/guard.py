@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from fleet.api import constants as c
-from fleet.api.access import SERVICE_ACCOUNT, Rule, member_cluster_role, member_rules
+from fleet.api.access import SERVICE_ACCOUNT, Rule, member_rules
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -44,6 +44,7 @@ __all__ = [
     "admission_objects",
     "admission_policy",
     "admission_policy_binding",
+    "admission_policy_name",
     "written_resources",
 ]
 
@@ -75,6 +76,12 @@ def written_resources(rules: Iterable[Rule]) -> list[dict[str, Any]]:
     ]
 
 
+def admission_policy_name(namespace: str) -> str:
+    """The name of the policy (and its binding) of the identity in `namespace`: one per
+    identity, as the ClusterRole, in the DNS-subdomain form admission objects need."""
+    return f"{namespace}.fleet.dev"
+
+
 def _marked(var: str, fleet_id: str) -> str:
     return (
         f"{var} != null && has({var}.metadata.labels) && "
@@ -99,7 +106,7 @@ def admission_policy(namespace: str, fleet_id: str) -> dict[str, Any]:
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": member_cluster_role(namespace), "labels": _labels(fleet_id)},
+        "metadata": {"name": admission_policy_name(namespace), "labels": _labels(fleet_id)},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": written_resources(member_rules())},
@@ -179,7 +186,7 @@ def admission_policy(namespace: str, fleet_id: str) -> dict[str, Any]:
 
 def admission_policy_binding(namespace: str, fleet_id: str) -> dict[str, Any]:
     """Its binding: the policy denies (not only audits) in every namespace."""
-    name = member_cluster_role(namespace)
+    name = admission_policy_name(namespace)
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",

@@ -22,7 +22,7 @@ import yaml
 from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.access import SERVICE_ACCOUNT, member_cluster_role
-from fleet.api.guard import ADMISSION_API_VERSION
+from fleet.api.guard import ADMISSION_API_VERSION, admission_policy_name
 from fleet.api.membership import (
     KUBECONFIG_KEY,
     TOKEN_SECRET,
@@ -232,12 +232,13 @@ def identity_objects(namespace: str) -> list[tuple[str, str, str, str | None]]:
     """(apiVersion, kind, name, namespace) of what join makes in a member for the identity in
     `namespace`, in the order it is removed (the reverse of the order it is made)."""
     role = member_cluster_role(namespace)
+    guard = admission_policy_name(namespace)
     rbac = "rbac.authorization.k8s.io/v1"
     return [
         (rbac, "ClusterRoleBinding", role, None),
         (rbac, "ClusterRole", role, None),
-        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", role, None),
-        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicy", role, None),
+        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", guard, None),
+        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicy", guard, None),
         ("v1", "Namespace", namespace, None),
     ]
 

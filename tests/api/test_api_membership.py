@@ -36,8 +36,8 @@ def test_the_member_side_is_the_identity_and_its_roles_from_the_rules():
     assert kinds == [
         ("Namespace", "fleet-a"),
         ("ServiceAccount", "fleet"),
-        ("ValidatingAdmissionPolicy", "fleet:fleet-a"),
-        ("ValidatingAdmissionPolicyBinding", "fleet:fleet-a"),
+        ("ValidatingAdmissionPolicy", "fleet-a.fleet.dev"),
+        ("ValidatingAdmissionPolicyBinding", "fleet-a.fleet.dev"),
         ("ClusterRole", "fleet:fleet-a"),
         ("ClusterRoleBinding", "fleet:fleet-a"),
         ("Role", "fleet-token"),

@@ -28,8 +28,8 @@ ADMISSION = "admissionregistration.k8s.io/v1"
 IDENTITY = [
     ("v1", "Namespace", "fleet-member", None),
     ("v1", "ServiceAccount", "fleet", "fleet-member"),
-    (ADMISSION, "ValidatingAdmissionPolicy", "fleet:fleet-member", None),
-    (ADMISSION, "ValidatingAdmissionPolicyBinding", "fleet:fleet-member", None),
+    (ADMISSION, "ValidatingAdmissionPolicy", "fleet-member.fleet.dev", None),
+    (ADMISSION, "ValidatingAdmissionPolicyBinding", "fleet-member.fleet.dev", None),
     (RBAC, "ClusterRole", "fleet:fleet-member", None),
     (RBAC, "ClusterRoleBinding", "fleet:fleet-member", None),
     (RBAC, "Role", "fleet-token", "fleet-member"),
