@@ -148,6 +148,7 @@ def test_unjoin_refuses_while_a_job_is_bound_then_moves_it(
     fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     member_flags = ["--member-kubeconfig", str(live.sandbox.kubeconfig)]
     argv = ["unjoin", name, *fleet_flags, *member_flags, "--member-context", "member-3"]
+    argv += ["--fleet-id", FLEET_ID]
     assert cli.main(argv) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert f"{namespace}/PyTorchJob/train" in line and "--move" in line

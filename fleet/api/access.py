@@ -396,8 +396,13 @@ def fleet_rules() -> tuple[Rule, ...]:
         Rule(
             "",
             ("namespaces",),
-            {"create": "the kube-queue namespace, for the Queues"},
-            about="The kube-queue namespace.",
+            {
+                "list": "kopf lists the namespaces: a namespace's reclaim opt-out (its label) "
+                "is followed by the queue",
+                "watch": "a namespace relabelled changes its running gangs' reclaimability at once",
+                "create": "the kube-queue namespace, for the Queues",
+            },
+            about="Namespaces: watched for the queue's reclaim opt-out; kube-queue created.",
         ),
         Rule(
             "",

@@ -74,7 +74,8 @@ def test_the_controller_lists_and_watches_secrets_only_where_member_kubeconfigs_
     for kind in DEPENDENCY_KINDS:
         assert _grants(cluster_wide, "", access.plural(kind)) == {"get"}, kind
     assert _grants(cluster_wide, "", "secrets") == {"get"}
-    assert _grants(cluster_wide, "", "namespaces") == {"get", "create"}
+    # Namespaces are followed by the queue (a reclaim opt-out label): list and watch too.
+    assert _grants(cluster_wide, "", "namespaces") == {"get", "list", "watch", "create"}
     # In the namespaces holding member kubeconfigs (a Role): read, watch, renew; no create or
     # delete (fleet join writes them).
     secrets = {"get", "list", "watch", "patch"}
