@@ -417,6 +417,7 @@ def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
     name, member_namespace = second_name
     fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     argv = ["join", name, *fleet_flags, "--member-kubeconfig", str(exec_login)]
+    argv += ["--fleet-id", FLEET_ID]  # the e2e controllers run with --fleet-id
     assert cli.main([*argv, "--member-namespace", member_namespace]) == 0
     wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
 

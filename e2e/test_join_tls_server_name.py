@@ -19,6 +19,7 @@ import yaml
 
 from fleet.install import SECRETS_NAMESPACE, single_context
 from fleet.join import join_member
+from fleet.join.join import identity_objects
 from fleet.kube import (
     SyncKubeClient,
     Trust,
@@ -30,7 +31,7 @@ from fleet.kube import (
 from fleet.sandbox.pki import SNI_NAME
 from fleet.testing.kube import wait_until
 
-from .conftest import MEMBER_CLUSTER, Fleet
+from .conftest import FLEET_ID, MEMBER_CLUSTER, Fleet
 
 MEMBER = "member-3"
 
@@ -45,9 +46,8 @@ def joined_name(live: Fleet) -> Iterator[tuple[str, str]]:
     live.api.delete(*MEMBER_CLUSTER, name)
     live.api.delete("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
     member = live.clusters[MEMBER]
-    for kind in ("ClusterRoleBinding", "ClusterRole"):
-        member.delete("rbac.authorization.k8s.io/v1", kind, f"fleet:{namespace}")
-    member.delete("v1", "Namespace", namespace)
+    for api_version, kind, obj_name, obj_namespace in identity_objects(namespace):
+        member.delete(api_version, kind, obj_name, obj_namespace)
 
 
 def _by_name(live: Fleet) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def test_a_member_reached_by_its_tls_server_name_joins_and_works(
         client.version()
 
     with SyncKubeClient(load(str(live.sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
-        join_member(fleet, name, config, {}, namespace=namespace)
+        join_member(fleet, name, config, {}, namespace=namespace, fleet_id=FLEET_ID)
 
     (cluster,) = _stored(live, name)["clusters"]
     assert cluster["cluster"]["tls-server-name"] == SNI_NAME
