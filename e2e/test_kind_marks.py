@@ -33,7 +33,7 @@ from fleet.testing.workloads import (
     trainjob,
 )
 
-from .conftest import Fleet
+from .conftest import FLEET_ID, Fleet
 
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -60,6 +60,7 @@ def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
             {},
             context=KOORDINATOR_MEMBER,
             base=fleet.sandbox.kubeconfig.parent,
+            fleet_id=FLEET_ID,
         )
     fleet.api.apply(
         {
