@@ -39,6 +39,7 @@ from typing import Any
 
 from fleet.core import lifecycle
 from fleet.core.admission import Placed
+from fleet.core.admission.hold import Hold, placement_order, sync
 from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
 from fleet.core.inventory import PodInfo
 from fleet.core.reservation import (
@@ -147,6 +148,9 @@ class Simulation:
         self._freed = False
         self._zombies: dict[SimJob, list[Copy]] = {}
         self._allocated = 0
+        #: Room held for claimants of a reclaim (`fleet.core.admission.hold`), as reserved in
+        #: the views: by claimant (the queue's unit key, the job's id).
+        self._held: dict[str, Hold] = {}
         #: When a job last changed state; the run "ends" there (bookkeeping events after it,
         #: such as a reservation expiring with nothing left to place, do not count).
         self._last_change = 0.0
@@ -273,12 +277,27 @@ class Simulation:
         now = self.now
         self.counters["decisions"] += 1
         failed_over = job.life.excluded(now)
-        decision = self.policy.decide(
-            job.spec.shape.gang, self._view_list, not_ready=self._down, failed_over=failed_over
-        )
-        placement = decision.placement
+        hold = self._held.get(job.spec.id)
+        taken = None
+        if hold is not None:  # the claimant: its held room is its own, and tried first
+            taken = self.views[hold.cluster].hold_back(hold.key)
+        placement = None
+        for names in placement_order(hold, list(self.views)):
+            views = self._view_list if len(names) > 1 else [self.views[names[0]]]
+            decision = self.policy.decide(
+                job.spec.shape.gang, views, not_ready=self._down, failed_over=failed_over
+            )
+            placement = decision.placement
+            if placement is not None:
+                break
         if placement is None:
+            if hold is not None and taken is not None:
+                self.views[hold.cluster].put_back(taken)
             return False
+        if hold is not None:
+            del self._held[job.spec.id]  # the queue ends it when it hears of the placement
+            if placement.cluster != hold.cluster:
+                self._freed = True
         name = placement.cluster
         config = self.config
         self.views[name].reserve(job.key, placement.assignment, now + config.reservation_ttl)
@@ -639,6 +658,19 @@ class Simulation:
         job.pending_since = now
         job.queue_key = self._queue_key(job)
 
+    def sync_holds(self, holds: dict[str, Hold]) -> None:
+        """Make the views hold exactly the queue's holds (`hold.sync`): a hold that ended gives
+        its room back to everyone; a new one is reserved under its own key until its bound."""
+        present = {hold.key: claimant for claimant, hold in self._held.items()}
+        release, reserve = sync(present, holds)
+        for key in release:
+            old = self._held.pop(present[key])
+            if self.views[old.cluster].release(key):
+                self._freed = True
+        for hold in reserve:
+            self._held[hold.claimant] = hold
+            self.views[hold.cluster].reserve(hold.key, hold.assignment(), hold.until)
+
     def _purge(self, copy: Copy) -> None:
         """The binding's eviction for this copy decides, as in the controller: no eviction
         (purge mode Never) keeps it until it ends by itself."""
@@ -690,6 +722,9 @@ class Simulation:
         member = self.members[name]
         member.down = True
         self._down.add(name)
+        lost = getattr(self.queue, "member_lost", None)
+        if lost is not None:
+            lost(name, self.now)  # the holds in it end
         for job in list(member.jobs):
             self._judge(job)
 

@@ -282,3 +282,30 @@ def test_reclaim_gives_a_team_its_min_back_and_counts_what_it_cost():
     assert 8 * 0.9 < reclaimed.teams["root/a"]["lost_gpu_hours"] < 8 * 1.1  # a2 ran ~1 h
     assert reclaimed.counters["queue_reclaims"] == 1
     assert by_reclaim["a1"].first_start == 0 and by_reclaim["a1"].end == 10_000  # never touched
+
+
+def _hold_case() -> tuple[Any, list[JobSpec], dict[str, Any]]:
+    """a borrows the whole member; c's gang is dequeued (the root's max exceeds the fleet) and
+    waits for nodes; b's gang, within b's min, reclaims a's younger gang."""
+    fleet = fleet_of({"m": [8, 8]})
+    trace = [
+        job("a1", "a", 0, 10_000, 1, 8),
+        job("a2", "a", 10, 10_000, 1, 8),
+        job("c1", "c", 3_500, 1_000, 1, 8),
+        job("b1", "b", 3_600, 1_000, 1, 8),
+    ]
+    spec = tree(a=(8, 16), b=(8, 16), c=(0, 8))
+    spec["root"]["max"] = {GPU: 24}
+    return fleet, trace, spec
+
+
+def test_the_room_a_reclaim_frees_is_held_for_the_claimant():
+    """With the hold, b1 gets the room its eviction freed although c1, older and dequeued, fits
+    it too; without it, c1 takes it and b1 waits on."""
+    fleet, trace, spec = _hold_case()
+    held = by_id(run(fleet, trace, spec, "Priority+reclaim"))
+    assert held["b1"].first_start is not None and held["b1"].first_start < 3_600 + 120
+    assert held["c1"].first_start is None or held["c1"].first_start > held["b1"].first_start
+    loose = by_id(run(fleet, trace, spec, "Priority+reclaim", hold=False))
+    assert loose["c1"].first_start is not None and loose["c1"].first_start < 3_600 + 120
+    assert loose["b1"].first_start is None or loose["b1"].first_start > loose["c1"].first_start

@@ -51,13 +51,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from fleet.core.admission.claims import Claims
 from fleet.core.admission.decisions import Backoff, Dequeue, Plan, Requeue, WaitReason
 from fleet.core.admission.explain import opted_out, shortage
 from fleet.core.admission.fit import asleep, first_short, fits
+from fleet.core.admission.hold import Hold, ended
 from fleet.core.admission.line import Line
 from fleet.core.admission.phases import (
     DEQUEUED,
@@ -196,6 +197,7 @@ class Admission(Claims):
         if unit is None or unit.phase != DEQUEUED:
             return False
         self._set_phase(unit, RUNNING)
+        self._end_hold(key, "Placed")
         self._claimed.discard(key)
         self._retry.pop(key, None)
         return True
@@ -220,6 +222,7 @@ class Admission(Claims):
         self._dequeue_from_lines(unit)
         self._release(unit)
         self._set_phase(unit, SUCCEED if succeeded else FAILED)
+        self._end_hold(key, "Gone")
         return True
 
     def remove(self, key: str) -> bool:
@@ -232,6 +235,7 @@ class Admission(Claims):
         self._release(unit)
         unit.token += 1
         self._notices.pop(key, None)
+        self._end_hold(key, "Gone")
         self._claimed.discard(key)
         self._retry.pop(key, None)
         return True
@@ -244,14 +248,57 @@ class Admission(Claims):
         plan = Plan()
         self._expire_backoffs(now, plan)
         self._expire_timeouts(now, plan)
+        self._expire_holds(now)
         if self._tree_known:
             self._bypass(now, plan)
             self._pass(now, plan)
         if self._notices:
             plan.notices = list(self._notices.values())
             self._notices.clear()
-        plan.wake_at = self._next_wake()
+        self._flush_holds(plan)
+        plan.wake_at = _earliest(self._next_wake(), self._next_hold_end())
         return plan
+
+    # --- Holds (module `hold`) ----------------------------------------------------------------
+    def room_held(self) -> Mapping[str, Hold]:
+        """The room held now, by claimant: what the shell's views must reserve (`hold.sync`)."""
+        return dict(self._holds)
+
+    def hold_of(self, key: str) -> Hold | None:
+        """The room held for unit `key`, if any: its placement tries `hold.cluster` first."""
+        return self._holds.get(key)
+
+    def member_lost(self, cluster: str, now: float) -> Plan:
+        """Member `cluster` is lost (not Ready, or left the fleet): the holds in it end."""
+        for key, hold in list(self._holds.items()):
+            if ended(hold, now, lost_members=(cluster,)) is not None:
+                self._end_hold(key, "MemberLost")
+        plan = Plan()
+        self._flush_holds(plan)
+        return plan
+
+    def restore_holds(self, holds: Iterable[Hold], now: float) -> None:
+        """After a restart: the holds the shell persisted (`Hold.record`), for units that are
+        still Dequeued (any other one ended while the controller was down: dropped)."""
+        for hold in holds:
+            unit = self._units.get(hold.claimant)
+            if unit is None or unit.phase != DEQUEUED or ended(hold, now) is not None:
+                continue
+            self._holds[hold.claimant] = hold
+            self._claimed.add(hold.claimant)
+
+    def _expire_holds(self, now: float) -> None:
+        for key, hold in list(self._holds.items()):
+            if ended(hold, now) is not None:
+                self._end_hold(key, "Expired")
+
+    def _next_hold_end(self) -> float | None:
+        return min((h.until for h in self._holds.values()), default=None)
+
+    def _flush_holds(self, plan: Plan) -> None:
+        if self._unheld:
+            plan.unhold.extend(self._unheld)
+            self._unheld = []
 
     def _expire_backoffs(self, now: float, plan: Plan) -> None:
         heap = self._backoffs
@@ -280,6 +327,7 @@ class Admission(Claims):
                 continue
             self._release(unit)
             self._set_phase(unit, TIMEOUT_BACKOFF)
+            self._end_hold(key, "BackedOff")
             self._claimed.discard(key)
             attempts = max(unit.attempts, 1)
             until = now + self.settings.backoff(attempts)
@@ -464,3 +512,7 @@ class Admission(Claims):
             if reason is not None:
                 out[key] = reason
         return out
+
+
+def _earliest(*times: float | None) -> float | None:
+    return min((t for t in times if t is not None), default=None)

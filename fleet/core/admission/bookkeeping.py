@@ -13,6 +13,7 @@ import math
 
 from fleet.core.admission.decisions import Notice, NoticeKind
 from fleet.core.admission.explain import never_fits_text, no_quota_text
+from fleet.core.admission.hold import Hold, HoldEnd
 from fleet.core.admission.line import Line
 from fleet.core.admission.minimum import below_min, fits_within_min
 from fleet.core.admission.phases import DEQUEUED, Phase, UnitSpec
@@ -54,6 +55,10 @@ class Books:
         #: Dequeued units waiting for their victims' copies to go (from the shell): their
         #: placement does not time out meanwhile (the room is theirs once the copies are gone).
         self._awaiting_room: set[str] = set()
+        #: Room held for claimants (module `hold`), by claimant; and holds ended since the last
+        #: plan, for the shell to release.
+        self._holds: dict[str, Hold] = {}
+        self._unheld: list[tuple[Hold, HoldEnd]] = []
 
     # --- The tree ------------------------------------------------------------------------------
     @property
@@ -188,3 +193,8 @@ class Books:
 
     def _no_quota_text(self, unit: Unit) -> str:
         return no_quota_text(self._tree, unit.spec)
+
+    def _end_hold(self, key: str, why: HoldEnd) -> None:
+        hold = self._holds.pop(key, None)
+        if hold is not None:
+            self._unheld.append((hold, why))

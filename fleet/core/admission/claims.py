@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterator, Mapping
 from fleet.core.admission.bookkeeping import Books
 from fleet.core.admission.decisions import Dequeue, Evict, Notice, Plan
 from fleet.core.admission.explain import describe
+from fleet.core.admission.hold import hold_for
 from fleet.core.admission.minimum import fits_within_min, holds_within_min
 from fleet.core.admission.phases import DEQUEUED, ENQUEUED, RUNNING
 from fleet.core.admission.policies import BLOCK
@@ -247,6 +248,17 @@ class Claims(Books):
             )
         self._claimed.add(choice.claim)
         self._awaiting_room.add(choice.claim)
+        if self.settings.hold:
+            hold = hold_for(
+                choice.claim,
+                choice.cluster,
+                choice.assignment,
+                (v.key for v in choice.victims),
+                now,
+                self.settings.hold_seconds,
+            )
+            self._holds[choice.claim] = hold
+            plan.hold.append(hold)
         message = (
             f"{what} {len(choice.victims)} gang(s) ({gpus} GPUs) in {choice.cluster} so that its "
             f"{describe(claimant.demand)} fit there"

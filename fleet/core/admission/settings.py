@@ -30,6 +30,12 @@ class AdmissionSettings:
     reclaim_delay: float = 10.0
     """With `reclaim_unplaced`: a dequeued unit that placement has not placed for this long may
     claim (before that, placement may simply not have run yet)."""
+    hold: bool = True
+    """The room an eviction frees is held for its claimant (module `hold`) until it is placed or
+    gives up, so no other gang of the fleet takes it."""
+    hold_seconds: float = 360.0
+    """A hold ends after this long at the latest (victims that never leave, room that never
+    becomes the claimant's): the grace period plus the placement timeout, by default."""
     reclaim_claims_per_pass: int = 4
     """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
     pass must stay cheap with thousands of units waiting (bench/queue.py)."""
@@ -42,6 +48,8 @@ class AdmissionSettings:
             raise ValueError(f"placement_timeout must be positive, got {self.placement_timeout}")
         if self.backoff_seconds < 0 or self.backoff_limit < self.backoff_seconds:
             raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
+        if not self.hold_seconds > 0:
+            raise ValueError(f"hold_seconds must be positive, got {self.hold_seconds}")
         if self.no_quota not in ("wait", "bypass"):
             raise ValueError(f"no_quota must be wait or bypass, got {self.no_quota!r}")
 
