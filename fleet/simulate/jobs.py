@@ -71,6 +71,7 @@ class SimJob:
         "misdispatched",
         "pending_since",
         "pending_total",
+        "progress",
         "queue_key",
         "sat",
         "seq",
@@ -109,6 +110,9 @@ class SimJob:
         #: Bumped whenever scheduled failover checks become stale.
         self.gen = 0
         self.lost_gpu_seconds = 0.0
+        #: Seconds of its work kept by checkpoints across evictions and failovers (its state
+        #: preserved): a new copy runs only what is left.
+        self.progress = 0.0
         self.queue_key: Hashable = spec.shape
 
     @property

@@ -32,7 +32,7 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -98,6 +98,16 @@ class SimConfig:
     reservation_wait: float = DEFAULT_WAIT_SECONDS
     #: How long a member whose reservation failed is avoided by that gang.
     reservation_retry: float = DEFAULT_RETRY_AFTER_SECONDS
+    #: Seconds between a job's checkpoints, its state preserved across evictions and failovers
+    #: (its policy's statePreservation carries the checkpoint to the next copy): a new copy
+    #: resumes from the last one. 0: no checkpoint, every new copy reruns from the start.
+    checkpoint_interval: float = 0.0
+    #: Per team, overriding `checkpoint_interval`.
+    checkpoint_teams: Mapping[str, float] = field(default_factory=dict)
+
+    def checkpoint_of(self, team: str) -> float:
+        """The checkpoint interval of `team`'s jobs (0: none)."""
+        return self.checkpoint_teams.get(team, self.checkpoint_interval)
 
     def __post_init__(self) -> None:
         if self.member_order not in ("backfill", "strict"):
@@ -109,6 +119,8 @@ class SimConfig:
                 raise ValueError(f"{name.replace('_', ' ')} must not be negative")
         if self.reservation_wait <= 0:
             raise ValueError("reservation wait must be positive")
+        if self.checkpoint_interval < 0 or any(v < 0 for v in self.checkpoint_teams.values()):
+            raise ValueError("checkpoint interval must not be negative")
 
 
 class Simulation:
@@ -476,7 +488,7 @@ class Simulation:
         if job.first_start is None:
             job.first_start = start
         self._allocate(copy.gpus)
-        duration = job.spec.duration
+        duration = job.spec.duration - job.progress
         if math.isfinite(duration):
             point = self.config.faults.failure_point(job.spec.id, job.attempt)
             if point is not None:
@@ -531,8 +543,23 @@ class Simulation:
         job = copy.job
         job.state = State.FAILED
         job.copy = None
-        job.lost_gpu_seconds += (self.now - copy.started) * copy.gpus
+        self._stop(job, copy)
         self._judge(job)
+
+    def _stop(self, job: SimJob, copy: Copy) -> None:
+        """The copy stops before its end: the work since its last checkpoint is lost; what the
+        checkpoints kept (state preserved) is the next copy's head start."""
+        ran = max(self.now - copy.started, 0.0)
+        saved = self._checkpointed(job, ran)
+        job.progress += saved
+        job.lost_gpu_seconds += (ran - saved) * copy.gpus
+
+    def _checkpointed(self, job: SimJob, ran: float) -> float:
+        """Seconds of a copy that has run `ran` kept by its last checkpoint."""
+        interval = self.config.checkpoint_of(job.spec.team)
+        if interval <= 0:
+            return 0.0
+        return min(math.floor(ran / interval) * interval, job.spec.duration - job.progress)
 
     def _leave_member(self, job: SimJob) -> None:
         if job.member is not None:
@@ -605,7 +632,7 @@ class Simulation:
             copy = job.copy
             assert copy is not None
             job.copy = None
-            job.lost_gpu_seconds += (now - copy.started) * copy.gpus
+            self._stop(job, copy)
             copy.zombie = True
             copy.evicted_at = now
             if delete_now:
@@ -622,7 +649,16 @@ class Simulation:
         for member in self.members.values():
             for copy in member.copies.values():
                 if copy.alive and not copy.zombie and copy.job.copy is copy:
-                    out[copy.job.spec.id] = Placed(member.name, copy.key, copy.started)
+                    job = copy.job
+                    ran = max(self.now - copy.started, 0.0)
+                    saved = self._checkpointed(job, ran)
+                    out[job.spec.id] = Placed(
+                        member.name,
+                        copy.key,
+                        copy.started,
+                        limit=job.spec.limit,
+                        checkpoint=copy.started + saved if saved > 0 else None,
+                    )
         return out
 
     def reclaim_snapshots(self) -> list[ClusterSnapshot]:

@@ -59,6 +59,8 @@ class Books:
         #: plan, for the shell to release.
         self._holds: dict[str, Hold] = {}
         self._unheld: list[tuple[Hold, HoldEnd]] = []
+        #: Evictions found but not made because they were not worth their cost (a counter).
+        self.not_worth = 0
 
     # --- The tree ------------------------------------------------------------------------------
     @property

@@ -31,6 +31,7 @@ from fleet.core.admission.reclaim import (
     choose,
 )
 from fleet.core.admission.unit import OrderKey, Unit
+from fleet.core.admission.worth import judge
 
 __all__ = ["Claims"]
 
@@ -83,6 +84,19 @@ class Claims(Books):
                 now,
                 scratch=scratch,
             )
+            if choice is not None and settings.reclaim_worth and choice.victims:
+                verdict = judge(
+                    claim.demand,
+                    claim.priority,
+                    claim.waited,
+                    choice.victims,
+                    now,
+                    lookahead=settings.reclaim_lookahead,
+                    min_saving=settings.reclaim_min_saving,
+                )
+                if not verdict.worth:
+                    self.not_worth += 1
+                    choice = None
             if choice is None:
                 self._retry[claim.key] = now + settings.reclaim_retry
                 continue
@@ -138,6 +152,8 @@ class Claims(Books):
                     placed.cluster,
                     placed.owner,
                     placed.protected or not unit.spec.borrows,
+                    placed.limit,
+                    placed.checkpoint,
                 )
             )
         return out
@@ -203,6 +219,7 @@ class Claims(Books):
                     unit.spec.priority,
                     gang,
                     holds=unit.charged is not None,
+                    waited=now - unit.spec.submitted,
                 ),
             )
 

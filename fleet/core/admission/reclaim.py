@@ -84,10 +84,19 @@ class Runner:
     """The owner key its pods carry in the member's snapshot."""
     protected: bool = False
     """Its policy or namespace opted out of being reclaimed."""
+    limit: float | None = None
+    """The run time it declares at most, in seconds from its start (`activeDeadlineSeconds`
+    or the kind's equivalent); None: none."""
+    checkpoint: float | None = None
+    """When it last reported a checkpoint its next copy resumes from (None: none)."""
 
     def lost(self, now: float) -> float:
-        """GPU-hours of work an eviction now throws away."""
-        return int(self.demand.get(GPU, 0)) * max(now - self.started, 0.0) / 3600.0
+        """GPU-hours of work an eviction now throws away: since its last checkpoint (one taken
+        in this run), else since it started."""
+        since = self.started
+        if self.checkpoint is not None and self.checkpoint > since:
+            since = min(self.checkpoint, now)
+        return int(self.demand.get(GPU, 0)) * max(now - since, 0.0) / 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +108,10 @@ class Placed:
     owner: str
     started: float
     protected: bool = False
+    limit: float | None = None
+    """Its declared run-time limit in seconds (`activeDeadlineSeconds`...), if any."""
+    checkpoint: float | None = None
+    """When it last reported a checkpoint (with state preserved), if ever."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +125,8 @@ class Claim:
     gang: Gang
     holds: bool = False
     """It already holds its quota (Dequeued, not placed): only the nodes stand in the way."""
+    waited: float = 0.0
+    """Seconds it has waited (since its submission): what the eviction's worth weighs."""
 
 
 @dataclass(frozen=True, slots=True)

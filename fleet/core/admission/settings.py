@@ -36,6 +36,14 @@ class AdmissionSettings:
     hold_seconds: float = 360.0
     """A hold ends after this long at the latest (victims that never leave, room that never
     becomes the claimant's): the grace period plus the placement timeout, by default."""
+    reclaim_worth: bool = True
+    """An eviction is made only when it is worth its cost (module `worth`): the work the
+    victims lose since their last checkpoint against the claimant's wait it saves."""
+    reclaim_lookahead: float = 1800.0
+    """Seconds of wait an eviction is taken to save on top of the claimant's wait so far, when
+    a victim declares no run-time limit."""
+    reclaim_min_saving: float = 300.0
+    """No eviction when every victim ends by its declared limit within this many seconds."""
     reclaim_claims_per_pass: int = 4
     """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
     pass must stay cheap with thousands of units waiting (bench/queue.py)."""
