@@ -326,7 +326,7 @@ def test_no_eviction_of_gangs_about_to_finish_by_their_declared_limit():
             replace(job("a2", "a", 10, 3_700, 1, 8), limit=limit),
             job("b1", "b", 3_600, 1_000, 1, 8),
         ]
-        return run(fleet, trace, spec, "Priority+reclaim")
+        return run(fleet, trace, spec, "Priority+reclaim", reclaim_worth=True)
 
     soon = case(3_720.0)
     assert soon.counters["queue_reclaims"] == 0
