@@ -16,7 +16,9 @@ One concept per module:
 * `ending`: when a job's unit ends (the one rule the controller and the simulator share);
 * `restore`: how a persisted unit is read back after a restart;
 * `reasons`: which condition reason a waiting unit's job carries;
-* `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption).
+* `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption);
+* `hold`: the room an eviction frees, held for its claimant until it is placed or gives up;
+* `worth`: whether an eviction is worth its cost, from what the controller knows.
 
 Everything the shell and the simulator use is re-exported here.
 """
