@@ -305,6 +305,7 @@ def _bootstrap(kubeconfig: Path) -> None:
                 {"region": f"region-{i}"},
                 context=member,
                 base=kubeconfig.parent,
+                fleet_id=FLEET_ID,
             )
 
 

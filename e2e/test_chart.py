@@ -8,7 +8,9 @@ import pytest
 import yaml
 
 from fleet.api import RESOURCES
+from fleet.api.access import group_of, plural
 from fleet.cli import build_parser
+from fleet.core.kinds import ADAPTERS
 from fleet.kube import ApiError
 from fleet.testing.chart import RBAC_KINDS, render_chart
 from fleet.testing.kube import ClusterClient
@@ -23,7 +25,13 @@ _RENDER_CASES = {
         "controller.extraArgs={--verbose}",
     ),
 }
-_DASHBOARD = ("dashboard.enabled=true", "dashboard.ingress.enabled=true")
+#: The ingress controller the dashboard's NetworkPolicy admits (the chart refuses an ingress
+#: without one).
+_INGRESS_PEER = (
+    "dashboard.networkPolicy.ingressFrom[0].namespaceSelector.matchLabels"
+    ".kubernetes\\.io/metadata\\.name=ingress-nginx"
+)
+_DASHBOARD = ("dashboard.enabled=true", "dashboard.ingress.enabled=true", _INGRESS_PEER)
 
 
 @pytest.mark.parametrize(
@@ -79,6 +87,79 @@ def test_the_dashboard_is_off_by_default_and_read_only_when_on():
     assert verbs <= {"get", "list", "watch"}
 
 
+@pytest.mark.toolchain
+def test_the_rendered_dashboard_role_reads_every_adapters_kind():
+    """A job's log in the cluster: the fleet object of every kind fleet dispatches is readable
+    (the hand-written role lacked jobsets, rayjobs, rayclusters and trainjobs)."""
+    rendered = render_chart(NAMESPACE, *_DASHBOARD)
+    (role,) = [
+        o
+        for o in rendered
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "fleet-dashboard"
+    ]
+    granted = {
+        (group, resource)
+        for rule in role["rules"]
+        if "get" in rule["verbs"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    missing = [
+        a.type[1] for a in ADAPTERS if (group_of(a.type[0]), plural(a.type[1])) not in granted
+    ]
+    assert not missing, f"the chart's dashboard cannot read {missing}"
+
+
+@pytest.mark.toolchain
+def test_the_dashboard_answers_its_service_names_and_admits_only_the_named_peers():
+    def dashboard_objects(*values: str) -> dict[str, dict]:
+        rendered = render_chart(NAMESPACE, *values)
+        return {o["kind"]: o for o in rendered if "dashboard" in o["metadata"]["name"]}
+
+    service_names = {
+        "fleet-dashboard",
+        f"fleet-dashboard.{NAMESPACE}",
+        f"fleet-dashboard.{NAMESPACE}.svc",
+        f"fleet-dashboard.{NAMESPACE}.svc.cluster.local",
+    }
+    # No ingress: the Service's names only, and a NetworkPolicy that admits nobody.
+    alone = dashboard_objects("dashboard.enabled=true")
+    pod = alone["Deployment"]["spec"]["template"]["spec"]
+    assert set(build_parser().parse_args(pod["containers"][0]["args"]).allow_host) == service_names
+    policy = alone["NetworkPolicy"]["spec"]
+    assert (
+        policy["podSelector"]["matchLabels"]
+        == alone["Deployment"]["spec"]["selector"]["matchLabels"]
+    )
+    assert policy["policyTypes"] == ["Ingress"] and policy["ingress"] == []
+
+    # An ingress: its host is answered, its controller (named) admitted, and nothing else.
+    fronted = dashboard_objects(*_DASHBOARD, "dashboard.allowHosts={dash.example.com}")
+    pod = fronted["Deployment"]["spec"]["template"]["spec"]
+    assert set(build_parser().parse_args(pod["containers"][0]["args"]).allow_host) == {
+        *service_names,
+        "fleet.example.com",
+        "dash.example.com",
+    }
+    assert fronted["NetworkPolicy"]["spec"]["ingress"] == [
+        {
+            "from": [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}
+                    }
+                }
+            ],
+            "ports": [{"protocol": "TCP", "port": 8765}],
+        }
+    ]
+    # An ingress its NetworkPolicy would not admit is refused at render, saying what to set.
+    with pytest.raises(AssertionError, match=r"dashboard\.networkPolicy\.ingressFrom"):
+        render_chart(NAMESPACE, "dashboard.enabled=true", "dashboard.ingress.enabled=true")
+    off = dashboard_objects(*_DASHBOARD, "dashboard.networkPolicy.enabled=false")
+    assert "NetworkPolicy" not in off
+
+
 def test_the_end_to_end_controller_runs_as_the_charts_service_account(live: Fleet):
     """So every other e2e test also proves the chart's RBAC is enough."""
     config = yaml.safe_load(live.kubeconfig.read_text())
@@ -96,3 +177,31 @@ def test_the_end_to_end_controller_runs_as_the_charts_service_account(live: Flee
         review["status"]["userInfo"]["username"] == f"system:serviceaccount:{NAMESPACE}:{account}"
     )
     assert live.leader() is not None  # the chart's Role lets it hold the Lease
+
+
+@pytest.mark.toolchain
+def test_secrets_are_listed_and_watched_only_in_the_namespaces_holding_kubeconfigs():
+    rendered = render_chart(NAMESPACE, "controller.secretsNamespaces={team-a,team-b}")
+    pod = next(o for o in rendered if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    args = build_parser().parse_args(pod["containers"][0]["args"])
+    assert args.secrets_namespaces == f"{NAMESPACE},team-a,team-b"
+    secret_verbs: dict[tuple[str, str], set[str]] = {}
+    for obj in rendered:
+        if obj["kind"] not in ("ClusterRole", "Role") or "dashboard" in obj["metadata"]["name"]:
+            continue
+        where = (obj["kind"], obj["metadata"].get("namespace") or "")
+        for rule in obj["rules"]:
+            if "secrets" in rule["resources"] and "" in rule["apiGroups"]:
+                secret_verbs.setdefault(where, set()).update(rule["verbs"])
+    renew = {"get", "list", "watch", "patch"}
+    assert secret_verbs == {
+        ("ClusterRole", ""): {"get"},
+        ("Role", NAMESPACE): renew,
+        ("Role", "team-a"): renew,
+        ("Role", "team-b"): renew,
+    }
+    bindings = [o for o in rendered if o["kind"] == "RoleBinding"]
+    assert {(b["metadata"]["namespace"], b["subjects"][0]["namespace"]) for b in bindings} >= {
+        ("team-a", NAMESPACE),
+        ("team-b", NAMESPACE),
+    }

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.api.access import member_cluster_role
 from fleet.demo import seeds
 from fleet.demo.layout import bring_up
 from fleet.demo.runner import Demo
@@ -35,6 +36,8 @@ from fleet.testing.kube import wait_until
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(1800)]
 
 MEMBERS = ("member-1", "member-2", "member-3", "member-4")
+#: The demo's member on koord-scheduler (Reservations).
+KOORDINATOR = "member-4"
 #: The member this module kills; the others must go on showing.
 KILLED = "member-3"
 SHOTS = os.environ.get("FLEET_DASHBOARD_SCREENSHOTS")
@@ -67,7 +70,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
 @pytest.fixture(scope="module")
 def dashboard(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`fleet dashboard --port 0` with the sandbox's kubeconfig; its URL."""
-    out = tmp_path_factory.mktemp("dashboard") / "dashboard.log"
+    with _dashboard_process(demo, tmp_path_factory.mktemp("dashboard") / "dashboard.log") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _dashboard_process(demo: Demo, out: Path) -> Iterator[str]:
+    """A `fleet dashboard --port 0` process (its output in `out`) while inside; its URL."""
     with out.open("w") as log:
         process = subprocess.Popen(
             [
@@ -270,11 +279,59 @@ def test_the_reservations_of_a_gang_on_the_koordinator_member(
         _shot(browser, "reservations")
         assert len(rows) == reservation.PODS
         assert all(name.startswith("fleet-") for name, _ in rows)
+        # Listed and watched through fleet's member identity: no refusal shown.
+        assert (
+            browser.run(
+                "return document.querySelector(\"[data-member='member-4'] [data-watch-problem]\")"
+                "  ?.textContent ?? null"
+            )
+            is None
+        )
         story.join(timeout=600)
         assert not failure, failure
     finally:
         story.join(timeout=600)
         reservation.reset(demo)
+
+
+def test_a_refused_reservation_watch_is_shown_on_the_page(
+    demo: Demo, browser: Browser, tmp_path: Path
+) -> None:
+    """fleet's member role as it was, `list` but no `watch` on Reservations: a dashboard started
+    then says on member-4's Reservations that the watch is refused (403), instead of an empty
+    list, and the member stays reachable."""
+    member = demo.cluster(KOORDINATOR)
+    rbac = ("rbac.authorization.k8s.io/v1", "ClusterRole", member_cluster_role())
+    role = member.get(*rbac)
+    assert role is not None, f"no ClusterRole {rbac[2]} in {KOORDINATOR}"
+    rules = role["rules"]
+    narrowed = [
+        {**r, "verbs": [v for v in r["verbs"] if v != "watch"]}
+        if "reservations" in r["resources"]
+        else r
+        for r in rules
+    ]
+    assert narrowed != rules, "fleet's member role grants no watch on reservations"
+    member.patch(*rbac, {"rules": narrowed})
+    try:
+        with _dashboard_process(demo, tmp_path / "refused-dashboard.log") as url:
+            _show(browser, url, "reservations")
+            why = browser.wait(
+                "return document.querySelector("
+                "  \"[data-member='member-4'] [data-watch-problem='Reservation']\")?.textContent",
+                "member-4's refused Reservation watch on the Reservations view",
+            )
+            assert why.startswith("Reservation refused: ") and "403" in why, why
+            _show(browser, url, "fleet")
+            card = browser.wait(
+                "const m = document.querySelector(\"[data-member='member-4']\");"
+                "return m && m.querySelector(\"[data-watch-problem='Reservation']\")"
+                "  ? m.dataset.status : null",
+                "member-4's card on the Fleet view saying the watch is refused",
+            )
+            assert card == "Ready"
+    finally:
+        member.patch(*rbac, {"rules": rules})
 
 
 def test_a_member_killed_is_shown_not_ready_and_the_rest_works(

@@ -11,6 +11,7 @@ import base64
 import json
 import secrets
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,14 @@ import yaml
 from fleet import cli
 from fleet.api import constants as c
 from fleet.install import SECRETS_NAMESPACE, single_context
-from fleet.join import join_member
+from fleet.join import JoinError, join_member
+from fleet.join.join import identity_objects
 from fleet.kube import Forbidden, SyncKubeClient, from_kubeconfig, load, read_kubeconfig_file
 from fleet.testing.chart import service_account_kubeconfig
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import MEMBER_CLUSTER, MEMBERS, PYTORCHJOB, Fleet
+from .conftest import FLEET_ID, MEMBER_CLUSTER, MEMBERS, PYTORCHJOB, Fleet
 
 #: The e2e controllers renew this long before a token expires (conftest's
 #: --token-renew-before): a 600-second token (TokenRequest's shortest) every 30 seconds.
@@ -75,10 +77,13 @@ def second_name(live: Fleet) -> Iterator[tuple[str, str]]:
     yield name, namespace
     live.api.delete(*MEMBER_CLUSTER, name)
     live.api.delete("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
-    member = live.clusters["member-3"]
-    for kind in ("ClusterRoleBinding", "ClusterRole"):
-        member.delete("rbac.authorization.k8s.io/v1", kind, f"fleet:{namespace}")
-    member.delete("v1", "Namespace", namespace)
+    for cluster in ("member-2", "member-3"):  # a forced re-join may have moved it to member-2
+        _remove_identity(live.clusters[cluster], namespace)
+
+
+def _remove_identity(member: ClusterClient, namespace: str) -> None:
+    for api_version, kind, obj_name, obj_namespace in identity_objects(namespace):
+        member.delete(api_version, kind, obj_name, obj_namespace)
 
 
 def _join_member_3(live: Fleet, name: str, namespace: str, **options: Any) -> None:
@@ -92,6 +97,7 @@ def _join_member_3(live: Fleet, name: str, namespace: str, **options: Any) -> No
             context="member-3",
             base=live.sandbox.kubeconfig.parent,
             namespace=namespace,
+            fleet_id=FLEET_ID,
             **options,
         )
 
@@ -142,6 +148,7 @@ def test_unjoin_refuses_while_a_job_is_bound_then_moves_it(
     fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     member_flags = ["--member-kubeconfig", str(live.sandbox.kubeconfig)]
     argv = ["unjoin", name, *fleet_flags, *member_flags, "--member-context", "member-3"]
+    argv += ["--fleet-id", FLEET_ID]
     assert cli.main(argv) == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert f"{namespace}/PyTorchJob/train" in line and "--move" in line
@@ -175,6 +182,111 @@ def test_unjoin_without_jobs_and_the_member_unreachable(live: Fleet, second_name
         "rbac.authorization.k8s.io/v1", "ClusterRole", f"fleet:{member_namespace}"
     )
     assert role is not None  # left, as the note says
+
+
+# -- one registration, one cluster; never twice -------------------------------------------------
+
+
+def _fleet_flags(live: Fleet) -> list[str]:
+    return ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
+
+
+def _member_flags(live: Fleet, context: str) -> list[str]:
+    return ["--member-kubeconfig", str(live.sandbox.kubeconfig), "--member-context", context]
+
+
+def _running_in(live: Fleet, name: str, namespace: str, first: str) -> None:
+    """A job `train` placed on `name` (then member-1), running there."""
+    policy = gang_policy("gang", namespace, toleration_seconds=5)
+    policy["spec"]["placement"]["clusterAffinities"] = [
+        {"affinityName": "first", "clusterNames": [name]},
+        {"affinityName": "then", "clusterNames": ["member-1"]},
+    ]
+    live.api.create(policy)
+    live.api.create(pytorchjob("train", namespace=namespace, workers=1, gpus=0, cpu="100m"))
+    wait_until(lambda: live.target(namespace, "train") == name, what="the job placed there")
+    live.wait_running(namespace, "train", first)
+
+
+def _copies_everywhere(live: Fleet, namespace: str) -> list[str]:
+    return [
+        m
+        for m in ("member-1", "member-2", "member-3")
+        if live.clusters[m].get(*PYTORCHJOB, "train", namespace) is not None
+    ]
+
+
+def test_a_rejoin_that_reaches_another_cluster_is_refused_unless_forced(
+    live: Fleet, second_name, namespace, capsys
+):
+    name, member_namespace = second_name
+    _join_member_3(live, name, member_namespace)
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    _running_in(live, name, namespace, "member-3")
+    before = _stored(live, name)
+    argv = ["join", name, *_fleet_flags(live), *_member_flags(live, "member-2")]
+    argv += ["--member-namespace", member_namespace, "--fleet-id", FLEET_ID]
+
+    assert cli.main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    member_3 = live.clusters["member-3"].get("v1", "Namespace", "kube-system") or {}
+    member_2 = live.clusters["member-2"].get("v1", "Namespace", "kube-system") or {}
+    assert member_3["metadata"]["uid"] in line and member_2["metadata"]["uid"] in line
+    assert "--force" in line
+    assert _stored(live, name) == before, "a refused re-join changed the stored kubeconfig"
+    assert live.clusters["member-2"].get("v1", "ServiceAccount", "fleet", member_namespace) is None
+
+    assert cli.main([*argv, "--force", "--timeout", "120"]) == 0
+    # The job left first (MemberUnjoined), then the name was re-pointed: one copy at a time.
+    assert _copies_everywhere(live, namespace) in ([], ["member-1"])
+    live.wait_running(namespace, "train", "member-1")
+    assert _copies_everywhere(live, namespace) == ["member-1"]
+    stored = _stored(live, name)["clusters"][0]["cluster"]["server"]
+    assert stored == _stored(live, "member-2")["clusters"][0]["cluster"]["server"]
+    mc = live.api.get(*MEMBER_CLUSTER, name) or {}
+    assert mc["spec"]["id"] == member_2["metadata"]["uid"]
+    assert not any(t["key"] == c.UNJOINING_TAINT_KEY for t in mc["spec"].get("taints") or [])
+
+
+def test_unjoin_through_a_context_that_reaches_another_cluster_is_refused(
+    live: Fleet, second_name, capsys
+):
+    name, member_namespace = second_name
+    _join_member_3(live, name, member_namespace)
+    argv = ["unjoin", name, *_fleet_flags(live), *_member_flags(live, "member-1")]
+    argv += ["--fleet-id", FLEET_ID]
+
+    assert cli.main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "refusing to delete fleet's identity in another cluster" in line
+    assert live.api.get(*MEMBER_CLUSTER, name) is not None
+    # Nothing was deleted in member-1, whose own identity fleet uses.
+    assert live.clusters["member-1"].get("v1", "ServiceAccount", "fleet", "fleet-member")
+    assert live.clusters["member-3"].get("v1", "ServiceAccount", "fleet", member_namespace)
+
+
+def test_unjoin_leave_releases_the_job_and_never_starts_a_second_copy(
+    live: Fleet, second_name, namespace
+):
+    name, member_namespace = second_name
+    _join_member_3(live, name, member_namespace)
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    _running_in(live, name, namespace, "member-3")  # application failover, 5 s toleration
+    argv = ["unjoin", name, *_fleet_flags(live), *_member_flags(live, "member-3")]
+    argv += ["--fleet-id", FLEET_ID, "--leave", "--timeout", "60"]
+
+    assert cli.main(argv) == 0
+    binding = live.binding(namespace, "train") or {}
+    assert (binding.get("status") or {}).get("phase") == "Released"
+    # The copy runs on in member-3, no longer fleet's.
+    left = live.clusters["member-3"].get(*PYTORCHJOB, "train", namespace) or {}
+    assert c.MANAGED_BY_LABEL not in (left["metadata"].get("labels") or {})
+    # Sampled over the failover's toleration and twice more: never a second copy.
+    deadline = time.monotonic() + 3 * 5 + 5
+    while time.monotonic() < deadline:
+        assert _copies_everywhere(live, namespace) == ["member-3"]
+        time.sleep(0.5)
+    assert (live.binding(namespace, "train") or {})["status"]["phase"] == "Released"
 
 
 @pytest.fixture
@@ -231,7 +343,8 @@ def test_a_user_who_may_not_create_rbac_gets_one_line_and_nothing_is_left(
 
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"fleet: error: join {name}: the member {name} refused: ")
-    assert "clusterroles" in line and "403" in line
+    # The first thing it may not make: the admission policy that guards fleet's identity.
+    assert "validatingadmissionpolicies" in line and "403" in line
     member: ClusterClient = live.clusters["member-2"]
 
     def gone() -> bool:
@@ -335,3 +448,76 @@ def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
     )
     live.wait_running(namespace, "pytorch-test", "member-1")
     assert set(_stored(live, name)["users"][0]["user"]) == {"token"}
+
+
+def _token_condition(live: Fleet, name: str) -> dict[str, Any]:
+    mc = live.api.get(*MEMBER_CLUSTER, name) or {}
+    conditions = (mc.get("status") or {}).get("conditions") or []
+    return next((x for x in conditions if x["type"] == c.CONDITION_TOKEN_RENEWED), {})
+
+
+def test_a_refused_renewal_shows_at_once_and_the_member_stays_ready(live: Fleet, second_name):
+    """The member's token Role taken away: within one attempt the MemberCluster says why
+    (TokenRenewed False, Forbidden), a Warning Event and the failure counter appear, and the
+    member stays Ready; given back, the next renewal says so once."""
+    name, namespace = second_name
+    _join_member_3(live, name, namespace, token_seconds=600)
+    ready = wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    wait_until(
+        lambda: _token_condition(live, name).get("status") == "True",
+        timeout=30,
+        what="TokenRenewed True",
+    )
+    member = live.clusters["member-3"]
+    rbac = "rbac.authorization.k8s.io/v1"
+    binding = member.get(rbac, "RoleBinding", "fleet-token", namespace)
+    assert binding is not None
+    member.delete(rbac, "RoleBinding", "fleet-token", namespace)
+
+    # Due every RENEW_EVERY seconds: the first refusal comes within one of them (and the
+    # status write that follows it at once); a retry is 15 s later.
+    def refused() -> bool:
+        assert _ready_condition(live, name) == ready, "Ready changed while renewals failed"
+        return _token_condition(live, name).get("status") == "False"
+
+    wait_until(refused, timeout=RENEW_EVERY + 15, what="TokenRenewed False")
+    condition = _token_condition(live, name)
+    assert condition["reason"] == "Forbidden", condition
+    assert "403" in condition["message"] and "serviceaccounts/token" in condition["message"]
+    mc = live.api.get(*MEMBER_CLUSTER, name) or {}
+    renewal = mc["status"]["tokenRenewal"]
+    assert renewal["consecutiveFailures"] >= 1 and renewal["nextAttemptTime"]
+    warnings = [e for e in live.api.events("default", name) if e["reason"] == "TokenRenewalFailed"]
+    assert warnings and warnings[0]["type"] == "Warning"
+    failures = live.metrics().value(
+        "fleet_token_renewal_failures_total", cluster=name, reason="Forbidden"
+    )
+    assert failures >= 1
+    assert live.metrics().value("fleet_member_token_expiry_timestamp_seconds", cluster=name) > 0
+
+    # Given back: renewed at the next attempt, one Normal Event says so, and still Ready.
+    for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        binding["metadata"].pop(key, None)
+    member.apply(binding)
+    wait_until(
+        lambda: _token_condition(live, name).get("reason") == c.REASON_TOKEN_RENEWED,
+        timeout=RENEW_EVERY + 30,
+        what="TokenRenewed True again",
+    )
+    recovered = [e for e in live.api.events("default", name) if e["reason"] == "TokenRenewed"]
+    assert len(recovered) == 1 and recovered[0]["type"] == "Normal"
+    assert _ready_condition(live, name) == ready
+
+
+def test_join_refuses_a_secrets_namespace_the_controller_cannot_renew_in(live: Fleet, second_name):
+    """The chart grants the controller Secrets in its own namespace only: a join keeping the
+    kubeconfig in `default` is refused before anything is written, naming the chart value."""
+    name, namespace = second_name
+    with pytest.raises(JoinError) as refused:
+        _join_member_3(live, name, namespace, secrets_namespace="default")
+    # Cluster-wide the controller may only get a Secret (propagateDeps): the rest is missing.
+    assert "may not list, watch, patch Secrets in namespace 'default'" in str(refused.value)
+    assert "controller.secretsNamespaces" in str(refused.value)
+    assert live.api.get(*MEMBER_CLUSTER, name) is None
+    assert live.api.get("v1", "Secret", f"{name}-kubeconfig", "default") is None
+    assert live.clusters["member-3"].get("v1", "Namespace", namespace) is None

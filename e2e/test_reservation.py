@@ -22,7 +22,7 @@ from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import JOBSET_NAME_LABEL, gang_policy, jobset, pytorchjob
 
-from .conftest import PYTORCHJOB, Fleet
+from .conftest import FLEET_ID, PYTORCHJOB, Fleet
 
 RESERVATION = ("scheduling.koordinator.sh/v1alpha1", "Reservation")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -58,6 +58,7 @@ def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
             {},
             context=KOORDINATOR_MEMBER,
             base=fleet.sandbox.kubeconfig.parent,
+            fleet_id=FLEET_ID,
         )
     _member_settings(fleet.api)
     wait_until(

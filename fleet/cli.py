@@ -114,8 +114,10 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         lease_seconds=args.lease_seconds,
         lease_namespace=args.lease_namespace,
+        secrets_namespaces=tuple(dict.fromkeys(filter(None, args.secrets_namespaces.split(",")))),
         fleet_id=args.fleet_id or "",
         sweep_interval=args.sweep_interval,
+        resync_interval=args.resync_interval,
         token_renew_before=args.token_renew_before,
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
@@ -145,7 +147,9 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return asyncio.run(serve(args.kubeconfig, args.context, args.host, args.port))
+        return asyncio.run(
+            serve(args.kubeconfig, args.context, args.host, args.port, args.allow_host)
+        )
     except KeyboardInterrupt:
         return 0
 
@@ -172,7 +176,16 @@ def _labels(items: list[str] | None) -> dict[str, str] | None:
 
 
 def _cmd_join(args: argparse.Namespace) -> int:
-    from fleet.join import JoinError, dry_run, join, member_client, plan_for, user_kubeconfig
+    from fleet.join import (
+        JoinError,
+        dry_run,
+        fleet_id_of,
+        join,
+        member_client,
+        plan_for,
+        user_kubeconfig,
+    )
+    from fleet.join.renewal_access import check_renewal_access
     from fleet.kube import KubeError, SyncKubeClient, load
 
     labels = _labels(args.label)
@@ -180,12 +193,13 @@ def _cmd_join(args: argparse.Namespace) -> int:
         return 2
     config = user_kubeconfig(args.member_kubeconfig)
     client, cluster = member_client(config, args.member_context)
-    with client:
+    with client, SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
         try:
             plan = plan_for(
                 args.name,
                 client,
                 cluster,
+                fleet_id=lambda: fleet_id_of(fleet, args.fleet_id),
                 labels=labels,
                 namespace=args.member_namespace,
                 token_type=args.token_type,
@@ -194,24 +208,27 @@ def _cmd_join(args: argparse.Namespace) -> int:
             )
         except KubeError:
             raise  # an unusable kubeconfig: main prints it
+        except JoinError as e:
+            print(f"fleet: error: join {e}", file=sys.stderr)
+            return 1
         except ValueError as e:
             print(f"fleet: error: {e}", file=sys.stderr)
             return 2
         if args.dry_run:
             print(dry_run(plan), end="")
             return 0
-        with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
-            try:
-                join(fleet, client, plan)
-            except JoinError as e:
-                print(f"fleet: error: join {e}", file=sys.stderr)
-                return 1
+        try:
+            check_renewal_access(fleet, args.secrets_namespace, args.controller_service_account)
+            join(fleet, client, plan, force=args.force, timeout=args.timeout)
+        except JoinError as e:
+            print(f"fleet: error: join {e}", file=sys.stderr)
+            return 1
     print(f"membercluster/{args.name} joined")
     return 0
 
 
 def _cmd_unjoin(args: argparse.Namespace) -> int:
-    from fleet.join import JoinError, member_client, unjoin, user_kubeconfig
+    from fleet.join import JoinError, fleet_id_of, member_client, unjoin, user_kubeconfig
     from fleet.kube import SyncKubeClient, load
 
     member = None
@@ -220,7 +237,13 @@ def _cmd_unjoin(args: argparse.Namespace) -> int:
     try:
         with SyncKubeClient(load(args.kubeconfig, args.context), name="fleet") as fleet:
             notes = unjoin(
-                fleet, member, args.name, move=args.move, leave=args.leave, timeout=args.timeout
+                fleet,
+                member,
+                args.name,
+                move=args.move,
+                leave=args.leave,
+                timeout=args.timeout,
+                fleet_id=fleet_id_of(fleet, args.fleet_id),
             )
     except JoinError as e:
         print(f"fleet: error: unjoin {e}", file=sys.stderr)
@@ -237,6 +260,14 @@ def _cmd_unjoin(args: argparse.Namespace) -> int:
 def _fleet_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", help="the fleet's kubeconfig (default: $KUBECONFIG)")
     parser.add_argument("--context", help="context in that kubeconfig (default: current)")
+
+
+def _fleet_id_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fleet-id",
+        help="the fleet's id, when its controller runs with --fleet-id (default: derived from "
+        "the fleet's kube-system namespace, as the controller derives it)",
+    )
 
 
 def _cmd_toolchain(args: argparse.Namespace) -> int:
@@ -350,6 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="leader lease: the longest a standby waits to take over",
     )
     ctl.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
+    ctl.add_argument(
+        "--secrets-namespaces",
+        default=FLEET_SECRETS_NAMESPACE,
+        help="comma-separated namespaces holding member kubeconfig Secrets: the only ones whose "
+        f"Secrets the controller lists, watches and renews (default {FLEET_SECRETS_NAMESPACE})",
+    )
     ctl.add_argument("--id", help="this replica's identity in the lease (default host-pid)")
     ctl.add_argument(
         "--fleet-id",
@@ -362,6 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=300.0,
         help="seconds between sweeps for member copies whose fleet object is gone (0: off)",
+    )
+    ctl.add_argument(
+        "--resync-interval",
+        type=float,
+        default=30.0,
+        help="seconds between reconciles of every bound job, which also bound how long a "
+        "change to a propagated Secret or ConfigMap takes to reach the members (0: off)",
     )
     ctl.add_argument(
         "--token-renew-before",
@@ -428,6 +472,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="address to listen on (default 127.0.0.1: this machine only; the page has no login)",
     )
     dash.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free)")
+    dash.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME[:PORT]",
+        help="also answer requests whose Host (or cross-origin Origin) names NAME (repeatable); "
+        "by default only the --host address and, on loopback or 0.0.0.0, localhost are "
+        "answered, against DNS rebinding (docs/dashboard.md)",
+    )
     dash.add_argument("-v", "--verbose", action="store_true")
     dash.set_defaults(func=_cmd_dashboard)
     inst = sub.add_parser("install", help="apply fleet's CRDs to the fleet API server")
@@ -466,11 +519,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--secrets-namespace",
         default=FLEET_SECRETS_NAMESPACE,
         help="namespace of the kubeconfig Secret on the fleet: the chart's "
-        f"(default {FLEET_SECRETS_NAMESPACE})",
+        f"(default {FLEET_SECRETS_NAMESPACE}); another is refused unless the controller may "
+        "watch and renew Secrets there (the chart's controller.secretsNamespaces)",
+    )
+    jn.add_argument(
+        "--controller-service-account",
+        default=f"{FLEET_SECRETS_NAMESPACE}/fleet-controller",
+        help="the controller's ServiceAccount on the fleet, NAMESPACE/NAME, asked about for "
+        f"--secrets-namespace (default {FLEET_SECRETS_NAMESPACE}/fleet-controller)",
     )
     jn.add_argument(
         "--dry-run", action="store_true", help="print what would be created, send nothing"
     )
+    jn.add_argument(
+        "--force",
+        action="store_true",
+        help="re-point NAME at another cluster: its jobs are moved off first (as unjoin --move)",
+    )
+    jn.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds --force waits (default 300)"
+    )
+    _fleet_id_flag(jn)
     jn.set_defaults(func=_cmd_join)
     uj = sub.add_parser(
         "unjoin", help="remove a member from the fleet and fleet's identity from the member"
@@ -491,8 +560,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--leave", action="store_true", help="leave the member's jobs running there, unmanaged"
     )
     uj.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds --move waits (default 300)"
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds --move or --leave waits for the controller (default 300)",
     )
+    _fleet_id_flag(uj)
     uj.set_defaults(func=_cmd_unjoin)
     sub.add_parser("simulate", help="replay GPU traces through the placement code (see --help)")
     sub.add_parser("amc", help="kubectl amc: objects across member clusters (see --help)")

@@ -7,9 +7,13 @@ talk to the member without verifying it (insecure-skip-tls-verify, plain http). 
 reported at once, each naming its field, so one round of fixing is enough.
 
 How a context resolves to its cluster and user is fleet.kube's (resolve_context), shared with
-the reading of the user's own kubeconfig, and so is what a Secret may never hold (files and
-plugins: fleet.kube.refused_in_secret, Trust.SECRET), which from_kubeconfig enforces again when
-it connects. The stricter checks on top (https, no insecure TLS, PEM that parses) are here.
+the reading of the user's own kubeconfig, and so are the rules an entry follows to be used at
+all (fleet.kube.entry_problems: what a Secret may never hold under Trust.SECRET, basic
+authentication, the certificate/key pair, the proxy), which this module applies to every entry
+and from_kubeconfig to those it connects with. The stricter checks on top (https, PEM that
+parses, credentials present) are here. A kubeconfig is parsed and checked once: the
+ResolvedKubeconfig carries the Connection built from it (fleet.kube.connect_context), which the
+controller, its token renewal and `kubectl amc` use as it is.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import binascii
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -29,9 +33,9 @@ from fleet.kube import (
     KubeconfigError,
     KubeconfigProblem,
     Trust,
-    from_kubeconfig,
+    connect_context,
+    entry_problems,
     load_kubeconfig,
-    refused_in_secret,
     resolve_context,
 )
 
@@ -59,10 +63,8 @@ _DNS_LABEL: Final = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$")
 
 @dataclass(frozen=True)
 class ResolvedKubeconfig:
-    """A validated kubeconfig and what its current-context resolves to.
-
-    `config` is what fleet.kube.from_kubeconfig turns into a Connection.
-    """
+    """A validated kubeconfig, what its current-context resolves to, and the Connection it
+    describes (Trust.SECRET: inline data only), built once."""
 
     config: dict[str, Any]
     context: str
@@ -70,6 +72,12 @@ class ResolvedKubeconfig:
     user: str
     server: str
     namespace: str | None
+    connection: Connection = field(compare=False, repr=False)
+
+    @property
+    def token(self) -> str | None:
+        """The current user's token (None: it authenticates with a client certificate)."""
+        return self.connection.bearer_token()
 
 
 # --- Reading the Secret ----------------------------------------------------------------------
@@ -182,9 +190,9 @@ def _pem_problem(value: Any, field: str) -> KubeconfigProblem | None:
     return None
 
 
-def _credential_field_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
-    """What a Secret may not hold (files, plugins) and PEM data that does not parse."""
-    out = refused_in_secret(entry)
+def _entry_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
+    """fleet.kube's rules for an entry under Trust.SECRET, and PEM data that does not parse."""
+    out = entry_problems(entry, Trust.SECRET)
     kind, body, path = entry.section[:-1], entry.body, entry.path
     for key in _PEM_FIELDS[kind]:
         if key in body:
@@ -195,34 +203,15 @@ def _credential_field_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem
 
 
 def _cluster_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
-    path, cluster = entry.path, entry.body
-    out: list[KubeconfigProblem] = []
-    if cluster.get("insecure-skip-tls-verify") in (True, "true", "True"):
-        out.append(
-            KubeconfigProblem(
-                f"{path}.insecure-skip-tls-verify",
-                "insecure TLS verification is not allowed; provide certificate-authority-data",
-            )
-        )
-    out += _credential_field_problems(entry)
-    out += _server_problems(cluster.get("server"), f"{path}.server")
-    return out
+    return _entry_problems(entry) + _server_problems(
+        entry.body.get("server"), f"{entry.path}.server"
+    )
 
 
 def _user_problems(entry: KubeconfigEntry, resolved: bool) -> list[KubeconfigProblem]:
     path, user = entry.path, entry.body
-    out = _credential_field_problems(entry)
+    out = _entry_problems(entry)
     has_cert, has_key = "client-certificate-data" in user, "client-key-data" in user
-    if has_cert != has_key:
-        missing = "client-key-data" if has_cert else "client-certificate-data"
-        out.append(KubeconfigProblem(f"{path}.{missing}", "required with its pair"))
-    if user.get("username") is not None or user.get("password") is not None:
-        out.append(
-            KubeconfigProblem(
-                f"{path}.username",
-                "basic authentication is not supported; use a token or a client certificate",
-            )
-        )
     if "token" in user and (not isinstance(user["token"], str) or not user["token"].strip()):
         out.append(KubeconfigProblem(f"{path}.token", "is empty"))
     plugin = user.get("exec") is not None or user.get("auth-provider") is not None
@@ -237,7 +226,7 @@ def _user_problems(entry: KubeconfigEntry, resolved: bool) -> list[KubeconfigPro
 
 
 def _validate(
-    config: Mapping[str, Any],
+    config: Mapping[str, Any], source: str | None = None
 ) -> tuple[list[KubeconfigProblem], ResolvedKubeconfig | None]:
     out: list[KubeconfigProblem] = []
     if config.get("kind") not in (None, "Config"):
@@ -256,7 +245,13 @@ def _validate(
             out += _user_problems(user, resolved=name == resolved_user)
     if resolved is None and not out:
         out.append(KubeconfigProblem("current-context", "does not resolve to one cluster and user"))
-    if out or resolved is None or resolved.user is None:
+    connection: Connection | None = None
+    if not out and resolved is not None and resolved.user is not None:
+        try:
+            connection = connect_context(resolved, source=source, trust=Trust.SECRET)
+        except KubeconfigError as exc:
+            out += exc.problems  # a CA or key pair OpenSSL refuses
+    if out or resolved is None or resolved.user is None or connection is None:
         return sorted(out, key=_problem_order(config)), None
     return [], ResolvedKubeconfig(
         config=dict(config),
@@ -265,6 +260,7 @@ def _validate(
         user=resolved.user.name,
         server=resolved.server,
         namespace=resolved.namespace,
+        connection=connection,
     )
 
 
@@ -308,7 +304,7 @@ def check_kubeconfig(
 ) -> ResolvedKubeconfig:
     """The resolved kubeconfig, or KubeconfigError listing every problem."""
     try:
-        problems, resolved = _validate(_as_config(config))
+        problems, resolved = _validate(_as_config(config), source)
     except KubeconfigError as exc:
         raise KubeconfigError(exc.problems, source) from None
     if problems or resolved is None:
@@ -326,6 +322,4 @@ def kubeconfig_from_secret(secret: Any, key: str = DEFAULT_SECRET_KEY) -> Resolv
 def connection_from_secret(secret: Any, key: str = DEFAULT_SECRET_KEY) -> Connection:
     """The Connection a member's kubeconfig Secret describes, by the Secret rules (Trust.SECRET:
     validated here, inline data only, no plugin ever runs); KubeconfigError names the Secret."""
-    resolved = kubeconfig_from_secret(secret, key)
-    source = f"Secret {_secret_name(secret)} key {key!r}"
-    return from_kubeconfig(resolved.config, source=source, trust=Trust.SECRET)
+    return kubeconfig_from_secret(secret, key).connection

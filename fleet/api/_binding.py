@@ -46,6 +46,7 @@ __all__ = [
     "BindingFailover",
     "BindingPhase",
     "ClusterHealth",
+    "DependencyRecord",
     "ExcludedCluster",
     "FailoverRecord",
     "GangBinding",
@@ -73,6 +74,7 @@ BindingPhase = Literal[
     "Succeeded",
     "Failed",
     "FailingOver",
+    "Released",
 ]
 ClusterHealth = Literal["Healthy", "Unhealthy", "Unknown"]
 
@@ -321,6 +323,9 @@ class ExcludedCluster(KubeModel):
     """Why it is excluded."""
     until: Time | None = None
     """When the exclusion ends; absent means for the workload's lifetime."""
+    code: str | None = None
+    """Why, for machines, when the cluster refused the job rather than the job failing there:
+    DependencyConflict (a dependency there is not fleet's). Absent for a failover's."""
 
 
 class PendingReason(KubeModel):
@@ -332,12 +337,29 @@ class PendingReason(KubeModel):
     """Explanation from the placement engine."""
     code: str | None = None
     """Why, for machines: NotReady, FailedOver, TaintUntolerated, ClusterAffinity, Insufficient
-    or Outranked."""
+    Outranked or DependencyConflict."""
     facts: dict[str, IntOrString] | None = None
     """The numbers behind `reason`, for machines: for Insufficient, `resource` with `needed` and
     `free` (in the resource's base unit: millicores, bytes, devices), or `perPod`, `pods`,
     `largestFree`, `podsThatFit`; `components` and `unplacedPods` when no node-by-node
     assignment exists."""
+
+
+class DependencyRecord(KubeModel):
+    """A dependency (propagateDeps) fleet wrote in a member for this workload."""
+
+    cluster: str = Field(min_length=1)
+    """Member cluster."""
+    kind: str = Field(min_length=1)
+    """ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim (in the workload's namespace)."""
+    name: str = Field(min_length=1)
+    """Its name."""
+    digest: str = Field(min_length=1)
+    """Digest of the fleet's object as fleet last wrote it there: a fleet object whose digest
+    differs is written again (kept in step)."""
+    uid: str | None = None
+    """The member object's UID when fleet created it there (not when it took a member's object
+    over): deleted, by this UID, once no workload of fleet's in that member uses it."""
 
 
 class GangBindingStatus(KubeModel):
@@ -375,6 +397,8 @@ class GangBindingStatus(KubeModel):
     schedulerObservedAffinityName); the next placement starts its search there."""
     pending_reasons: list[PendingReason] | None = None
     """Per-cluster explanations when no cluster fits."""
+    dependencies: list[DependencyRecord] | None = None
+    """The dependencies fleet wrote in members for this workload (propagateDeps), per member."""
     observed_generation: NonNegInt64 | None = None
     """The metadata.generation fleet has finished acting on: equal to it once a spec change
     (such as a policy edit synced into spec.placement) has been placed, judged and applied."""

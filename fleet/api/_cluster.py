@@ -18,6 +18,7 @@ __all__ = [
     "MemberClusterSpec",
     "MemberClusterStatus",
     "ReservationSettings",
+    "TokenRenewalStatus",
 ]
 
 
@@ -51,6 +52,10 @@ class ReservationSettings(KubeModel):
 class MemberClusterSpec(KubeModel):
     """How to reach the cluster and what may run there."""
 
+    id: str | None = Field(default=None, min_length=1)
+    """The member's cluster id: its kube-system namespace's UID (Karmada's Cluster spec.id), as
+    `fleet join` found it. The controller refuses a kubeconfig that reaches another cluster,
+    and `fleet join`/`unjoin` refuse to act on another cluster under this name."""
     kubeconfig_secret_ref: KubeconfigSecretRef
     """Secret holding a kubeconfig with inline credentials (no exec plugins, no file paths)."""
     taints: list[Taint] | None = None
@@ -75,6 +80,20 @@ class ClusterResources(KubeModel):
     """Sum of the requests of the pods bound to those nodes."""
 
 
+class TokenRenewalStatus(KubeModel):
+    """The renewal of the bound token `fleet join` stored (absent for a long-lived token); the
+    TokenRenewed condition says whether the last attempt succeeded, and why not."""
+
+    last_renewal_time: Time | None = None
+    """When the token in use was issued: the last successful renewal (or the join)."""
+    expiration_time: Time | None = None
+    """When the token in use expires: the member stays Ready until then, renewed or not."""
+    next_attempt_time: Time | None = None
+    """When the controller next tries to renew it."""
+    consecutive_failures: NonNegInt32 | None = None
+    """Failed attempts since the last success."""
+
+
 class MemberClusterStatus(KubeModel):
     """What the last probe of the cluster found."""
 
@@ -82,7 +101,7 @@ class MemberClusterStatus(KubeModel):
         default=None,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
-    """Ready (with reason and message) and any other conditions."""
+    """Ready (with reason and message); TokenRenewed for a bound token."""
     kubernetes_version: str | None = None
     """The API server's gitVersion."""
     node_count: NonNegInt32 | None = None
@@ -93,6 +112,8 @@ class MemberClusterStatus(KubeModel):
     """The gang scheduler fleet writes copies for: spec.gangScheduler, else detected."""
     last_probe_time: Time | None = None
     """When fleet last probed the cluster."""
+    token_renewal: TokenRenewalStatus | None = None
+    """The bound token's renewal (absent for other credentials)."""
 
 
 class MemberCluster(KubeResource):
@@ -113,6 +134,14 @@ class MemberCluster(KubeResource):
                 '.status.conditions[?(@.type=="Ready")].status',
                 "string",
                 "Whether the last probe succeeded.",
+            ),
+            PrinterColumn(
+                "TOKEN",
+                '.status.conditions[?(@.type=="TokenRenewed")].status',
+                "string",
+                "Whether the last renewal of fleet's bound token succeeded (empty: not a bound "
+                "token).",
+                priority=1,
             ),
             PrinterColumn("VERSION", ".status.kubernetesVersion", "string", "Kubernetes version."),
             PrinterColumn(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from fleet.api.constants import DEPENDENCY_KINDS
 from fleet.core.kinds import ADAPTERS
@@ -32,8 +32,11 @@ __all__ = [
     "TOKEN_ROLE",
     "Rule",
     "as_policy_rules",
+    "dashboard_namespaced_rules",
+    "dashboard_rules",
     "fleet_namespaced_rules",
     "fleet_rules",
+    "fleet_secrets_rules",
     "group_of",
     "job_kinds",
     "member_cluster_role",
@@ -109,12 +112,22 @@ def _job_kind_resources() -> dict[str, tuple[str, ...]]:
     return {group: tuple(names) for group, names in by_group.items()}
 
 
-#: Kubeflow Trainer's runtimes: a TrainJob's gang is read from the one it names (fleet.core.kinds).
-TRAINER_GROUP: Final = "trainer.kubeflow.org"
-TRAINING_RUNTIMES: Final = ("trainingruntimes", "clustertrainingruntimes")
-#: scheduler-plugins' PodGroup, which fleet writes beside a JobSet or Ray copy on coscheduling
-#: members.
-POD_GROUP_GROUP: Final = "scheduling.x-k8s.io"
+def kind_access_rules(side: Literal["member", "fleet"]) -> tuple[Rule, ...]:
+    """The rules for the objects the kinds' adapters say fleet touches besides the kinds
+    themselves (`KindAdapter.accesses`: a TrainJob's runtimes, a JobSet's PodGroup), merged
+    per group and resources: adding a kind adds its rules here with no edit."""
+    merged: dict[tuple[str, tuple[str, ...]], tuple[dict[str, str], str]] = {}
+    for adapter in ADAPTERS:
+        member, fleet = adapter.accesses()
+        for access in member if side == "member" else fleet:
+            why, _ = merged.setdefault((access.group, access.resources), ({}, access.about))
+            for verb, reason in access.why.items():
+                why.setdefault(verb, reason)
+    return tuple(
+        Rule(group, resources, why, about=about)
+        for (group, resources), (why, about) in sorted(merged.items())
+    )
+
 
 #: Koordinator's Reservation, which fleet makes for a gang on a member that enables them.
 RESERVATION_GROUP: Final = "scheduling.koordinator.sh"
@@ -146,9 +159,13 @@ def member_rules() -> tuple[Rule, ...]:
         "",
         tuple(plural(kind) for kind in DEPENDENCY_KINDS),
         {
-            "create": "propagateDeps: a dependency the member does not have yet is created (a "
-            "server-side apply of a new object is authorized as create)",
-            "patch": "propagateDeps: the copy is written by server-side apply",
+            "create": "propagateDeps: a dependency is created in the member (a 409 says the "
+            "member has one of that name, without reading it)",
+            "patch": "propagateDeps: a dependency is kept in step with the fleet by a JSON patch "
+            "whose first op tests fleet's managed-by label (so an object fleet did not write is "
+            "never changed), and under conflictResolution Overwrite taken over by a merge patch",
+            "delete": "propagateDeps: a dependency fleet created is deleted (by its UID) once no "
+            "job of fleet's in the member uses it",
         },
         about="What propagateDeps copies with a job (fleet.api.constants.DEPENDENCY_KINDS). "
         "Write only: fleet never reads them in a member.",
@@ -198,32 +215,16 @@ def member_rules() -> tuple[Rule, ...]:
         ),
         *jobs,
         dependencies,
-        Rule(
-            TRAINER_GROUP,
-            TRAINING_RUNTIMES,
-            {
-                "create": "propagateDeps: the runtime a TrainJob names is created in a member that "
-                "has none of that name (one it has is never changed)",
-            },
-            about="Kubeflow Trainer runtimes, which a TrainJob's gang is read from.",
-        ),
-        Rule(
-            POD_GROUP_GROUP,
-            ("podgroups",),
-            {
-                "create": "a JobSet or Ray copy's PodGroup on a coscheduling member (their "
-                "operators make none); server-side apply of a new object is authorized as create",
-                "patch": "that PodGroup is written by server-side apply",
-            },
-            about="scheduler-plugins PodGroups for kinds whose operator makes none.",
-        ),
+        *kind_access_rules("member"),
         Rule(
             RESERVATION_GROUP,
             ("reservations",),
             {
                 "create": "reserves a gang's capacity before dispatch (spec.reservation)",
                 "list": "finds the Reservations made for a job (by its fleet-UID label) to judge "
-                "them and to delete them",
+                "them and to delete them; `fleet dashboard` lists them",
+                "watch": "`fleet dashboard`'s Reservations view keeps them live with an informer "
+                "(list, then watch), through this identity",
                 "delete": "releases them once the job runs, is deleted or fails over",
             },
             about="Koordinator Reservations (MemberCluster spec.reservation).",
@@ -286,16 +287,7 @@ def fleet_rules() -> tuple[Rule, ...]:
             )
             for group, resources in sorted(jobs.items())
         ),
-        Rule(
-            TRAINER_GROUP,
-            TRAINING_RUNTIMES,
-            {
-                "get": "a TrainJob's gang is read from the runtime it names",
-                "list": "kopf lists the runtimes",
-                "watch": "a TrainJob created before its runtime goes on once the runtime exists",
-            },
-            about="Kubeflow Trainer runtimes, read (and taken along with propagateDeps).",
-        ),
+        *kind_access_rules("fleet"),
         Rule(
             "policy.one.alibabacloud.com",
             ("propagationpolicies", "clusterpropagationpolicies"),
@@ -404,8 +396,13 @@ def fleet_rules() -> tuple[Rule, ...]:
         Rule(
             "",
             ("namespaces",),
-            {"create": "the kube-queue namespace, for the Queues"},
-            about="The kube-queue namespace.",
+            {
+                "list": "kopf lists the namespaces: a namespace's reclaim opt-out (its label) "
+                "is followed by the queue",
+                "watch": "a namespace relabelled changes its running gangs' reclaimability at once",
+                "create": "the kube-queue namespace, for the Queues",
+            },
+            about="Namespaces: watched for the queue's reclaim opt-out; kube-queue created.",
         ),
         Rule(
             "",
@@ -415,13 +412,11 @@ def fleet_rules() -> tuple[Rule, ...]:
                 )
             ),
             {
-                "get": "a member's kubeconfig Secret; what propagateDeps copies; the kube-system "
-                "namespace (the fleet id) and kube-queue (whether it exists)",
-                "list": "the informer on the namespaces holding kubeconfig Secrets (rotation)",
-                "watch": "an edited or renewed kubeconfig Secret is taken in at once",
+                "get": "what propagateDeps copies, read one by one in the job's namespace; the "
+                "kube-system namespace (the fleet id) and kube-queue (whether it exists)",
             },
-            about="Member kubeconfigs (Secrets named by MemberClusters), the dependencies "
-            "propagateDeps copies, namespaces.",
+            about="The dependencies propagateDeps copies, and namespaces: get only. Listing "
+            "and watching Secrets is granted only where member kubeconfigs are kept (a Role).",
         ),
         Rule(
             "",
@@ -456,13 +451,90 @@ def fleet_namespaced_rules() -> tuple[Rule, ...]:
             },
             about="Leader election.",
         ),
+        *fleet_secrets_rules(),
+    )
+
+
+def fleet_secrets_rules() -> tuple[Rule, ...]:
+    """The controller's rights on the Secrets of a namespace that holds member kubeconfigs: the
+    chart's namespace, and each of `controller.secretsNamespaces` (a Role there), which are
+    also the namespaces the controller watches (its --secrets-namespaces)."""
+    return (
         Rule(
             "",
             ("secrets",),
             {
-                "patch": "writes a member's renewed token into its kubeconfig Secret "
-                "(only the Secrets in this namespace)",
+                "get": "reads the kubeconfig Secret a MemberCluster names",
+                "list": "the informer on this namespace's Secrets (one per namespace)",
+                "watch": "an edited, rotated or renewed kubeconfig Secret is taken in at once",
+                "patch": "writes a member's renewed token into its kubeconfig Secret, on the "
+                "condition that it did not change since it was read",
             },
-            about="Token renewal: the member kubeconfig Secrets `fleet join` made here.",
+            about="Member kubeconfigs: the Secrets `fleet join` keeps here, watched and renewed.",
+        ),
+    )
+
+
+# -- the dashboard on the fleet (the Helm chart's, dashboard.enabled) ---------------------------
+
+
+def dashboard_rules() -> tuple[Rule, ...]:
+    """The ClusterRole of the in-cluster `fleet dashboard`: read only, exactly what its watches
+    (fleet.dashboard.state.FLEET_KINDS) and a job's log (`kubectl amc logs`) read on the fleet.
+    What it does in a member is what the member's stored kubeconfig may do there."""
+
+    def informer(get: str = "") -> dict[str, str]:
+        return {
+            **({"get": get} if get else {}),
+            "list": "the dashboard's informer lists them",
+            "watch": "keeps the page live (server-sent events, no polling)",
+        }
+
+    return (
+        Rule(
+            "fleet.dev",
+            ("memberclusters", "gangbindings"),
+            informer(
+                "a job's log: `kubectl amc logs` reads its binding, and the member's "
+                "MemberCluster to reach it"
+            ),
+            about="The members and the gang bindings, read.",
+        ),
+        Rule(
+            "scheduling.sigs.k8s.io",
+            ("elasticquotatrees",),
+            informer(),
+            about="Kube Queue's quota tree, read.",
+        ),
+        Rule(
+            "scheduling.x-k8s.io",
+            ("queues", "queueunits"),
+            informer(),
+            about="Kube Queue's queues and units, read.",
+        ),
+        *(
+            Rule(
+                group,
+                resources,
+                {
+                    "get": "a job's log is found through its kind and object on the fleet, as "
+                    "`kubectl amc logs KIND/NAME` finds it",
+                },
+                about="The job kinds fleet dispatches (fleet.core.kinds): a job's log.",
+            )
+            for group, resources in sorted(_job_kind_resources().items())
+        ),
+    )
+
+
+def dashboard_namespaced_rules() -> tuple[Rule, ...]:
+    """The dashboard's Role in the release namespace: the member kubeconfigs `fleet join` keeps
+    there, through which it reaches the members as `kubectl amc` does."""
+    return (
+        Rule(
+            "",
+            ("secrets",),
+            {"get": "a member's kubeconfig Secret (named by its MemberCluster), to reach it"},
+            about="The member kubeconfig Secrets `fleet join` made here.",
         ),
     )

@@ -77,6 +77,13 @@ DEPENDENCY_KINDS: Final = {
 }
 """Kind -> apiVersion of the objects `propagateDeps` copies into the member with a workload (and
 that `kubectl amc` shows an ADOPTION column for)."""
+DEPENDENCY_ADOPTED_ANNOTATION: Final = "fleet.dev/adopted"
+"""Annotation `"true"` on a member dependency fleet took over under `conflictResolution:
+Overwrite` (it was the member's before): fleet keeps it in step but never deletes it."""
+REASON_DEPENDENCY_CONFLICT: Final = "DependencyConflict"
+"""A dependency of the job exists in a member and is not fleet's (or the member refused fleet's
+write of it): the job is not dispatched there (placement's pending reason code, the binding's
+FullyApplied reason, and the Warning Event's reason)."""
 
 # --- Gang labels and annotations member schedulers understand -----------------------------
 # One copy, in the core (`fleet.core.gangmarks`: the kind adapters write them).
@@ -124,9 +131,31 @@ REASON_CLUSTER_READY: Final = "ClusterReady"
 REASON_CLUSTER_NOT_READY: Final = "ClusterNotReady"
 REASON_CLUSTER_NOT_REACHABLE: Final = "ClusterNotReachable"
 REASON_KUBECONFIG_INVALID: Final = "KubeconfigInvalid"
+REASON_CLUSTER_ID_MISMATCH: Final = "ClusterIDMismatch"
+"""MemberCluster Ready=False: its kubeconfig reaches (or was issued for) another cluster than
+the one recorded in spec.id; fleet does not use it, so no job runs in the wrong cluster."""
 REASON_KUBECONFIG_SECRET_MISSING: Final = "KubeconfigSecretMissing"
 REASON_KUBECONFIG_SECRET_UNREADABLE: Final = "KubeconfigSecretUnreadable"
 """The Secret exists, or may, but the controller may not read it (403) or got an error."""
+REASON_KUBECONFIG_SECRET_NOT_WATCHED: Final = "KubeconfigSecretNotWatched"
+"""Ready=False: the Secret is in a namespace the controller does not watch (--secrets-namespaces,
+the chart's controller.secretsNamespaces), so it may not list, watch or renew it there."""
+CONDITION_KUBECONFIG_WATCHED: Final = "KubeconfigWatched"
+"""MemberCluster: whether the controller's watch on its kubeconfig Secret's namespace works
+(reason `Watching`, or `WatchFailed` with the API server's words, e.g. 403 when its Role there is
+missing): an edited or renewed kubeconfig is taken in only while it does."""
+REASON_WATCHING: Final = "Watching"
+REASON_WATCH_FAILED: Final = "WatchFailed"
+CONDITION_TOKEN_RENEWED: Final = "TokenRenewed"
+"""MemberCluster (bound tokens only): whether the controller's last attempt to renew fleet's
+token in the member succeeded; status.tokenRenewal carries the times."""
+REASON_TOKEN_VALID: Final = "TokenValid"
+"""TokenRenewed=True: a token this controller has not renewed yet (the one `fleet join` stored,
+or one renewed before the controller started), not due yet."""
+REASON_TOKEN_RENEWED: Final = "TokenRenewed"
+"""TokenRenewed=True after a renewal; also the Normal Event when renewals recover."""
+REASON_TOKEN_RENEWAL_FAILED: Final = "TokenRenewalFailed"
+"""The Warning Event of a refused renewal (the condition's reason is the refusal's own)."""
 REASON_SCHEDULED: Final = "Success"
 """Karmada's reason on Scheduled=True."""
 REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"
@@ -161,7 +190,30 @@ TOKEN_ISSUED_ANNOTATION: Final = "fleet.dev/token-issued-at"
 TOKEN_EXPIRES_ANNOTATION: Final = "fleet.dev/token-expires-at"
 """When the bound token in the Secret was issued and expires (RFC 3339): the renewal is timed
 from these (fleet.core.tokens.renew_at)."""
+FLEET_ID_LABEL: Final = "fleet.dev/fleet-id"
+"""On the objects `fleet join` makes in a member (identity, RBAC, admission policy): the id of
+the fleet that made them, so two fleets joining one member never share or delete each other's."""
+CLUSTER_ID_ANNOTATION: Final = "fleet.dev/cluster-id"
+"""On a member kubeconfig Secret `fleet join` wrote: the member's cluster id (its kube-system
+namespace's UID, as Karmada's Cluster spec.id), the cluster that Secret's token belongs to."""
+ADMISSION_POLICY_ANNOTATION: Final = "fleet.dev/admission-policy"
+"""On a member kubeconfig Secret: the ValidatingAdmissionPolicy `fleet join` installed in the
+member to narrow the token's rights (fleet.api.guard), or NO_ADMISSION_POLICY when the member
+serves none (Kubernetes < 1.30): the MemberCluster's Guarded condition says which."""
+NO_ADMISSION_POLICY: Final = "none"
+CONDITION_GUARDED: Final = "Guarded"
+"""MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
+False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""
+ALLOW_OVERWRITE_LABEL: Final = "fleet.dev/allow-overwrite"
+"""Label `"true"` on a namespace in a member, set by its owners: fleet may take over objects of
+the same name there (a job copy, a Secret, ConfigMap, ServiceAccount or PVC it did not create)
+under `conflictResolution: Overwrite`. Without it the member's admission policy
+(fleet.api.guard) refuses fleet any change to an object it did not create, and the job is not
+sent there."""
 UNJOINING_TAINT_KEY: Final = "fleet.dev/unjoining"
 """NoExecute taint `fleet unjoin --move` puts on a MemberCluster: the controller moves every
 gang off it (failover reason MemberUnjoined, not counted against maxFailovers)."""
+UNJOINING_LEAVE: Final = "leave"
+"""The value of that taint from `fleet unjoin --leave`: the controller releases every gang there
+instead (phase Released: the copy runs on, unmanaged, and none is made elsewhere)."""
 REASON_MEMBER_UNJOINED: Final = "MemberUnjoined"

@@ -33,6 +33,7 @@ from fleet.api.access import (
     member_rules,
     token_rules,
 )
+from fleet.api.guard import admission_objects
 
 __all__ = [
     "DEFAULT_TOKEN_SECONDS",
@@ -43,6 +44,8 @@ __all__ = [
     "JoinPlan",
     "MemberEndpoint",
     "TokenType",
+    "cluster_id_of",
+    "default_fleet_id",
     "identity_of",
     "kubeconfig_secret",
     "member_kubeconfig",
@@ -74,11 +77,13 @@ _RBAC: Final = f"{_RBAC_GROUP}/v1"
 @dataclasses.dataclass(frozen=True)
 class MemberEndpoint:
     """How the controller reaches the member: its server, the CA that signs it (base64 PEM, as
-    the user's kubeconfig had it; None: the system's CAs) and, if set, the TLS server name."""
+    the user's kubeconfig had it; None: the system's CAs) and, if set, the TLS server name and
+    the proxy, as kubectl reaches it with the user's kubeconfig."""
 
     server: str
     ca_data: str | None = None
     tls_server_name: str | None = None
+    proxy_url: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +110,14 @@ class JoinPlan:
     endpoint: MemberEndpoint
     labels: Mapping[str, str]
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE
+    #: The fleet's id: the managed-by mark of what it writes in members, and the FLEET_ID_LABEL
+    #: of what join writes there.
+    fleet_id: str = ""
+    #: The member's cluster id (its kube-system namespace's UID), recorded on both sides.
+    cluster_id: str = ""
+    #: Whether `member` holds the admission policy (fleet.api.guard): False on a member that
+    #: does not serve ValidatingAdmissionPolicy (Kubernetes < 1.30).
+    guarded: bool = True
 
     @property
     def secret_name(self) -> str:
@@ -123,17 +136,23 @@ class JoinPlan:
             token_type=self.token_type,
             service_account=self.service_account_ref,
             token=token,
+            cluster_id=self.cluster_id,
+            guard=admission_objects(self.namespace, self.fleet_id)[0]["metadata"]["name"]
+            if self.guarded
+            else "",
         )
+        spec: dict[str, Any] = {"id": self.cluster_id} if self.cluster_id else {}
         member = {
             "apiVersion": c.FLEET_API_VERSION,
             "kind": "MemberCluster",
             "metadata": {"name": self.name, "labels": dict(self.labels)},
             "spec": {
+                **spec,
                 "kubeconfigSecretRef": {
                     "namespace": self.secrets_namespace,
                     "name": self.secret_name,
                     "key": KUBECONFIG_KEY,
-                }
+                },
             },
         }
         return namespace, secret, member
@@ -143,8 +162,9 @@ class JoinPlan:
         return f"{self.namespace}/{self.service_account}"
 
 
-def _labels() -> dict[str, str]:
-    return {c.JOINED_BY_LABEL: c.JOINED_BY}
+def _labels(fleet_id: str = "") -> dict[str, str]:
+    mark = {c.FLEET_ID_LABEL: fleet_id} if fleet_id else {}
+    return {c.JOINED_BY_LABEL: c.JOINED_BY, **mark}
 
 
 def plan_join(
@@ -156,8 +176,13 @@ def plan_join(
     token_type: TokenType = "bound",
     token_seconds: int = DEFAULT_TOKEN_SECONDS,
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
+    fleet_id: str = "",
+    cluster_id: str = "",
+    guarded: bool = True,
 ) -> JoinPlan:
-    """The objects that make fleet's identity in the member named `name`."""
+    """The objects that make fleet's identity in the member named `name`: the admission policy
+    (when `guarded`) is written before the ClusterRoleBinding, so the identity never holds its
+    rights unguarded."""
     if token_seconds < MIN_TOKEN_SECONDS:
         raise ValueError(
             f"--token-expiration {token_seconds}: TokenRequest issues no token shorter "
@@ -166,7 +191,8 @@ def plan_join(
     account = SERVICE_ACCOUNT
     role = member_cluster_role(namespace)
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
-    meta = {"labels": _labels()}
+    meta = {"labels": _labels(fleet_id)}
+    guard = list(admission_objects(namespace, fleet_id)) if guarded else []
     member: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, **meta}},
         {
@@ -174,6 +200,7 @@ def plan_join(
             "kind": "ServiceAccount",
             "metadata": {"name": account, "namespace": namespace, **meta},
         },
+        *guard,
         {
             "apiVersion": _RBAC,
             "kind": "ClusterRole",
@@ -233,6 +260,9 @@ def plan_join(
         endpoint=endpoint,
         labels=dict(labels or {}),
         secrets_namespace=secrets_namespace,
+        fleet_id=fleet_id,
+        cluster_id=cluster_id,
+        guarded=guarded,
     )
 
 
@@ -254,6 +284,8 @@ def member_kubeconfig(
         cluster["certificate-authority-data"] = endpoint.ca_data
     if endpoint.tls_server_name:
         cluster["tls-server-name"] = endpoint.tls_server_name
+    if endpoint.proxy_url:
+        cluster["proxy-url"] = endpoint.proxy_url
     user = f"system:serviceaccount:{service_account.replace('/', ':')}"
     return {
         "apiVersion": "v1",
@@ -282,9 +314,14 @@ def kubeconfig_secret(
     token_type: TokenType,
     service_account: str,
     token: IssuedToken,
+    cluster_id: str = "",
+    guard: str = "",
 ) -> dict[str, Any]:
     """The fleet-side Secret holding a member's kubeconfig, annotated with what the controller
-    needs to renew its token."""
+    needs to renew its token, the cluster the token belongs to, and the admission policy that
+    guards it there (empty: none)."""
+    more = {c.CLUSTER_ID_ANNOTATION: cluster_id} if cluster_id else {}
+    more[c.ADMISSION_POLICY_ANNOTATION] = guard or c.NO_ADMISSION_POLICY
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -296,6 +333,7 @@ def kubeconfig_secret(
             "annotations": {
                 c.TOKEN_TYPE_ANNOTATION: token_type,
                 c.SERVICE_ACCOUNT_ANNOTATION: service_account,
+                **more,
                 **_token_annotations(token),
             },
         },
@@ -303,6 +341,21 @@ def kubeconfig_secret(
             KUBECONFIG_KEY: base64.b64encode(yaml.safe_dump(dict(kubeconfig)).encode()).decode()
         },
     }
+
+
+def default_fleet_id(kube_system_uid: str) -> str:
+    """A fleet's id unless told otherwise: `fleet-` and the start of its API server's
+    kube-system namespace UID, stable for a fleet and different between fleets. The controller
+    and `fleet join` both derive it here, so the mark join's admission policy checks is the one
+    the controller writes."""
+    return c.DEFAULT_FLEET_ID_PREFIX + kube_system_uid.replace("-", "")[:12]
+
+
+def cluster_id_of(secret: Mapping[str, Any] | None) -> str | None:
+    """The member cluster id a kubeconfig Secret `fleet join` wrote was issued for (None: not
+    recorded, a Secret of an older join or made by hand)."""
+    annotations = ((secret or {}).get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(c.CLUSTER_ID_ANNOTATION) or "") or None
 
 
 def identity_of(secret: Mapping[str, Any]) -> tuple[str, str] | None:

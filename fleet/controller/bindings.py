@@ -72,7 +72,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
             for h in (status.failover_history if status else None) or ()
         ),
         exclusions=tuple(
-            lifecycle.Exclusion(e.name, e.reason or "failure", _epoch(e.until))
+            lifecycle.Exclusion(e.name, e.reason or "failure", _epoch(e.until), e.code)
             for e in (status.excluded_clusters if status else None) or ()
         ),
         evictions=tuple(
@@ -95,6 +95,9 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
             tainted_since=_epoch(status.tainted_since) if status else None,
         ),
         gave_up=gave_up,
+        released=healthy.message
+        if healthy is not None and healthy.reason == lifecycle.RELEASED_REASON
+        else None,
         reserving_since=_epoch(status.reserving_since) if status else None,
     )
 
@@ -169,6 +172,7 @@ def persisted_status(life: lifecycle.Binding) -> dict[str, Any]:
                 name=e.cluster,
                 reason=e.reason,
                 until=None if e.until is None else from_epoch(e.until),
+                code=e.code,
             ).to_dict()
             for e in life.exclusions
         ]
@@ -211,13 +215,16 @@ class BindingStore:
         #: lacks does not exist, and a new workload costs no GET.
         self.complete = False
 
-    async def warm(self) -> None:
-        """List every binding once (a replica starting to lead)."""
+    async def warm(self) -> list[Obj]:
+        """List every binding once (a replica starting to lead); the bindings listed."""
         listing = await self.fleet.list(*BINDING)
+        listed: list[Obj] = []
         for item in listing.get("items") or []:
             obj = {"apiVersion": BINDING[0], "kind": BINDING[1], **item}
             self.cache.offer(key_of_binding(obj), obj)
+            listed.append(obj)
         self.complete = True
+        return listed
 
     async def read(self, key: WorkloadKey) -> GangBinding | None:
         """The workload's binding: from the cache; from the API server only while the cache

@@ -40,3 +40,7 @@ class Newest(Generic[K]):
 
     def drop(self, key: K) -> None:
         self._objects.pop(key, None)
+
+    def items(self) -> list[tuple[K, Obj]]:
+        """Every object held, with its key (a snapshot: safe to iterate across awaits)."""
+        return list(self._objects.items())

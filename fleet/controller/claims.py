@@ -24,6 +24,7 @@ from fleet.api import (
 )
 from fleet.api import constants as c
 from fleet.api.matching import policy_ref
+from fleet.controller import dependencies
 from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy
@@ -42,11 +43,13 @@ TERMS_GENERATION_ANNOTATION = "fleet.dev/terms-generation"
 CLEANUP_RETRY_SECONDS = 10.0
 
 
-async def interpret(shell: Shell, workload: Obj) -> Gang | None:
+async def interpret(shell: Shell, workload: Obj, needed: Needed | None = None) -> Gang | None:
     """The workload's gang, or None if it cannot be read (said on the workload when a Gang
-    policy governs it)."""
+    policy governs it). `needed`: what its kind reads besides it, if fetched already."""
     try:
-        return gang_from_workload(workload, await needed_by(shell, workload))
+        if needed is None:
+            needed = await needed_by(shell, workload)
+        return gang_from_workload(workload, needed)
     except WorkloadError as e:
         if shell.policies.match(workload).gang:
             await shell.events.record(workload, "InvalidWorkload", str(e), warning=True)
@@ -255,6 +258,8 @@ async def finalize(
                 waiting.append(cluster)
                 continue
             await delete_copy(member, key, uid)
+            if binding is not None:  # its dependencies there go too, unless others use them
+                binding = await dependencies.let_go(shell, key, binding, workload, member)
         if waiting:
             message = f"waiting for {', '.join(waiting)} to be reachable to delete its copy"
             await shell.events.record(workload, "CleanupPending", message, warning=True)

@@ -21,7 +21,7 @@ from fleet.controller.workqueue import WorkQueue
 from fleet.core import lifecycle
 from fleet.core.arrivals import RecentArrivals
 from fleet.core.failover import FailoverSettings
-from fleet.core.kinds import KindAdapter
+from fleet.core.kinds import KindAdapter, Needed
 from fleet.core.workload import Gang
 from fleet.kube import KubeClient, Obj
 
@@ -43,7 +43,8 @@ class Shell:
     #: Kube Queue: the admission and its objects (trees, Queues, QueueUnits).
     kube_queue: KubeQueue
     #: The gangs bound lately: the workload mix the fragmentation score expects (learned here,
-    #: as every new binding is made; a restart starts learning afresh).
+    #: as every new binding is made; rebuilt from the bindings when a replica starts leading,
+    #: `fleet.controller.arrivals`).
     arrivals: RecentArrivals = dataclasses.field(default_factory=RecentArrivals)
 
 
@@ -58,6 +59,9 @@ class Job:
     binding: GangBinding
     life: lifecycle.Binding
     gang: Gang
+    #: What the kind reads besides the job (a TrainJob's runtime), as fetched from the fleet
+    #: this reconcile (`KindAdapter.needs`): where its pods' templates and gang are.
+    needed: Needed = dataclasses.field(default_factory=dict)
     #: Status fields decided but not written yet: the next `save` writes them with its own
     #: (see `save(defer_status=True)`); the reconcile's last save always comes.
     deferred_status: dict[str, Any] = dataclasses.field(default_factory=dict)

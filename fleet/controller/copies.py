@@ -1,10 +1,11 @@
 """The member copy of a fleet workload, and the dependencies it takes along (pure).
 
 Pure: the fleet object and the gang go in, the object to create in the member comes out. What
-is kind-specific (the server-set fields dropped, where the gang goes for the member's
-scheduler) is the kind's adapter's (`fleet.core.kinds`); this adds fleet's own marks: labels
-that mark the copy as the fleet's (and carry the fleet object's UID, so a restarted controller
-adopts it and a recreated fleet object never does), on the copy and on every pod template.
+is kind-specific (the server-set fields dropped, where the pods get the member's schedulerName,
+the gang and fleet's labels) is the kind's adapter's (`fleet.core.kinds`, `mark_pods`); this
+says what fleet's marks are (labels that mark the copy as the fleet's and carry the fleet
+object's UID, so a restarted controller adopts it and a recreated fleet object never does) and
+puts those on the copy itself.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from fleet.api import constants as c
-from fleet.core.kinds import KindAdapter
+from fleet.core.kinds import KindAdapter, Needed
 
 #: Metadata that belongs to the fleet object only.
 _DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -36,26 +37,31 @@ def member_copy(
     fleet_id: str,
     gang_scheduler: str | None = None,
     scheduler_name: str | None = None,
+    needed: Needed | None = None,
 ) -> dict[str, Any]:
     """The object fleet creates in the chosen member for `workload`.
 
-    The kind's adapter builds the copy and writes the gang in what the member's scheduler
-    understands (`gang_scheduler`, the MemberCluster's, declared or detected; see the kind's
-    module); fleet's labels, the binding annotation and the member's schedulerName go on top.
+    The kind's adapter builds the copy and marks the pods it makes (`KindAdapter.mark_pods`):
+    the gang in what the member's scheduler understands (`gang_scheduler`, the MemberCluster's,
+    declared or detected), its `scheduler_name`, fleet's UID and role labels, wherever that
+    kind's pods get them (`needed`: what the kind reads besides the job, a TrainJob's runtime).
+    Fleet's labels and the binding annotation go on the copy itself.
     """
     uid = workload["metadata"]["uid"]
-    out = kind.member_copy(workload, min_member=min_member, gang_scheduler=gang_scheduler)
+    out = kind.member_copy(
+        workload,
+        min_member=min_member,
+        gang_scheduler=gang_scheduler,
+        scheduler_name=scheduler_name,
+        pod_labels={c.FLEET_UID_LABEL: uid},
+        role_label=c.ROLE_LABEL,
+        needed=needed,
+    )
     meta = out["metadata"]
     meta["labels"].update(member_labels(uid, fleet_id))
     for key in _DROP_ANNOTATIONS:
         meta["annotations"].pop(key, None)
     meta["annotations"][c.BINDING_ANNOTATION] = binding
-    for t in kind.templates(out):
-        labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
-        labels[c.FLEET_UID_LABEL] = uid
-        labels[c.ROLE_LABEL] = t.component
-        if scheduler_name:
-            t.template.setdefault("spec", {}).setdefault("schedulerName", scheduler_name)
     return stamped(out)
 
 
@@ -88,10 +94,14 @@ def is_ours(member_obj: Mapping[str, Any], fleet_uid: str) -> bool:
 DEPENDENCY_KINDS = c.DEPENDENCY_KINDS
 
 
-def dependencies(workload: Mapping[str, Any], kind: KindAdapter) -> list[tuple[str, str]]:
-    """(kind, name) of every ConfigMap, Secret, ServiceAccount and PVC the pod templates use."""
+def dependencies(
+    workload: Mapping[str, Any], kind: KindAdapter, needed: Needed | None = None
+) -> list[tuple[str, str]]:
+    """(kind, name) of every ConfigMap, Secret, ServiceAccount and PVC the pods use, read from
+    the templates they are made from (`KindAdapter.pod_templates`: a TrainJob's runtime's, with
+    its overrides; `needed` holds the runtime)."""
     found: set[tuple[str, str]] = set()
-    for t in kind.templates(workload):
+    for t in kind.pod_templates(workload, needed or {}):
         found.update(_pod_dependencies(t.template.get("spec") or {}))
     return sorted(found)
 
@@ -149,3 +159,85 @@ def dependency_copy(obj: Mapping[str, Any], fleet_id: str) -> dict[str, Any]:
     if obj.get("kind") == "ServiceAccount":
         out.pop("secrets", None)
     return out
+
+
+#: The fields fleet keeps in step on a member dependency after creating it, by kind. A Secret's
+#: `type` and a PVC's spec cannot change once made: they are written at creation only.
+_KEPT_FIELDS: dict[str, tuple[str, ...]] = {
+    "ConfigMap": ("data", "binaryData"),
+    "Secret": ("data",),
+    "ServiceAccount": ("imagePullSecrets", "automountServiceAccountToken"),
+    "PersistentVolumeClaim": (),
+}
+#: What an absent field is written as: a value the API server stores as absent (omitempty).
+_EMPTY: dict[str, Any] = {
+    "data": {},
+    "binaryData": {},
+    "imagePullSecrets": [],
+    "automountServiceAccountToken": None,
+}
+
+
+def dependency_digest(dependency: Mapping[str, Any]) -> str:
+    """What a dependency copy is, in a few characters: a changed fleet object changes it."""
+    return _digest(dependency)
+
+
+def stamped_dependency(dependency: Mapping[str, Any]) -> dict[str, Any]:
+    """A dependency copy as created in a member: with its digest annotation (so its annotations
+    exist for the per-key writes of `dependency_patch`)."""
+    out = copy.deepcopy(dict(dependency))
+    out["metadata"]["annotations"][c.APPLIED_DIGEST_ANNOTATION] = _digest(dependency)
+    return out
+
+
+def _pointer(key: str) -> str:
+    """A map key as one JSON-pointer token (RFC 6901: `~` is `~0`, `/` is `~1`)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def ownership_test(fleet_id: str) -> dict[str, Any]:
+    """The JSON-patch op that fails (422) unless the member object carries this fleet's mark:
+    an object fleet did not write is never changed by a patch that starts with it."""
+    return {
+        "op": "test",
+        "path": f"/metadata/labels/{_pointer(c.MANAGED_BY_LABEL)}",
+        "value": fleet_id,
+    }
+
+
+def dependency_patch(dependency: Mapping[str, Any], fleet_id: str) -> list[dict[str, Any]]:
+    """The JSON patch that brings a member's copy of a dependency to `dependency`, guarded by
+    `ownership_test`: the kept fields (`_KEPT_FIELDS`) written whole, the fleet object's labels
+    and annotations (and the digest) key by key, so marks others added stay."""
+    meta = dependency["metadata"]
+    ops: list[dict[str, Any]] = [ownership_test(fleet_id)]
+    for name in _KEPT_FIELDS.get(str(dependency.get("kind")), ()):
+        value = dependency.get(name, _EMPTY.get(name))
+        ops.append({"op": "add", "path": f"/{name}", "value": copy.deepcopy(value)})
+    for key, value in sorted((meta.get("labels") or {}).items()):
+        ops.append({"op": "add", "path": f"/metadata/labels/{_pointer(key)}", "value": value})
+    annotations = {
+        **(meta.get("annotations") or {}),
+        c.APPLIED_DIGEST_ANNOTATION: _digest(dependency),
+    }
+    for key, value in sorted(annotations.items()):
+        ops.append({"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value})
+    return ops
+
+
+def takeover_patch(fleet_id: str) -> dict[str, Any]:
+    """The merge patch that marks a member's own object as fleet's (conflictResolution
+    Overwrite): fleet's label, and `adopted`, so fleet never deletes it."""
+    return {
+        "metadata": {
+            "labels": {c.MANAGED_BY_LABEL: fleet_id},
+            "annotations": {c.DEPENDENCY_ADOPTED_ANNOTATION: "true"},
+        }
+    }
+
+
+def is_adopted(member_obj: Mapping[str, Any]) -> bool:
+    """Whether fleet took this member object over rather than creating it."""
+    annotations = (member_obj.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(c.DEPENDENCY_ADOPTED_ANNOTATION) == "true"

@@ -12,9 +12,9 @@ import logging
 
 from fleet.api import constants as c
 from fleet.api import rules_of_placement
-from fleet.controller import copies
+from fleet.controller import copies, dependencies
 from fleet.controller.context import Job, Shell, save
-from fleet.controller.member_copy import delete_copy
+from fleet.controller.member_copy import delete_copy, release_copy
 from fleet.controller.status_mirror import (
     binding_conditions,
     conditions_of,
@@ -60,6 +60,7 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
         if not member.ready or member.client is None:
             continue  # fenced when it comes back (its health change requeues the gang)
         deleted = await delete_copy(member, job.key, job.uid)
+        job.binding = await dependencies.let_go(shell, job.key, job.binding, job.workload, member)
         done.append(eviction.from_cluster)
         if deleted:
             fenced = eviction.reason == c.REASON_CLUSTER_LOST
@@ -90,7 +91,8 @@ async def judge(shell: Shell, job: Job) -> bool:
     assert target is not None
     member = shell.members.get(target)
     ready: bool | None = member is not None and member.ready
-    unseen = not member.known if member is not None else not shell.members.left(target)
+    left = member is None and shell.members.left(target)
+    unseen = not member.known if member is not None else not left
     if unseen:
         ready = None  # just (re)connected, or not heard of yet: no verdict on what we have not seen
     state = copy_state(shell, job, target)
@@ -102,7 +104,18 @@ async def judge(shell: Shell, job: Job) -> bool:
         job_failed=(state == "Failed") if synced else None,
         job_succeeded=state == "Succeeded",
         no_execute=(str(evicting[0]), evicting[1]) if evicting else None,
-        unjoining=member is not None and any(t.key == c.UNJOINING_TAINT_KEY for t in member.taints),
+        unjoining=member is not None
+        and any(
+            t.key == c.UNJOINING_TAINT_KEY and t.value != c.UNJOINING_LEAVE for t in member.taints
+        ),
+        leaving=left
+        or (
+            member is not None
+            and any(
+                t.key == c.UNJOINING_TAINT_KEY and t.value == c.UNJOINING_LEAVE
+                for t in member.taints
+            )
+        ),
     )
     now = shell.clock.now()
     verdict = failover.judge(
@@ -126,6 +139,9 @@ async def judge(shell: Shell, job: Job) -> bool:
     if isinstance(verdict, failover.GiveUp):
         await _give_up(shell, job, target, verdict)
         return False
+    if isinstance(verdict, failover.Release):
+        await _release(shell, job, target, verdict)
+        return False
     await _fail_over(shell, job, target, verdict)
     return True
 
@@ -142,17 +158,66 @@ async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp
         ),
     )
     now = shell.clock.now()
+    generation = job.workload["metadata"].get("generation")
     conditions = with_fleet_condition(
+        job.kind,
         conditions_of(job.workload),
         "True",
         c.REASON_SCHEDULED,
         f"Binding was scheduled to {target}",
         now,
+        generation=generation,
     )
     for failed in job.kind.failed_conditions:  # a batch Job: FailureTarget, then Failed
-        conditions = with_job_condition(conditions, failed, lifecycle.GAVE_UP_REASON, message, now)
-    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+        conditions = with_job_condition(
+            job.kind,
+            conditions,
+            failed,
+            lifecycle.GAVE_UP_REASON,
+            message,
+            now,
+            generation=generation,
+        )
+    status = job.kind.fleet_word("Failed", lifecycle.GAVE_UP_REASON, message)
+    if job.kind.conditions is not None:
+        status["conditions"] = conditions
+    if status:
+        await patch_workload_status(shell, job.workload, status)
     await shell.events.record(job.workload, lifecycle.GAVE_UP_REASON, message, warning=True)
+    log.warning("%s: %s", job.key, message)
+
+
+async def _release(shell: Shell, job: Job, target: str, verdict: failover.Release) -> None:
+    """Let the gang go with its cluster: the copy there loses fleet's labels (so no sweep, no
+    later join, no other fleet takes it for a copy to manage or delete), the binding is
+    Released, and the fleet job says where it was left. No copy is made anywhere else."""
+    member = shell.members.get(target)
+    if member is not None and member.ready and member.client is not None:
+        await release_copy(member, job.key, job.uid)
+        member.snapshot.release(job.uid)
+    life = lifecycle.released(job.life, verdict, shell.clock.now())
+    message = life.released or verdict.message
+    await save(
+        shell,
+        job,
+        life,
+        conditions=binding_conditions(
+            shell, job, (c.CONDITION_HEALTHY, "False", lifecycle.RELEASED_REASON, message)
+        ),
+    )
+    shell.triggers.track(job.key, cluster=None, evicting=[])
+    if job.kind.conditions is not None:
+        conditions = with_fleet_condition(
+            job.kind,
+            conditions_of(job.workload),
+            "False",
+            lifecycle.RELEASED_REASON,
+            message,
+            shell.clock.now(),
+            generation=job.workload["metadata"].get("generation"),
+        )
+        await patch_workload_status(shell, job.workload, {"conditions": conditions})
+    await shell.events.record(job.workload, lifecycle.RELEASED_REASON, message, warning=True)
     log.warning("%s: %s", job.key, message)
 
 
@@ -169,6 +234,7 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
     )
     if moved.delete_old_copy and member is not None:
         await delete_copy(member, job.key, job.uid)
+        job.binding = await dependencies.let_go(shell, job.key, job.binding, job.workload, member)
     await save(
         shell,
         job,
@@ -184,12 +250,32 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
     )
     shell.metrics.failovers.inc(verdict.reason)
     await shell.events.record(job.workload, "FailoverTriggered", moved.message, warning=True)
-    conditions = [
-        x
-        for x in conditions_of(job.workload)
-        if x.get("type") not in ("Failed", "Running", "Succeeded")
-    ]
-    conditions = with_job_condition(conditions, "Restarting", "FailingOver", moved.message, now)
-    conditions = with_fleet_condition(conditions, "False", c.REASON_FAILED_OVER, moved.message, now)
-    await patch_workload_status(shell, job.workload, {"conditions": conditions})
+    # The kind's own words: the old copy's end dropped, its restarting type (Kubeflow's
+    # Restarting) if it has one, fleet's Scheduled False, in the kind's shape.
+    generation = job.workload["metadata"].get("generation")
+    style = job.kind.conditions
+    status = job.kind.fleet_word("Restarting", "FailingOver", moved.message)
+    if style is not None:
+        conditions = [x for x in conditions_of(job.workload) if x.get("type") not in style.ended]
+        if style.restarting is not None:
+            conditions = with_job_condition(
+                job.kind,
+                conditions,
+                style.restarting,
+                "FailingOver",
+                moved.message,
+                now,
+                generation=generation,
+            )
+        status["conditions"] = with_fleet_condition(
+            job.kind,
+            conditions,
+            "False",
+            c.REASON_FAILED_OVER,
+            moved.message,
+            now,
+            generation=generation,
+        )
+    if status:
+        await patch_workload_status(shell, job.workload, status)
     log.warning("%s: %s", job.key, moved.message)

@@ -5,21 +5,41 @@ What the copy looks like is decided in `copies` (pure); this module writes it. A
 applied only when what fleet would apply differs from what it applied last (a digest
 annotation), so a steady job costs no writes. An object of the same name that fleet did not
 create is left alone, unless the policy says `conflictResolution: Overwrite`.
+
+The order of a dispatch, so that nothing of a member's is changed for a job that does not go
+there (propagateDeps, `dependencies`):
+
+1. placement has decided (the binding says so) and the member's watch holds no copy of ours;
+2. the dependencies are written: each created, or, when the member has one of that name,
+   patched only if it is fleet's (a JSON patch that tests fleet's mark first). One that is not
+   fleet's (and may not be taken over) ends the dispatch there: what this attempt created is
+   deleted again (by UID), nothing else was touched, and the gang leaves the member
+   (`lifecycle.refused`: a pending reason `DependencyConflict`, an Event naming the object)
+   to be placed again, elsewhere or later;
+3. then the copy is created. Dependencies come first because the job's pods start as soon as
+   it exists, and need them. If the copy's own create finds an object of that name that is
+   not fleet's and the policy says Abort, the dependencies created in step 2 are deleted
+   again (by UID): the member is left as it was.
+
+While the copy is there, every reconcile (and the periodic resync) writes again each
+dependency whose fleet object changed and lets go of those the job no longer uses; a conflict
+then is reported, never a reason to take the running job away.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
 from fleet.api import constants as c
-from fleet.controller import copies, reserving
+from fleet.controller import copies, dependencies, reserving
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.controller.metrics import seconds_since_created
+from fleet.controller.namespaces import in_namespace
 from fleet.controller.status_mirror import binding_conditions
+from fleet.core import lifecycle
 from fleet.kube import ApiError, Conflict, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -27,6 +47,9 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "fleet"
 #: API errors that mean the member refuses this copy (recorded on the binding, not retried).
 _REFUSED = (400, 403, 404, 409, 422)
+#: How long a member that refused a gang (a dependency there is not fleet's) is avoided before
+#: the gang may be placed there again (the member's object may be gone by then).
+CONFLICT_RETRY_SECONDS = 300.0
 
 
 def dispatch_suspended(job: Job, cluster: str) -> bool:
@@ -41,8 +64,8 @@ def dispatch_suspended(job: Job, cluster: str) -> bool:
 
 
 async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
-    """Create or update the member copy; the copy, or None if it was not applied (the reason
-    is on the binding)."""
+    """Create or update the member copy (its dependencies first); the copy, or None if it was
+    not applied (the reason is on the binding)."""
     client = member.client
     assert client is not None
     key = job.key
@@ -61,22 +84,34 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         fleet_id=shell.settings.fleet_id,
         gang_scheduler=member.gang_scheduler,
         scheduler_name=member.scheduler_name,
+        needed=job.needed,
     )
-    if seen is not None and copies.is_current(seen, desired):
-        return seen  # nothing changed since the last apply: no write
+    deps = await dependencies.wanted(shell, job)
+    if seen is not None and copies.is_ours(seen, job.uid) and copies.is_current(seen, desired):
+        await _keep_in_step(shell, job, member, deps)
+        return seen  # the copy unchanged since the last apply: no write
+    written: dependencies.Written | None = None
+    existing: Obj | None = None
     try:
         if seen is None and member.jobs_synced(key.api_version, key.kind):
-            # The member's watch is complete and holds no copy of ours: create it outright. A
-            # 409 means an object of that name exists after all: the careful path decides.
+            # The member's watch is complete and holds no copy of ours: its dependencies, then
+            # the copy, created outright. A 409 means an object of that name exists after all:
+            # the careful path decides.
+            written = await _dispatch_dependencies(shell, job, member, deps)
+            if written is None:
+                return None
             created = await _create(shell, job, member, desired)
             if created is not None:
                 log.info("%s: created in %s", key, member.name)
+                _record(job, member, written)
                 await _apply_pod_group(job, member, created)
                 _dispatched(shell, job)
                 return created
         existing = await client.get(key.api_version, key.kind, key.name, key.namespace)
         if existing is not None and not copies.is_ours(existing, job.uid):
             if job.binding.spec.conflict_resolution != "Overwrite":
+                if written is not None:  # written for a dispatch that is not going to happen
+                    await dependencies.delete_created(member, key.namespace, written.created)
                 await _not_applied(
                     shell,
                     job,
@@ -92,25 +127,119 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
                 f"took over {key.kind} {key.namespace}/{key.name} in {member.name} "
                 "(conflictResolution Overwrite)",
             )
-        if existing is not None and copies.is_current(existing, desired):
-            return existing
-
-        async def write() -> Obj:
-            if existing is None:
-                await _propagate_dependencies(shell, job, member)
-            return await client.apply(desired, field_manager=FIELD_MANAGER)
-
-        applied = await _in_namespace(shell, member, key.namespace, write)
+        if existing is not None and copies.is_ours(existing, job.uid):
+            # A copy of ours runs there: its dependencies are kept in step, never a reason to
+            # take the job away.
+            await _keep_in_step(shell, job, member, deps)
+            if copies.is_current(existing, desired):
+                return existing
+        elif written is None:
+            written = await _dispatch_dependencies(shell, job, member, deps)
+            if written is None:
+                return None
+        applied = await in_namespace(
+            shell,
+            member,
+            key.namespace,
+            lambda: client.apply(desired, field_manager=FIELD_MANAGER),
+        )
     except ApiError as e:
         if e.status in _REFUSED:
+            if written is not None and (existing is None or not copies.is_ours(existing, job.uid)):
+                # The member refused the copy: what was created for it goes again.
+                await dependencies.delete_created(member, key.namespace, written.created)
             await _not_applied(shell, job, member.name, c.REASON_APPLY_FAILED, str(e))
             return None
         raise
+    if written is not None:
+        _record(job, member, written)
     if existing is None:
         log.info("%s: created in %s", key, member.name)
         _dispatched(shell, job)
     await _apply_pod_group(job, member, applied)
     return applied
+
+
+async def _dispatch_dependencies(
+    shell: Shell, job: Job, member: Member, deps: list[dependencies.Wanted]
+) -> dependencies.Written | None:
+    """Write the dependencies of a job about to be sent to `member`; None when one there is not
+    fleet's (what this attempt created is deleted again, and the member refuses the job)."""
+    written = await dependencies.write(shell, job, member, deps)
+    if written.conflict is None:
+        if dependencies.propagates(shell, job):
+            await _propagate_needed(shell, job, member)
+        return written
+    await dependencies.delete_created(member, job.key.namespace, written.created)
+    await _refuse(shell, job, member, written.conflict)
+    return None
+
+
+async def _keep_in_step(
+    shell: Shell, job: Job, member: Member, deps: list[dependencies.Wanted]
+) -> None:
+    """The job's copy is in `member`: what changed on the fleet is written again, what it no
+    longer uses is let go (`dependencies.release`); a conflict is reported, the job stays."""
+    if not deps and not dependencies.recorded(job.binding, member.name):
+        return
+    written = await dependencies.write(shell, job, member, deps)
+    used = {(d.kind, d.name) for d in deps}
+    if written.conflict is None:
+        # Let go of what the job no longer uses (all written: nothing was skipped).
+        await dependencies.release(shell, job.binding, job.workload, member, keep=used)
+    else:
+        # Stopped at a conflict: the records not rewritten this time are kept as they were.
+        done = {(r["kind"], r["name"]) for r in written.records}
+        written.records += [
+            r.to_dict()
+            for r in dependencies.recorded(job.binding, member.name)
+            if (r.kind, r.name) in used and (r.kind, r.name) not in done
+        ]
+    _record(job, member, written)
+    if written.conflict is not None:
+        await _not_applied(shell, job, member.name, c.REASON_DEPENDENCY_CONFLICT, written.conflict)
+
+
+def _record(job: Job, member: Member, written: dependencies.Written) -> None:
+    """The dependency records go with the reconcile's next binding write."""
+    records = dependencies.with_records(job.binding, member.name, written.records)
+    current = [r.to_dict() for r in dependencies.recorded(job.binding)] or None
+    if records != current:
+        job.deferred_status["dependencies"] = records
+
+
+async def _refuse(shell: Shell, job: Job, member: Member, message: str) -> None:
+    """`member` refuses the job (a dependency there is not fleet's): the gang leaves it before
+    anything of it ran, avoids it for `CONFLICT_RETRY_SECONDS`, and is placed again; the
+    binding (FullyApplied, pending reasons) and a Warning Event say which object."""
+    member.snapshot.release(job.uid)
+    now = shell.clock.now()
+    life = lifecycle.refused(
+        job.life,
+        member.name,
+        c.REASON_DEPENDENCY_CONFLICT,
+        message,
+        now,
+        retry_after=CONFLICT_RETRY_SECONDS,
+    )
+    await save(
+        shell,
+        job,
+        life,
+        status={
+            "aggregatedStatus": [
+                {"clusterName": member.name, "applied": False, "appliedMessage": message}
+            ]
+        },
+        conditions=binding_conditions(
+            shell,
+            job,
+            (c.CONDITION_FULLY_APPLIED, "False", c.REASON_DEPENDENCY_CONFLICT, message),
+        ),
+    )
+    await shell.events.record(job.workload, c.REASON_DEPENDENCY_CONFLICT, message, warning=True)
+    log.info("%s: not sent to %s: %s", job.key, member.name, message)
+    shell.queue.add(job.key)
 
 
 def _dispatched(shell: Shell, job: Job) -> None:
@@ -144,32 +273,13 @@ def copy_fleet_id(copy: Obj) -> str:
 
 
 async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj | None:
-    """Create the copy (with its dependencies); None if something of that name is there."""
+    """Create the copy; None if something of that name is there."""
     client = member.client
     assert client is not None
-
-    async def create() -> Obj:
-        await _propagate_dependencies(shell, job, member)
-        return await client.create(desired)
-
     try:
-        return await _in_namespace(shell, member, job.key.namespace, create)
+        return await in_namespace(shell, member, job.key.namespace, lambda: client.create(desired))
     except Conflict:
         return None
-
-
-async def _in_namespace(
-    shell: Shell, member: Member, namespace: str, write: Callable[[], Awaitable[Obj]]
-) -> Obj:
-    """Run `write`; if the member has no such namespace yet, create it and run `write` again.
-    Namespaces are created only when a write says they are missing: no read per dispatch."""
-    try:
-        return await write()
-    except NotFound:
-        if not namespace or namespace in member.namespaces:
-            raise
-    await _create_namespace(shell, member, namespace)
-    return await write()
 
 
 async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
@@ -190,42 +300,20 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     )
 
 
-async def _create_namespace(shell: Shell, member: Member, namespace: str) -> None:
+async def release_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
+    """Let the member's copy go (if it is ours): fleet's labels are removed, so nothing of
+    fleet's manages, sweeps or deletes it again; True if there was one."""
     client = member.client
     assert client is not None
-    body = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": namespace, "labels": {c.MANAGED_BY_LABEL: shell.settings.fleet_id}},
-    }
-    with contextlib.suppress(Conflict):  # created meanwhile: as good
-        await client.create(body)
-    member.namespaces.add(namespace)
-
-
-async def _propagate_dependencies(shell: Shell, job: Job, member: Member) -> None:
-    """propagateDeps (or Karmada's older `association`): copy what the pod templates use."""
-    client = member.client
-    assert client is not None
-    policy = job.policy(shell)
-    if not (policy and (policy.spec.propagate_deps or policy.spec.association)):
-        return
-    for dep_kind, name in copies.dependencies(job.workload, job.kind):
-        api_version = copies.DEPENDENCY_KINDS[dep_kind]
-        source = await shell.fleet.get(api_version, dep_kind, name, job.key.namespace)
-        if source is None:
-            await shell.events.record(
-                job.workload,
-                "DependencyMissing",
-                f"{dep_kind} {job.key.namespace}/{name} is referenced but not on the fleet",
-                warning=True,
-            )
-            continue
-        copy = copies.dependency_copy(
-            {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
-        )
-        await client.apply(copy, field_manager=FIELD_MANAGER)
-    await _propagate_needed(shell, job, member)
+    await reserving.release(member, uid)
+    if member.lacks(key.api_version, key.kind):
+        return False
+    found = await client.get(key.api_version, key.kind, key.name, key.namespace)
+    if found is None or not copies.is_ours(found, uid):
+        return False
+    unmarked = {"metadata": {"labels": {c.MANAGED_BY_LABEL: None, c.FLEET_UID_LABEL: None}}}
+    await client.patch(key.api_version, key.kind, key.name, unmarked, key.namespace)
+    return True
 
 
 async def _propagate_needed(shell: Shell, job: Job, member: Member) -> None:
@@ -243,8 +331,12 @@ async def _propagate_needed(shell: Shell, job: Job, member: Member) -> None:
         )
         if not namespace:
             copy["metadata"].pop("namespace", None)
-        with contextlib.suppress(Conflict):
-            await client.create(copy)
+
+        async def create(copy: Obj = copy) -> None:
+            with contextlib.suppress(Conflict):
+                await client.create(copy)
+
+        await in_namespace(shell, member, namespace, create)
 
 
 async def _not_applied(shell: Shell, job: Job, cluster: str, reason: str, message: str) -> None:
@@ -265,6 +357,5 @@ async def _not_applied(shell: Shell, job: Job, cluster: str, reason: str, messag
         ),
     )
     warning = reason != "DispatchingSuspended"
-    await shell.events.record(
-        job.workload, "ApplyFailed" if warning else reason, message, warning=warning
-    )
+    event = reason if reason in ("DispatchingSuspended", c.REASON_DEPENDENCY_CONFLICT) else None
+    await shell.events.record(job.workload, event or "ApplyFailed", message, warning=warning)

@@ -49,6 +49,44 @@ class Counter:
         }
 
 
+class PairCounter:
+    """A counter with two labels (a member and why)."""
+
+    def __init__(
+        self, registry: CollectorRegistry, name: str, help_: str, labels: tuple[str, str]
+    ) -> None:
+        self.name, self.labels = name, labels
+        self._metric = prometheus_client.Counter(name, help_, list(labels), registry=registry)
+
+    def inc(self, first: str, second: str, amount: float = 1.0) -> None:
+        self._metric.labels(first, second).inc(amount)
+
+    @property
+    def values(self) -> dict[tuple[str, str], float]:
+        """(label values) -> count, for tests and the dashboard."""
+        return {
+            (s.labels[self.labels[0]], s.labels[self.labels[1]]): s.value
+            for m in self._metric.collect()
+            for s in m.samples
+            if s.name.endswith("_total")
+        }
+
+
+class LabeledGauge:
+    """A gauge with one label."""
+
+    def __init__(self, registry: CollectorRegistry, name: str, help_: str, label: str) -> None:
+        self.name, self.label = name, label
+        self._metric = prometheus_client.Gauge(name, help_, [label], registry=registry)
+
+    def set(self, value: str, amount: float) -> None:
+        self._metric.labels(value).set(amount)
+
+    @property
+    def values(self) -> dict[str, float]:
+        return {s.labels[self.label]: s.value for m in self._metric.collect() for s in m.samples}
+
+
 class Gauge:
     def __init__(self, registry: CollectorRegistry, name: str, help_: str) -> None:
         self._metric = prometheus_client.Gauge(name, help_, registry=registry)
@@ -209,6 +247,26 @@ class Metrics:
             "fleet_reservation_available_seconds",
             "From reserving a gang to every Reservation Available.",
             (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+        )
+        self.token_renewals = Counter(
+            registry,
+            "fleet_token_renewals_total",
+            "Bound member tokens the leader renewed, by member.",
+            "cluster",
+        )
+        self.token_renewal_failures = PairCounter(
+            registry,
+            "fleet_token_renewal_failures_total",
+            "Refused or failed renewals of a member's bound token, by member and reason (the API "
+            "server's: Forbidden, Unauthorized; or Unreachable).",
+            ("cluster", "reason"),
+        )
+        self.token_expiry = LabeledGauge(
+            registry,
+            "fleet_member_token_expiry_timestamp_seconds",
+            "When the bound token fleet holds for a member expires (Unix time): alert well "
+            "before it, the member turns NotReady then.",
+            "cluster",
         )
         registry.register(_ClientCollector(self))
         # process_cpu_seconds_total and the process' memory, from /proc (Linux only).

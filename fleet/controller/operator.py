@@ -16,6 +16,7 @@ import datetime
 import logging
 import os
 import socket
+import ssl
 from collections import Counter
 from typing import Any
 
@@ -23,6 +24,8 @@ import kopf
 from aiohttp import web
 
 from fleet.api import constants as c
+from fleet.api.membership import default_fleet_id
+from fleet.controller import arrivals
 from fleet.controller.bindings import BindingStore, key_of_binding
 from fleet.controller.clock import SYSTEM_CLOCK, Clock
 from fleet.controller.context import Shell
@@ -34,6 +37,7 @@ from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex, explain_policy
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
+from fleet.controller.resync import resync_forever
 from fleet.controller.settings import Settings
 from fleet.controller.sweep import sweep_forever
 from fleet.controller.triggers import Triggers
@@ -42,7 +46,6 @@ from fleet.core.kinds import ADAPTERS
 from fleet.kube import (
     ApiError,
     Connection,
-    Credential,
     KubeClient,
     TokenFile,
     Unreachable,
@@ -85,6 +88,9 @@ class Controller:
             member_qps=settings.member_qps,
             member_burst=settings.member_burst,
             token_renew_before=settings.token_renew_before or None,
+            events=self.events,
+            metrics=self.metrics,
+            secrets_namespaces=settings.secrets_namespaces,
         )
         self.kube_queue = KubeQueue(
             fleet,
@@ -155,6 +161,10 @@ class Controller:
             self._tasks.append(
                 asyncio.create_task(sweep_forever(self.shell, self.leading), name="orphan-sweep")
             )
+        if self.settings.resync_interval > 0:
+            self._tasks.append(
+                asyncio.create_task(resync_forever(self.shell, self.leading), name="resync")
+            )
         if self.settings.metrics_port:
             await self._serve_metrics()
 
@@ -182,9 +192,18 @@ class Controller:
         run. Without the members' list a reconcile could take a member not heard of yet for one
         that left (its copies forgotten, its gangs failed over): wait for it."""
         try:
-            await self.shell.bindings.warm()
+            listed = await self.shell.bindings.warm()
         except (ApiError, Unreachable) as e:
-            log.warning("cannot list GangBindings (%s); reading them one by one", e)
+            log.warning(
+                "cannot list GangBindings (%s); reading them one by one, and learning the "
+                "workload mix afresh",
+                e,
+            )
+        else:
+            # The mix the fragmentation score ranks by, as the arrivals built it (not lost
+            # with the last leader).
+            self.shell.arrivals = arrivals.rebuilt(self.shell.arrivals, listed)
+            log.info("workload mix rebuilt from %d GangBindings", self.shell.arrivals.observed)
         while self.leading.is_set() and not self.members.listed:
             try:
                 await self.members.warm()
@@ -250,17 +269,29 @@ class Controller:
         await site.start()
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FleetConnectionInfo(kopf.ConnectionInfo):
+    """kopf's credentials with fleet's own SSLContext: the one the Connection verifies the
+    server with (its CA, the tls-server-name it names, the client key loaded from memory).
+    kopf's aiohttp session connects with it as it is (`as_ssl_context`), so kopf checks the
+    server exactly as fleet's own client does and never writes a key to a temporary file."""
+
+    ssl_context: ssl.SSLContext | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def as_ssl_context(self) -> ssl.SSLContext:
+        return self.ssl_context if self.ssl_context is not None else super().as_ssl_context()
+
+
 def kopf_login(
     conn: Connection, now: datetime.datetime, rejected: str | None = None
 ) -> kopf.ConnectionInfo:
-    """kopf's credentials: the same as fleet's own client, from memory or the user's files.
+    """kopf's credentials: the same as fleet's own client, SSLContext and proxy included.
 
-    The CA, certificate and key go to kopf as the user's own file paths when the kubeconfig
-    named files, else as PEM data; never as files fleet wrote. kopf's
-    `ConnectionInfo.as_ssl_context` (kopf 1.45) passes CA data to OpenSSL in memory (`cadata=`)
-    but writes certificate and key data to a `tempfile.NamedTemporaryFile` that it deletes as
-    soon as the SSLContext is built, once per login: the key is on disk, private to this user,
-    for that moment only.
+    The SSLContext is the Connection's own (FleetConnectionInfo): the CA, the tls-server-name,
+    the client certificate and key, all in memory; kopf gets no PEM data it would write to a
+    temporary file (kopf 1.45's `ConnectionInfo.as_ssl_context` does that with certificate and
+    key data). A Connection without one (the system's CAs, or insecure-skip-tls-verify) leaves
+    kopf to build its own with `insecure`. The kubeconfig's proxy-url is kopf's `proxy_url`.
 
     A token read from a file (the pod's service account) rotates: `expiration` makes kopf log in
     again, and so re-read it, at 90% of the token's lifetime (fleet.kube.refresh_deadline).
@@ -270,32 +301,16 @@ def kopf_login(
     holds expired or was refused (401); `rejected` is that token (the one the last login gave),
     so the plugin runs again rather than hand back the same one.
     """
-    tls = conn.tls
-
-    def parts(credential: Credential | None) -> tuple[str | None, bytes | None]:
-        if credential is None:
-            return None, None
-        if credential.path is not None:
-            return str(credential.path), None
-        return None, credential.data
-
-    ca_path, ca_data = parts(tls.ca)
-    certificate_path, certificate_data = parts(tls.certificate)
-    key_path, key_data = parts(tls.key)
     token = conn.bearer_token(rejected)
     rotates = isinstance(conn.auth, TokenFile)
     expiration = refresh_deadline(token, now) if token and rotates else conn.token_expires
-    return kopf.ConnectionInfo(
+    return FleetConnectionInfo(
         server=conn.server,
-        ca_path=ca_path,
-        ca_data=ca_data,
-        certificate_path=certificate_path,
-        certificate_data=certificate_data,
-        private_key_path=key_path,
-        private_key_data=key_data,
+        ssl_context=conn.ssl_context if isinstance(conn.ssl_context, ssl.SSLContext) else None,
         token=token,
         insecure=conn.insecure,
         default_namespace=conn.default_namespace,
+        proxy_url=conn.proxy,
         expiration=expiration,
     )
 
@@ -380,6 +395,17 @@ def build_registry(controller: Controller, connection: Connection) -> kopf.Opera
         obj = copy.deepcopy(dict(body))
         controller.kube_queue.unit_event(obj, deleted=event.get("type") == "DELETED")
 
+    # What a QueueUnit's priority and opt-out of reclaim follow.
+    @kopf.on.event("scheduling.k8s.io/v1", "PriorityClass", registry=registry)
+    def priority_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.priority_event(obj, deleted=event.get("type") == "DELETED")
+
+    @kopf.on.event("v1", "Namespace", registry=registry)
+    def namespace_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        obj = copy.deepcopy(dict(body))
+        controller.kube_queue.namespace_event(obj, deleted=event.get("type") == "DELETED")
+
     @kopf.on.event(c.FLEET_API_VERSION, "MemberCluster", registry=registry)
     async def member_event(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
         await controller.member_event(dict(body), event.get("type") == "DELETED")
@@ -409,7 +435,7 @@ async def resolve_fleet_id(fleet: KubeClient) -> str:
         raise StartupError(
             "Namespace kube-system has no UID to derive the fleet id; set --fleet-id"
         )
-    return c.DEFAULT_FLEET_ID_PREFIX + uid.replace("-", "")[:12]
+    return default_fleet_id(uid)
 
 
 async def run(

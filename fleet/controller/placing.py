@@ -54,7 +54,8 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         taints=members.taints(),
         tolerations=rules.tolerations,
         mix=mix,
-        lacking=members.lacking(job.key.api_version, job.key.kind),
+        lacking=_cannot_run(shell, job),
+        refused=job.life.refusals(now),
     )
     shell.metrics.decision_seconds.observe(time.perf_counter() - started)
     decision = result.decision
@@ -113,6 +114,24 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     )
     log.info("%s: %s", job.key, result_message)
     return chosen.cluster
+
+
+def _cannot_run(shell: Shell, job: Job) -> dict[str, str]:
+    """The members that cannot run the job: no CRD for its kind there, or (its adapter says,
+    `gang_refusal`) not as one gang with that member's gang scheduler and schedulerName."""
+    out = shell.members.lacking(job.key.api_version, job.key.kind)
+    for name, member in shell.members.members.items():
+        if name in out:
+            continue
+        refusal = job.kind.gang_refusal(
+            job.workload,
+            job.needed,
+            gang_scheduler=member.gang_scheduler,
+            scheduler_name=member.scheduler_name,
+        )
+        if refusal is not None:
+            out[name] = f"cannot gang-schedule this {job.key.kind}: {refusal}"
+    return out
 
 
 def _mix(shell: Shell, job: Job) -> WorkloadMix | None:

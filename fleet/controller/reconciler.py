@@ -74,14 +74,15 @@ class Reconciler:
 
         # 2. Bound: a Gang policy governs it, its claim and terms are current, and the
         # finalizer guards its copies before any exists (with the claim as an annotation).
-        gang = await claims.interpret(shell, workload)
+        needed = await claims.needed_by(shell, workload)
+        gang = await claims.interpret(shell, workload, needed)
         if gang is None:
             return
         if binding is None:
             binding = await claims.bind(shell, key, workload, gang)
             if binding is None:
                 return
-        job = Job(key, kind, workload, binding, lifecycle_of(binding, now), gang)
+        job = Job(key, kind, workload, binding, lifecycle_of(binding, now), gang, needed)
         await self._bound(job)
         # Every step has acted on the binding's spec as it now stands.
         await save(shell, job, observed=True)
@@ -91,13 +92,14 @@ class Reconciler:
         key = job.key
         await claims.sync_claim(shell, job)
         await claims.mark_claimed(shell, job)
-        if job.life.gave_up is not None:
+        if job.life.gave_up is not None or job.life.released is not None:
             await gate.observe(shell, job)
-            return  # failed for good on the fleet (maxFailovers)
+            return  # failed for good on the fleet (maxFailovers), or let go with its cluster
 
         # 3. An eviction the queue decided (reclaim, preemption) is recorded on the binding;
         # old copies a failover or an eviction left behind are purged; then the current
         # cluster's verdict.
+        await gate.refresh(shell, job)
         await gate.carry_out_eviction(shell, job)
         await failovers.purge_old_copies(shell, job)
         gate.evictions_settled(shell, job)
@@ -109,10 +111,12 @@ class Reconciler:
         if cluster is None:
             if not await gate.admit(shell, job):
                 return
+            unplaced = job.life
             cluster = await placing.schedule(shell, job)
             if cluster is None:
                 return
-            await gate.placed(shell, job.key, cluster)
+            if not await gate.placed(shell, job, cluster, unplaced):
+                return  # the queue refused to charge it: nothing is sent to the member
 
         # 5. The member copy, and its status mirrored back.
         shell.triggers.track(

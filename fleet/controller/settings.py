@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from fleet.api.access import FLEET_SECRETS_NAMESPACE
 from fleet.core.snapshot import DEFAULT_RESERVATION_SECONDS
 
 
@@ -28,6 +29,9 @@ class Settings:
     probe_interval: float = 3.0
     #: How often MemberCluster status is refreshed (also on every health change).
     status_interval: float = 10.0
+    #: How often every bound workload is reconciled again (0 disables): the longest a change to
+    #: a propagated Secret or ConfigMap on the fleet takes to reach the members' copies.
+    resync_interval: float = 30.0
     #: How often member copies whose fleet object is gone are looked for (0 disables).
     sweep_interval: float = 300.0
     #: This fleet's id: the value of the managed-by label on everything it creates in members,
@@ -37,6 +41,11 @@ class Settings:
     #: Namespace for the controller's Lease (high availability).
     lease_namespace: str = "kube-system"
     lease_name: str = "fleet-controller"
+    #: The namespaces that hold member kubeconfig Secrets: the only ones whose Secrets the
+    #: controller lists, watches and renews (the chart's namespace and its
+    #: controller.secretsNamespaces, where its Roles are). A MemberCluster naming a Secret
+    #: elsewhere is NotReady (KubeconfigSecretNotWatched).
+    secrets_namespaces: tuple[str, ...] = (FLEET_SECRETS_NAMESPACE,)
     #: Lease duration: a standby takes over at most this long after the leader stops renewing.
     lease_seconds: float = 15.0
     #: Renew a joined member's bound token this many seconds before it expires; 0: at 80% of

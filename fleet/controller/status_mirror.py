@@ -3,8 +3,11 @@
 Users look at the job they submitted to the fleet (`kubectl get pytorchjob`), so fleet copies the
 member copy's conditions, replica statuses and times onto it, with fleet's own `Scheduled`
 condition in front: the STATE column shows a Kubeflow job's last condition, which must stay the
-job's own. The binding records the per-cluster state (Karmada's aggregatedStatus), the phase the
-lifecycle derives from the job's state, and the FullyApplied and Healthy conditions.
+job's own. Every condition fleet writes on a job is in its kind's shape and of its kind's types
+(`KindAdapter.conditions`): a Kubeflow JobCondition on a PyTorchJob, a metav1.Condition on a
+JobSet or TrainJob, none on a RayJob (which has no conditions list). The binding records the
+per-cluster state (Karmada's aggregatedStatus), the phase the lifecycle derives from the job's
+state, and the FullyApplied and Healthy conditions.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.core import lifecycle
+from fleet.core.kinds import ConditionStyle, KindAdapter, adapter_for
 from fleet.kube import Obj
 
 #: The fleet-side condition fleet puts in front of the mirrored member conditions.
@@ -28,43 +32,91 @@ def conditions_of(obj: Obj) -> list[dict[str, Any]]:
     return list((obj.get("status") or {}).get("conditions") or [])
 
 
+def kind_of(workload: Obj) -> KindAdapter | None:
+    return adapter_for(str(workload.get("apiVersion")), str(workload.get("kind")))
+
+
+def _generation(workload: Obj) -> int | None:
+    generation = (workload.get("metadata") or {}).get("generation")
+    return generation if isinstance(generation, int) else None
+
+
 def mark_created(workload: Obj, reason: str, waits_for: str, now: float) -> None:
-    """A fleet job with no conditions yet gets the training operator's `Created` one, as the
-    operator would write it, saying what it waits for on the fleet (`status` may be null)."""
-    if conditions_of(workload):
+    """A fleet job with no conditions yet gets its kind's waiting condition (the training
+    operator's `Created`, as the operator would write it), saying what it waits for on the
+    fleet (`status` may be null). A kind with no such condition gets none."""
+    kind = kind_of(workload)
+    style = kind.conditions if kind is not None else None
+    if kind is None or style is None or style.waiting is None or conditions_of(workload):
         return
     meta = workload["metadata"]
     status = workload.get("status") or {}
     status["conditions"] = with_job_condition(
+        kind,
         [],
-        "Created",
+        style.waiting,
         reason,
         f"{workload['kind']} {meta['name']} is created on the fleet and waits {waits_for}.",
         now,
+        generation=_generation(workload),
     )
     workload["status"] = status
 
 
 def with_fleet_condition(
+    kind: KindAdapter,
     conditions: list[dict[str, Any]],
     status: ConditionStatus,
     reason: str,
     message: str,
     now: float,
+    *,
+    generation: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The job's conditions with fleet's `Scheduled` first (see the module docstring)."""
+    """The job's conditions with fleet's `Scheduled` first (see the module docstring), in its
+    kind's shape; unchanged for a kind without conditions."""
+    style = kind.conditions
+    if style is None:
+        return conditions
     return upsert_condition(
-        conditions, FLEET_CONDITION, status, reason, message, now, shape="kubeflow", first=True
+        conditions,
+        FLEET_CONDITION,
+        status,
+        reason,
+        message,
+        now,
+        first=True,
+        **_shape(style, generation),
     )
 
 
 def with_job_condition(
-    conditions: list[dict[str, Any]], type_: str, reason: str, message: str, now: float
+    kind: KindAdapter,
+    conditions: list[dict[str, Any]],
+    type_: str,
+    reason: str,
+    message: str,
+    now: float,
+    *,
+    generation: int | None = None,
 ) -> list[dict[str, Any]]:
-    """A Kubeflow job condition set True, last (so it is what the STATE column shows)."""
+    """A condition of the job's kind set True, last (so it is what a Kubeflow job's STATE
+    column shows), in the kind's shape."""
+    style = kind.conditions
+    if style is None:
+        return conditions
     rest = [x for x in conditions if x.get("type") != type_]
-    added = upsert_condition([], type_, "True", reason, message, now, shape="kubeflow")
+    added = upsert_condition([], type_, "True", reason, message, now, **_shape(style, generation))
     return rest + added
+
+
+def _shape(style: ConditionStyle, generation: int | None) -> dict[str, Any]:
+    """upsert_condition's arguments for the kind's condition shape."""
+    if style.shape == "kubeflow":
+        return {"shape": "kubeflow"}
+    if style.shape == "batch":
+        return {"shape": "metav1"}  # a batch/v1 JobCondition has no observedGeneration
+    return {"shape": "metav1", "observed_generation": generation}
 
 
 async def patch_workload_status(shell: Shell, workload: Obj, status: dict[str, Any]) -> None:
@@ -86,9 +138,15 @@ async def patch_workload_status(shell: Shell, workload: Obj, status: dict[str, A
 async def set_scheduled_condition(
     shell: Shell, workload: Obj, status: ConditionStatus, reason: str, message: str
 ) -> None:
-    """Set fleet's condition on the fleet workload; no write when it is unchanged."""
+    """Set fleet's condition on the fleet workload; no write when it is unchanged (or its kind
+    has no conditions)."""
+    kind = kind_of(workload)
+    if kind is None:
+        return
     current = conditions_of(workload)
-    conditions = with_fleet_condition(current, status, reason, message, shell.clock.now())
+    conditions = with_fleet_condition(
+        kind, current, status, reason, message, shell.clock.now(), generation=_generation(workload)
+    )
     if conditions != current:
         await patch_workload_status(shell, workload, {"conditions": conditions})
 
@@ -135,14 +193,17 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     mirrored = job.kind.fleet_status(member_status, current, fails_over=fails_over)
     # Fleet's condition as the fleet job has it, in front of the member's: unchanged, it is kept
     # as it is (timestamps included), so a reconcile that observed nothing new writes nothing.
-    member_conditions = [x for x in mirrored["conditions"] if x.get("type") != FLEET_CONDITION]
-    mirrored["conditions"] = with_fleet_condition(
-        [scheduled, *member_conditions] if scheduled else member_conditions,
-        "True",
-        c.REASON_SCHEDULED,
-        result.get("message") or scheduled.get("message") or f"scheduled to {member.name}",
-        shell.clock.now(),
-    )
+    if "conditions" in mirrored:
+        member_conditions = [x for x in mirrored["conditions"] if x.get("type") != FLEET_CONDITION]
+        mirrored["conditions"] = with_fleet_condition(
+            job.kind,
+            [scheduled, *member_conditions] if scheduled else member_conditions,
+            "True",
+            c.REASON_SCHEDULED,
+            result.get("message") or scheduled.get("message") or f"scheduled to {member.name}",
+            shell.clock.now(),
+            generation=_generation(job.workload),
+        )
     # A first dispatch whose copy has reported nothing yet leaves the fleet job's status alone:
     # its Scheduled condition goes in with the first state the member's operator reports (the
     # binding and the ScheduleBindingSucceed event already say where it went). A job that shows

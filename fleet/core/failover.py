@@ -80,6 +80,10 @@ class Observation:
     no_execute: tuple[str, float] | None = None
     #: The cluster is being unjoined (`fleet unjoin --move`): every gang leaves it now.
     unjoining: bool = False
+    #: The cluster is leaving with its jobs (`fleet unjoin --leave`), or has left the fleet
+    #: (its MemberCluster deleted) while the gang was bound there: the copy stays where it is,
+    #: unmanaged, and the gang is released, never started elsewhere.
+    leaving: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +124,15 @@ class GiveUp:
     message: str
 
 
-Verdict = Stay | Move | GiveUp
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """Let the gang go: its copy runs on where it is, no longer managed by fleet, and no other
+    copy is ever made (its cluster left the fleet with it)."""
+
+    message: str
+
+
+Verdict = Stay | Move | GiveUp | Release
 
 
 def judge(
@@ -140,6 +152,9 @@ def judge(
     `toleration_seconds` of failure.
     """
     settings = settings or NO_FAILOVER
+    if observed.leaving:
+        # Judged first: whatever else holds, a second copy elsewhere would run the job twice.
+        return Release(f"left running in {cluster}, which left the fleet with it")
     if observed.job_succeeded and observed.cluster_ready:
         return Stay(CLEAR)
     if observed.unjoining:

@@ -25,6 +25,7 @@ from fleet.core.failover import (
     GiveUp,
     Move,
     PurgeMode,
+    Release,
     Timers,
     delete_before_placing,
     exclusion_until,
@@ -43,6 +44,7 @@ Phase = Literal[
     "Succeeded",
     "Failed",
     "FailingOver",
+    "Released",
 ]
 Health = Literal["Healthy", "Unhealthy", "Unknown"]
 
@@ -77,6 +79,9 @@ class Exclusion:
     cluster: str
     reason: str
     until: float | None = None
+    #: None for a failover's exclusion; a code (DependencyConflict) when the cluster refused
+    #: the job before anything ran there: placement reports it under that code.
+    code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +129,9 @@ class Binding:
     #: Labels the next copy carries (statePreservation): what the last move preserved from the
     #: copy it moved away from. Kept across later placements until a move preserves anew.
     carried: tuple[tuple[str, str], ...] = ()
+    #: Set when the gang was let go with its cluster (`fleet unjoin --leave`, or its
+    #: MemberCluster deleted under it): where it was left, and why.
+    released: str | None = None
 
     @property
     def failover_count(self) -> int:
@@ -133,12 +141,27 @@ class Binding:
 
     @property
     def finished(self) -> bool:
-        """Nothing more will happen to it: it succeeded, or failed for good on the fleet."""
-        return self.phase == "Succeeded" or self.gave_up is not None
+        """Nothing more will happen to it: it succeeded, failed for good on the fleet, or was
+        released with its cluster."""
+        return self.phase == "Succeeded" or self.gave_up is not None or self.released is not None
 
     def excluded(self, now: float) -> dict[str, str]:
-        """Cluster -> why, for every cluster the gang must still avoid at `now`."""
-        return {e.cluster: e.reason for e in self.exclusions if still_excluded(e.until, now)}
+        """Cluster -> why, for every cluster the gang failed over from and must still avoid at
+        `now`."""
+        return {
+            e.cluster: e.reason
+            for e in self.exclusions
+            if e.code is None and still_excluded(e.until, now)
+        }
+
+    def refusals(self, now: float) -> dict[str, tuple[str, str]]:
+        """Cluster -> (code, why), for every cluster that refused the gang (see `refused`) and
+        is still avoided at `now`."""
+        return {
+            e.cluster: (e.code, e.reason)
+            for e in self.exclusions
+            if e.code is not None and still_excluded(e.until, now)
+        }
 
     def next_exclusion_end(self, now: float) -> float | None:
         """When the next exclusion runs out (a placement may succeed then), if any does."""
@@ -146,11 +169,14 @@ class Binding:
         return min(ends, default=None)
 
     def clusters_holding_copies(self) -> list[str]:
-        """Every cluster that may still hold a copy: the target, the clusters with an eviction
-        pending, and any stay not yet ended."""
-        clusters = {self.cluster} if self.cluster else set()
+        """Every cluster that may still hold a copy fleet manages: the target (unless the gang
+        was released there), the clusters with an eviction pending, and any stay not yet
+        ended."""
+        clusters = {self.cluster} if self.cluster and self.released is None else set()
         clusters |= {e.from_cluster for e in self.evictions}
         clusters |= {s.cluster for s in self.stays if s.removed_at is None}
+        if self.released is not None:
+            clusters.discard(self.cluster)
         return sorted(c for c in clusters if c)
 
 
@@ -217,6 +243,36 @@ def reservation_failed(binding: Binding, reason: str, now: float, *, retry_after
         exclusions=(
             *(e for e in binding.exclusions if e.cluster != cluster),
             Exclusion(cluster, f"{why}: {reason}", now + retry_after),
+        ),
+    )
+
+
+def refused(
+    binding: Binding, cluster: str, code: str, reason: str, now: float, *, retry_after: float
+) -> Binding:
+    """`cluster` refused the gang before its copy was made there (a dependency there is not
+    fleet's, `code` DependencyConflict): the gang leaves it, avoids it for `retry_after`
+    seconds (placement reports it under `code`), and is placed again. Not a failover: nothing
+    ran, and maxFailovers is not charged."""
+    left = binding
+    if binding.cluster == cluster:
+        left = dataclasses.replace(
+            binding,
+            phase="Pending",
+            cluster=None,
+            reserving_since=None,
+            stays=tuple(
+                dataclasses.replace(s, removed_at=now, reason=code)
+                if s.cluster == cluster and s.removed_at is None
+                else s
+                for s in binding.stays
+            ),
+        )
+    return dataclasses.replace(
+        left,
+        exclusions=(
+            *(e for e in left.exclusions if e.cluster != cluster),
+            Exclusion(cluster, reason, now + retry_after, code),
         ),
     )
 
@@ -423,6 +479,29 @@ def gave_up(binding: Binding, verdict: GiveUp) -> Binding:
     )
 
 
+#: The Healthy condition's reason on a binding released with its cluster.
+RELEASED_REASON = "Released"
+
+
+def released(binding: Binding, verdict: Release, now: float) -> Binding:
+    """The gang was let go with its cluster: phase Released, its stay ended, no eviction, no
+    failover, no exclusion; nothing will place it again."""
+    stays = tuple(
+        dataclasses.replace(s, removed_at=now, reason=RELEASED_REASON)
+        if s.cluster == binding.cluster and s.removed_at is None
+        else s
+        for s in binding.stays
+    )
+    return dataclasses.replace(
+        binding,
+        phase="Released",
+        stays=stays,
+        timers=CLEAR,
+        reserving_since=None,
+        released=verdict.message,
+    )
+
+
 # -- copies left behind ------------------------------------------------------------------------
 
 
@@ -472,6 +551,7 @@ __all__ = [
     "GAVE_UP_REASON",
     "PREEMPTED",
     "RECLAIMED",
+    "RELEASED_REASON",
     "SCHEDULED_PREFIX",
     "Binding",
     "Eviction",
@@ -493,6 +573,7 @@ __all__ = [
     "purge_plan",
     "queue_evictions",
     "queued",
+    "released",
     "reservation_failed",
     "reserved",
     "reserving",

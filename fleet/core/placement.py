@@ -49,10 +49,21 @@ TAINTED = "TaintUntolerated"
 AFFINITY = "ClusterAffinity"
 #: The member does not run the job's kind (its CRD is not there, so no operator serves it).
 KIND_MISSING = "KindNotServed"
+#: The cluster refused the gang (a dependency there is not fleet's): the code it gave.
+DEPENDENCY_CONFLICT = "DependencyConflict"
 INSUFFICIENT = "Insufficient"
 OUTRANKED = "Outranked"
 #: Every rejection code, in the order the filters apply.
-CODES = (NOT_READY, KIND_MISSING, FAILED_OVER, TAINTED, AFFINITY, INSUFFICIENT, OUTRANKED)
+CODES = (
+    NOT_READY,
+    KIND_MISSING,
+    DEPENDENCY_CONFLICT,
+    FAILED_OVER,
+    TAINTED,
+    AFFINITY,
+    INSUFFICIENT,
+    OUTRANKED,
+)
 _PURE = (NODES, SUM)
 
 
@@ -221,18 +232,22 @@ def place(
     explain_all: bool = False,
     mix: WorkloadMix | None = None,
     lacking: Mapping[str, str] | None = None,
+    refused: Mapping[str, tuple[str, str]] | None = None,
 ) -> Decision:
     """Pick one cluster for `gang` (see the module docstring for the order of work).
 
     `failed_over` maps cluster -> reason the job left it; `not_ready` lists clusters (or maps
     them to a reason) that must not receive work now; `taints` maps cluster -> its taints, which
     the policy's `tolerations` must tolerate; `lacking` maps cluster -> why it cannot run the
-    gang's kind at all. `mix` (with the `nodes` estimator) ranks by fragmentation; the `sum`
-    estimator has no nodes to measure and ignores it.
+    gang's kind at all; `refused` maps cluster -> (code, why) for a cluster that refused this
+    gang (a dependency there is not fleet's), reported under that code. `mix` (with the `nodes`
+    estimator) ranks by fragmentation; the `sum` estimator has no nodes to measure and ignores
+    it.
     """
     fragmented = mix is not None and bool(mix) and estimator is NODES
     failed_over = failed_over or {}
     lacking = lacking or {}
+    refused = refused or {}
     taints = taints or {}
     rejections: list[Rejection] = []
     ranked: list[tuple[tuple[float, float], str, Score, ClusterSnapshot]] = []
@@ -271,6 +286,10 @@ def place(
             continue
         if name in lacking:
             rejections.append(Rejection(name, clip(lacking[name]), KIND_MISSING))
+            continue
+        if name in refused:
+            code, why = refused[name]
+            rejections.append(Rejection(name, clip(why), code))
             continue
         if memo_key is not None:
             # The screen and best fit read only the cluster's aggregates and the gang's
@@ -545,6 +564,7 @@ def place_in_groups(
     tolerations: Sequence[Toleration] = (),
     mix: WorkloadMix | None = None,
     lacking: Mapping[str, str] | None = None,
+    refused: Mapping[str, tuple[str, str]] | None = None,
 ) -> GroupDecision:
     """Karmada's `clusterAffinities`: try each group in order, from `start_at` (the group the
     previous placement used, so a failover searches its current group first, then the later
@@ -569,6 +589,7 @@ def place_in_groups(
             tolerations=tolerations,
             mix=mix,
             lacking=lacking,
+            refused=refused,
         )
 
     if not groups:

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 
 from aiohttp import web
 
 from fleet.amc.members import dial
+from fleet.dashboard.hosts import AllowedHosts
 from fleet.dashboard.server import amc_log_reader, make_app
 from fleet.dashboard.state import State
 from fleet.dashboard.watch import Watches, amc_connector
 from fleet.kube import KubeClient, KubeconfigError, load
 
 
-async def serve(kubeconfig: str | None, context: str | None, host: str, port: int) -> int:
-    """Serve until interrupted; 1 with one error line when the kubeconfig cannot be used."""
+async def serve(
+    kubeconfig: str | None,
+    context: str | None,
+    host: str,
+    port: int,
+    allow_hosts: Sequence[str] = (),
+) -> int:
+    """Serve until interrupted; 1 with one error line when the kubeconfig cannot be used or
+    an `--allow-host` is not a host name. Requests are answered only for the names `host`
+    serves and `allow_hosts` (fleet.dashboard.hosts)."""
+    try:
+        hosts = AllowedHosts.serving(host, allow_hosts)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         connection = load(kubeconfig, context)
     except KubeconfigError as e:
@@ -29,7 +44,9 @@ async def serve(kubeconfig: str | None, context: str | None, host: str, port: in
     state = State()
     watches = Watches(state, fleet, amc_connector(sync))
     watches.start()
-    runner = web.AppRunner(make_app(state, read_log=amc_log_reader(sync)), shutdown_timeout=1)
+    runner = web.AppRunner(
+        make_app(state, read_log=amc_log_reader(sync), hosts=hosts), shutdown_timeout=1
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

@@ -25,6 +25,7 @@ from fleet.amc.errors import AmcError
 from fleet.amc.logs import LogsRequest
 from fleet.amc.logs import run as amc_logs
 from fleet.amc.members import Fleet
+from fleet.dashboard.hosts import AllowedHosts, guard
 from fleet.dashboard.state import (
     GANG_BINDING,
     MEMBER_CLUSTER,
@@ -91,8 +92,11 @@ def make_app(
     *,
     read_log: ReadLog | None = None,
     clock: Callable[[], float] = time.time,
+    hosts: AllowedHosts | None = None,
 ) -> web.Application:
-    """The app; `read_log` None serves no logs (tests), `clock` gives ages their now."""
+    """The app; `read_log` None serves no logs (tests), `clock` gives ages their now, `hosts`
+    the Host and Origin headers answered (by default a dashboard on 127.0.0.1's: loopback
+    names only; fleet.dashboard.hosts)."""
 
     def view(build: Callable[[float], Any]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(_: web.Request) -> web.Response:
@@ -172,7 +176,7 @@ def make_app(
         return web.Response(text="ok")
 
     fleet = state.fleet
-    app = web.Application()
+    app = web.Application(middlewares=[guard(hosts or AllowedHosts.serving("127.0.0.1"))])
     app.router.add_get("/", index)
     app.router.add_get("/assets/{name}", asset)
     app.router.add_get(

@@ -25,6 +25,8 @@ QUEUE = (c.QUEUE_API_VERSION, "Queue")
 QUEUE_UNIT = (c.QUEUE_API_VERSION, "QueueUnit")
 FLEET_KINDS = (MEMBER_CLUSTER, GANG_BINDING, QUOTA_TREE, QUEUE, QUEUE_UNIT)
 RESERVATION = ("scheduling.koordinator.sh/v1alpha1", "Reservation")
+#: The member watches whose failure makes the member unreachable on the page.
+CAPACITY_RESOURCES = ("Node", "Pod")
 
 
 def object_key(obj: Obj) -> str:
@@ -48,6 +50,8 @@ class MemberLive:
     pods: dict[str, Obj] = field(default_factory=dict)
     #: Reservations by name; None where they are not watched (not a Koordinator member).
     reservations: dict[str, Obj] | None = None
+    #: Resources (Node, Pod, Reservation) whose watch fails, refusals included: why.
+    watch_problems: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def new(cls, name: str) -> MemberLive:
@@ -138,6 +142,24 @@ class State:
         else:
             live.reservations[object_key(obj)] = obj
         self.bump()
+
+    def watch_health(self, member: str, resource: str, ok: bool, why: str) -> None:
+        """One of a member's watches (`resource`: Node, Pod, Reservation) works or not (a
+        refusal says "refused: 403 ..."). The member is reachable while its Node and Pod
+        watches work; a refused Reservation watch is shown on its own."""
+        live = self.member(member)
+        before = live.watch_problems.get(resource)
+        if ok:
+            live.watch_problems.pop(resource, None)
+        else:
+            live.watch_problems[resource] = why
+        if resource in CAPACITY_RESOURCES:
+            problems = [
+                live.watch_problems[r] for r in CAPACITY_RESOURCES if r in live.watch_problems
+            ]
+            self.member_health(member, not problems, "; ".join(f"{member}: {p}" for p in problems))
+        if live.watch_problems.get(resource) != before:
+            self.bump()
 
     def member_health(self, member: str, ok: bool, why: str) -> None:
         live = self.member(member)

@@ -5,6 +5,9 @@ kubeconfig Secret, read with the user's own credentials and validated by fleet.k
 the user's RBAC applies: a member whose Secret the user may not read is shown as unreachable,
 with the 403. Each member is watched by its own informers (fleet.kube.Informer): a member that
 does not answer is marked unreachable and retried with backoff while everything else goes on.
+A watch the server refuses (401/403: the identity may list but not watch, say) is shown on the
+page as refused, per member and resource, and retried with a growing wait (up to
+REFUSED_BACKOFF_SECONDS), not every half second.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ ConnectMember = Callable[[str], Awaitable[KubeClient]]
 
 #: Seconds between tries to reach a member whose kubeconfig could not be used.
 RETRY_SECONDS = 10.0
+#: The longest wait between tries of a watch the server refused (401/403): the informer backs
+#: off from half a second, doubling, up to this, and the page says it was refused.
+REFUSED_BACKOFF_SECONDS = 120.0
 KOORDINATOR = "Koordinator"
 
 
@@ -64,11 +70,16 @@ class Watches:
         connect: ConnectMember,
         *,
         retry_seconds: float = RETRY_SECONDS,
+        refused_backoff: float = REFUSED_BACKOFF_SECONDS,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
+        """`sleep` is how every informer waits between tries (tests record the waits)."""
         self.state = state
         self.fleet = fleet
         self.connect = connect
         self.retry_seconds = retry_seconds
+        self.refused_backoff = refused_backoff
+        self.sleep = sleep
         self._tasks: list[asyncio.Task[None]] = []
         self._members: dict[str, asyncio.Task[None]] = {}
         self._schedulers: dict[str, str | None] = {}
@@ -81,6 +92,8 @@ class Watches:
                 *kind,
                 functools.partial(self._fleet_event, kind),
                 on_health=functools.partial(self.state.fleet_health, kind),
+                max_refused_backoff=self.refused_backoff,
+                sleep=self.sleep,
             )
             self._tasks.append(asyncio.create_task(informer.run(), name=f"watch-{kind[1]}"))
 
@@ -132,36 +145,27 @@ class Watches:
         client = await self._client(name)
         state = self.state
 
-        def health(ok: bool, why: str) -> None:
-            state.member_health(name, ok, f"{name}: {why}" if why else "")
+        def informer(kind: tuple[str, str], on_event: Callable[[str, Obj], None]) -> Informer:
+            # Each watch's health on its own: a refused Reservation watch is said on the page
+            # (and backs off) without making the member unreachable.
+            return Informer(
+                client,
+                *kind,
+                on_event,
+                on_health=functools.partial(state.watch_health, name, kind[1]),
+                keep=identity,
+                max_refused_backoff=self.refused_backoff,
+                sleep=self.sleep,
+            )
 
         informers = [
-            Informer(
-                client,
-                "v1",
-                "Node",
-                lambda event, obj: state.node_event(name, event, obj),
-                on_health=health,
-                keep=identity,
-            ),
-            Informer(
-                client,
-                "v1",
-                "Pod",
-                lambda event, obj: state.pod_event(name, event, obj),
-                on_health=health,
-                keep=identity,
-            ),
+            informer(("v1", "Node"), lambda event, obj: state.node_event(name, event, obj)),
+            informer(("v1", "Pod"), lambda event, obj: state.pod_event(name, event, obj)),
         ]
         if reservations:
             state.member(name).reservations = {}
             informers.append(
-                Informer(
-                    client,
-                    *RESERVATION,
-                    lambda event, obj: state.reservation_event(name, event, obj),
-                    keep=identity,
-                )
+                informer(RESERVATION, lambda event, obj: state.reservation_event(name, event, obj))
             )
         await asyncio.gather(*(i.run() for i in informers))
 

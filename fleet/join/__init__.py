@@ -11,19 +11,23 @@ from pathlib import Path
 from typing import Any
 
 from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
+from fleet.api.guard import ADMISSION_API_VERSION
 from fleet.api.membership import (
     DEFAULT_TOKEN_SECONDS,
     IssuedToken,
     JoinPlan,
     MemberEndpoint,
     TokenType,
+    default_fleet_id,
     member_kubeconfig,
     plan_join,
 )
 from fleet.install import single_context
 from fleet.join.join import JoinError, dry_run, endpoint_of, join
+from fleet.join.renewal_access import check_renewal_access
 from fleet.join.unjoin import bound_jobs, unjoin
 from fleet.kube import (
+    NotFound,
     SyncKubeClient,
     Trust,
     from_kubeconfig,
@@ -36,7 +40,9 @@ from fleet.kubeconfig import check_kubeconfig
 __all__ = [
     "JoinError",
     "bound_jobs",
+    "cluster_id",
     "dry_run",
+    "fleet_id_of",
     "join",
     "join_member",
     "member_client",
@@ -69,18 +75,46 @@ def member_client(
     return SyncKubeClient(connection, name=one["current-context"]), one["clusters"][0]["cluster"]
 
 
+def cluster_id(client: SyncKubeClient) -> str:
+    """The cluster id of whatever `client` reaches: its kube-system namespace's UID (Karmada's
+    Cluster spec.id). Two kubeconfigs reach the same cluster exactly when these agree."""
+    namespace = client.get("v1", "Namespace", "kube-system") or {}
+    uid = str((namespace.get("metadata") or {}).get("uid") or "")
+    if not uid:
+        raise JoinError(
+            f"{client.name}: namespace kube-system not found: not a Kubernetes cluster?"
+        )
+    return uid
+
+
+def fleet_id_of(fleet: SyncKubeClient, given: str | None = None) -> str:
+    """The fleet's id as its controller derives it (`--fleet-id` when the controller is run
+    with one: then pass the same here)."""
+    return given or default_fleet_id(cluster_id(fleet))
+
+
+def serves_admission_policies(client: SyncKubeClient) -> bool:
+    """Whether the member serves ValidatingAdmissionPolicy (GA in Kubernetes 1.30)."""
+    try:
+        client.resource(ADMISSION_API_VERSION, "ValidatingAdmissionPolicy")
+    except NotFound:
+        return False
+    return True
+
+
 def plan_for(
     name: str,
     client: SyncKubeClient,
     cluster: Mapping[str, Any],
     *,
+    fleet_id: str | Callable[[], str],
     labels: Mapping[str, str] | None = None,
     namespace: str = DEFAULT_MEMBER_NAMESPACE,
     token_type: TokenType = "bound",
     token_seconds: int = DEFAULT_TOKEN_SECONDS,
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
 ) -> JoinPlan:
-    endpoint = endpoint_of(client.connection, cluster)
+    endpoint = endpoint_of(client.connection)
     _check_stored(name, endpoint, cluster)
     return plan_join(
         name,
@@ -90,6 +124,9 @@ def plan_for(
         token_type=token_type,
         token_seconds=token_seconds,
         secrets_namespace=secrets_namespace,
+        fleet_id=fleet_id if isinstance(fleet_id, str) else fleet_id(),
+        cluster_id=cluster_id(client),
+        guarded=serves_admission_policies(client),
     )
 
 
@@ -115,10 +152,20 @@ def join_member(
     context: str | None = None,
     base: Path | None = None,
     say: Callable[[str], None] = lambda _: None,
+    fleet_id: str | None = None,
+    force: bool = False,
     **options: Any,
 ) -> IssuedToken:
     """Join the member `config` (the user's kubeconfig, `context` in it) as `name`."""
     client, cluster = member_client(config, context, base)
     with client:
-        plan = plan_for(name, client, cluster, labels=labels, **options)
-        return join(fleet, client, plan, say=say)
+        plan = plan_for(
+            name,
+            client,
+            cluster,
+            labels=labels,
+            fleet_id=lambda: fleet_id_of(fleet, fleet_id),
+            **options,
+        )
+        check_renewal_access(fleet, plan.secrets_namespace)
+        return join(fleet, client, plan, say=say, force=force)

@@ -19,18 +19,37 @@ from typing import Any
 
 import yaml
 
+from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
+from fleet.api.access import SERVICE_ACCOUNT, member_cluster_role
+from fleet.api.guard import ADMISSION_API_VERSION, admission_policy_name
 from fleet.api.membership import (
+    KUBECONFIG_KEY,
     TOKEN_SECRET,
     IssuedToken,
     JoinPlan,
     MemberEndpoint,
+    cluster_id_of,
+    identity_of,
     redacted,
     token_request,
 )
 from fleet.kube import ApiError, Connection, KubeError, SyncKubeClient
 
-__all__ = ["FIELD_MANAGER", "JoinError", "describe", "dry_run", "endpoint_of", "join"]
+__all__ = [
+    "FIELD_MANAGER",
+    "JoinError",
+    "Previous",
+    "describe",
+    "dry_run",
+    "endpoint_of",
+    "identity_objects",
+    "join",
+    "made_by",
+    "previous_join",
+]
+
+MEMBER_CLUSTER = (c.FLEET_API_VERSION, "MemberCluster")
 
 FIELD_MANAGER = "fleet-join"
 #: How long a long-lived token Secret may take to be filled by the member's token controller.
@@ -52,14 +71,16 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def endpoint_of(connection: Connection, cluster: Mapping[str, Any]) -> MemberEndpoint:
+def endpoint_of(connection: Connection) -> MemberEndpoint:
     """The member's server and CA as the user's kubeconfig reaches it (the CA read from the
-    kubeconfig's data or file, never fetched from the server)."""
+    kubeconfig's data or file, never fetched from the server), with the TLS server name and
+    proxy the connection uses (fleet.kube reads them, and refuses a proxy it cannot speak)."""
     ca = connection.tls.ca.data if connection.tls.ca is not None else None
     return MemberEndpoint(
         server=connection.server,
         ca_data=base64.b64encode(ca).decode() if ca else None,
-        tls_server_name=cluster.get("tls-server-name") or None,
+        tls_server_name=connection.tls_server_name,
+        proxy_url=connection.proxy,
     )
 
 
@@ -142,6 +163,165 @@ def _secret_token(
         sleep(0.5)
 
 
+@dataclasses.dataclass(frozen=True)
+class Previous:
+    """What an earlier `fleet join` of the same name left: the MemberCluster, its Secret, the
+    cluster it reached and the identity it made there."""
+
+    member: Mapping[str, Any]
+    secret: Mapping[str, Any] | None
+    cluster_id: str | None
+    server: str | None
+    identity: tuple[str, str] | None
+    token_type: str | None
+
+    def describe(self) -> str:
+        name = self.member["metadata"]["name"]
+        where = f"server {self.server}" if self.server else "an unknown server"
+        cluster = f"cluster {self.cluster_id}" if self.cluster_id else "a cluster not recorded"
+        return f"membercluster/{name} is {cluster} at {where}"
+
+
+def previous_join(fleet: SyncKubeClient, name: str) -> Previous | None:
+    """The MemberCluster `name` as an earlier join left it (None: there is none)."""
+    existing = fleet.get(*MEMBER_CLUSTER, name)
+    if existing is None:
+        return None
+    spec = existing.get("spec") or {}
+    ref = spec.get("kubeconfigSecretRef") or {}
+    secret = None
+    if ref.get("name") and ref.get("namespace"):
+        secret = fleet.get("v1", "Secret", ref["name"], ref["namespace"])
+    server = None
+    if secret is not None:
+        raw = (secret.get("data") or {}).get(ref.get("key") or KUBECONFIG_KEY)
+        try:
+            config = yaml.safe_load(base64.b64decode(raw)) if raw else None
+            server = (config or {})["clusters"][0]["cluster"]["server"]
+        except (ValueError, KeyError, IndexError, TypeError, yaml.YAMLError):
+            server = None
+    annotations = ((secret or {}).get("metadata") or {}).get("annotations") or {}
+    return Previous(
+        member=existing,
+        secret=secret,
+        cluster_id=spec.get("id") or cluster_id_of(secret),
+        server=server,
+        identity=identity_of(secret) if secret is not None else None,
+        token_type=annotations.get(c.TOKEN_TYPE_ANNOTATION),
+    )
+
+
+def same_cluster(previous: Previous, cluster_id: str, server: str) -> bool:
+    """Whether `previous` was joined for the cluster `cluster_id` (by its recorded id; for a join
+    that recorded none, by its server)."""
+    if previous.cluster_id:
+        return bool(previous.cluster_id == cluster_id)
+    return previous.server is None or previous.server == server
+
+
+def made_by(obj: Mapping[str, Any] | None, fleet_id: str) -> bool:
+    """Whether `obj` (a member object `fleet join` makes) belongs to the fleet `fleet_id`: it
+    carries that fleet's id, or no fleet id at all (made by a join before ids were recorded)."""
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(c.JOINED_BY_LABEL) != c.JOINED_BY:
+        return False
+    return bool(labels.get(c.FLEET_ID_LABEL, fleet_id) == fleet_id)
+
+
+def identity_objects(namespace: str) -> list[tuple[str, str, str, str | None]]:
+    """(apiVersion, kind, name, namespace) of what join makes in a member for the identity in
+    `namespace`, in the order it is removed (the reverse of the order it is made)."""
+    role = member_cluster_role(namespace)
+    guard = admission_policy_name(namespace)
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        (rbac, "ClusterRoleBinding", role, None),
+        (rbac, "ClusterRole", role, None),
+        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", guard, None),
+        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicy", guard, None),
+        ("v1", "Namespace", namespace, None),
+    ]
+
+
+def _check_member_side(member: SyncKubeClient, plan: JoinPlan) -> None:
+    """Another fleet's identity in the same member namespace is never taken over: each fleet
+    keeps its own, so one fleet's unjoin never deletes the other's."""
+    account = member.get("v1", "ServiceAccount", SERVICE_ACCOUNT, plan.namespace)
+    if account is not None and not made_by(account, plan.fleet_id):
+        labels = (account.get("metadata") or {}).get("labels") or {}
+        owner = labels.get(c.FLEET_ID_LABEL) or "something other than fleet join"
+        raise JoinError(
+            f"{plan.name}: serviceaccount/{SERVICE_ACCOUNT} -n {plan.namespace} in "
+            f"{member.name} belongs to {owner}, not to this fleet ({plan.fleet_id}); join with "
+            "another --member-namespace"
+        )
+
+
+def _check_previous(
+    fleet: SyncKubeClient,
+    plan: JoinPlan,
+    previous: Previous | None,
+    *,
+    force: bool,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None],
+    timeout: float,
+) -> bool:
+    """One registration, one cluster: a join under an existing name that reaches another
+    cluster is refused (the copies fleet keeps there would be forgotten and run again in the new
+    one), unless `force`, which first moves the member's jobs off as `fleet unjoin --move`."""
+    if previous is None or same_cluster(previous, plan.cluster_id, plan.endpoint.server):
+        return False
+    this = f"this kubeconfig reaches cluster {plan.cluster_id} at server {plan.endpoint.server}"
+    if not force:
+        raise JoinError(
+            f"{plan.name}: {previous.describe()}; {this}. Refusing to re-point it: its jobs would "
+            "run in both. Unjoin it first, or re-join with --force to move its jobs off first"
+        )
+    from fleet.join.unjoin import move_jobs
+
+    say(f"fleet: {previous.describe()}; {this}: --force moves its jobs off first")
+    move_jobs(fleet, previous.member, timeout, say, sleep)
+    return True
+
+
+def _forget_previous(
+    member: SyncKubeClient, plan: JoinPlan, previous: Previous | None, say: Callable[[str], None]
+) -> None:
+    """What the previous join of this cluster left that this one does not use: the old
+    namespace's identity (a new --member-namespace), the long-lived token Secret (a switch to
+    bound tokens). Only objects of this fleet's are deleted."""
+    if previous is None or previous.identity is None:
+        return
+    if not same_cluster(previous, plan.cluster_id, plan.endpoint.server):
+        return
+    old_namespace, _ = previous.identity
+    stale: list[tuple[str, str, str, str | None]] = []
+    if old_namespace != plan.namespace:
+        stale = identity_objects(old_namespace)
+    elif previous.token_type == c.TOKEN_TYPE_SECRET and plan.token_type != "secret":
+        stale = [("v1", "Secret", TOKEN_SECRET, plan.namespace)]
+    for api_version, kind, name, namespace in stale:
+        try:
+            found = member.get(api_version, kind, name, namespace)
+            if found is None or not made_by(found, plan.fleet_id):
+                continue
+            member.delete(api_version, kind, name, namespace)
+        except KubeError as e:
+            say(f"member {plan.name}: could not delete the old {kind.lower()}/{name}: {e}")
+            continue
+        say(f"member {plan.name}: old {kind.lower()}/{name} deleted (no longer used)")
+
+
+def _untaint(fleet: SyncKubeClient, name: str) -> None:
+    """A forced re-join's member takes jobs again: the unjoining taint goes."""
+    existing = fleet.get(*MEMBER_CLUSTER, name) or {}
+    taints = list((existing.get("spec") or {}).get("taints") or [])
+    kept = [t for t in taints if t.get("key") != c.UNJOINING_TAINT_KEY]
+    if kept != taints:
+        fleet.patch(*MEMBER_CLUSTER, name, {"spec": {"taints": kept or None}})
+
+
 def join(
     fleet: SyncKubeClient,
     member: SyncKubeClient,
@@ -150,9 +330,24 @@ def join(
     say: Callable[[str], None] = print,
     now: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    force: bool = False,
+    timeout: float = 300.0,
 ) -> IssuedToken:
     """Write `plan` (member side, a token, fleet side); JoinError, with everything this run
-    created deleted again, when a side refuses."""
+    created deleted again, when a side refuses. A name already joined to another cluster is
+    refused unless `force` (its jobs are moved off first)."""
+    previous = previous_join(fleet, plan.name)
+    moved = _check_previous(
+        fleet, plan, previous, force=force, say=say, sleep=sleep, timeout=timeout
+    )
+    _check_member_side(member, plan)
+    if not plan.guarded:
+        say(
+            f"warning: {member.name} serves no ValidatingAdmissionPolicy (Kubernetes < 1.30): "
+            "fleet's identity there is limited by RBAC alone, so its token can read Secrets "
+            "through patch and write objects fleet did not create (docs/security.md); the "
+            f"MemberCluster's {c.CONDITION_GUARDED} condition says so"
+        )
     run = _Run(say)
     side = f"member {plan.name}"
     try:
@@ -167,6 +362,8 @@ def join(
         side = "fleet"
         for obj in plan.fleet_objects(token):
             run.apply(fleet, side, obj)
+        if moved:
+            _untaint(fleet, plan.name)
     except (KubeError, JoinError) as e:
         left = run.roll_back()
         undone = (
@@ -176,6 +373,7 @@ def join(
         )
         refused = f"the {side} refused: {e}" if isinstance(e, ApiError) else str(e)
         raise JoinError(one_line(f"{plan.name}: {refused}{undone}")) from None
+    _forget_previous(member, plan, previous, say)
     if token.expires is not None:
         hours = (token.expires - (token.issued or now())) / 3600
         say(f"token: bound, expires in {hours:.1f} h, renewed by the controller")

@@ -16,13 +16,18 @@ from typing import Any
 
 from fleet.api import constants as c
 from fleet.api.access import member_cluster_role
-from fleet.api.membership import identity_of
-from fleet.join.join import JoinError, one_line
+from fleet.join.join import (
+    MEMBER_CLUSTER,
+    JoinError,
+    identity_objects,
+    made_by,
+    one_line,
+    previous_join,
+    same_cluster,
+)
 from fleet.kube import KubeError, SyncKubeClient
 
-__all__ = ["bound_jobs", "unjoin"]
-
-MEMBER_CLUSTER = (c.FLEET_API_VERSION, "MemberCluster")
+__all__ = ["bound_jobs", "move_jobs", "unjoin"]
 
 
 def bound_jobs(fleet: SyncKubeClient, name: str) -> list[str]:
@@ -31,6 +36,8 @@ def bound_jobs(fleet: SyncKubeClient, name: str) -> list[str]:
     listing = fleet.list(c.FLEET_API_VERSION, "GangBinding")
     out = []
     for binding in listing.get("items") or []:
+        if ((binding.get("status") or {}).get("phase")) == "Released":
+            continue  # let go with the member: fleet no longer manages it
         spec = binding.get("spec") or {}
         targets = {t.get("name") for t in spec.get("clusters") or []}
         targets |= {t.get("fromCluster") for t in spec.get("gracefulEvictionTasks") or []}
@@ -41,44 +48,71 @@ def bound_jobs(fleet: SyncKubeClient, name: str) -> list[str]:
     return sorted(out)
 
 
-def _taint(fleet: SyncKubeClient, member: Mapping[str, Any]) -> None:
-    taints = list((member.get("spec") or {}).get("taints") or [])
+def _taint(fleet: SyncKubeClient, member: Mapping[str, Any], value: str | None) -> None:
+    """The unjoining taint (value `leave` for --leave), replacing one of the other kind."""
+    taints = [
+        t
+        for t in (member.get("spec") or {}).get("taints") or []
+        if t.get("key") != c.UNJOINING_TAINT_KEY or (t.get("value") or None) == value
+    ]
     if any(t.get("key") == c.UNJOINING_TAINT_KEY for t in taints):
         return
-    taints.append({"key": c.UNJOINING_TAINT_KEY, "effect": "NoExecute"})
+    taint = {"key": c.UNJOINING_TAINT_KEY, "effect": "NoExecute"}
+    if value:
+        taint["value"] = value
     name = member["metadata"]["name"]
-    fleet.patch(*MEMBER_CLUSTER, name, {"spec": {"taints": taints}})
+    fleet.patch(*MEMBER_CLUSTER, name, {"spec": {"taints": [*taints, taint]}})
 
 
-def _move(
+def _wait_unbound(
+    fleet: SyncKubeClient,
+    name: str,
+    timeout: float,
+    what: str,
+    sleep: Callable[[float], None],
+) -> None:
+    deadline = time.monotonic() + timeout
+    while bound := bound_jobs(fleet, name):
+        if time.monotonic() > deadline:
+            raise JoinError(
+                f"{name}: after {timeout:.0f}s the controller has not {what} "
+                f"{', '.join(bound)} (the {c.UNJOINING_TAINT_KEY} taint stays; is the "
+                "controller running? run unjoin again to keep waiting)"
+            )
+        sleep(1.0)
+
+
+def move_jobs(
     fleet: SyncKubeClient,
     member: Mapping[str, Any],
     timeout: float,
     say: Callable[[str], None],
     sleep: Callable[[float], None],
 ) -> None:
+    """Have the controller fail every gang in `member` over (reason MemberUnjoined) and wait
+    until none has a copy there."""
     name = member["metadata"]["name"]
-    _taint(fleet, member)
+    _taint(fleet, member, None)
     say(f"fleet: membercluster/{name} tainted {c.UNJOINING_TAINT_KEY}:NoExecute; moving its jobs")
-    deadline = time.monotonic() + timeout
-    while bound := bound_jobs(fleet, name):
-        if time.monotonic() > deadline:
-            raise JoinError(
-                f"{name}: after {timeout:.0f}s these jobs still have a copy there: "
-                f"{', '.join(bound)} (the {c.UNJOINING_TAINT_KEY} taint stays; run unjoin "
-                "again to keep waiting, or with --leave)"
-            )
-        sleep(1.0)
+    _wait_unbound(fleet, name, timeout, "moved", sleep)
 
 
-def _member_side(namespace: str) -> list[tuple[str, str, str, str | None]]:
-    role = member_cluster_role(namespace)
-    rbac = "rbac.authorization.k8s.io/v1"
-    return [
-        (rbac, "ClusterRoleBinding", role, None),
-        (rbac, "ClusterRole", role, None),
-        ("v1", "Namespace", namespace, None),
-    ]
+def _leave_jobs(
+    fleet: SyncKubeClient,
+    member: Mapping[str, Any],
+    timeout: float,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None],
+) -> None:
+    """Have the controller release every gang in `member` (phase Released: the copies run on
+    there, unmanaged, and none is started elsewhere) and wait until it has."""
+    name = member["metadata"]["name"]
+    _taint(fleet, member, c.UNJOINING_LEAVE)
+    say(
+        f"fleet: membercluster/{name} tainted {c.UNJOINING_TAINT_KEY}={c.UNJOINING_LEAVE}:"
+        "NoExecute; releasing its jobs"
+    )
+    _wait_unbound(fleet, name, timeout, "released", sleep)
 
 
 def _left_note(name: str, namespace: str, why: str) -> str:
@@ -102,8 +136,11 @@ def unjoin(
     timeout: float = 300.0,
     say: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
+    fleet_id: str | None = None,
 ) -> list[str]:
-    """Unjoin `name`; the notes about what was left in the member (empty: nothing)."""
+    """Unjoin `name`; the notes about what was left in the member (empty: nothing). In the
+    member, only what `fleet join` made for the fleet `fleet_id` is deleted (None: whatever join
+    made there)."""
     member = fleet.get(*MEMBER_CLUSTER, name)
     if member is None:
         raise JoinError(f"membercluster/{name} not found on the fleet")
@@ -113,13 +150,19 @@ def unjoin(
             f"{name} still runs {len(bound)} job(s): {', '.join(bound)}; move them to other "
             "members first with --move, or leave them running there, unmanaged, with --leave"
         )
+    previous = previous_join(fleet, name)
+    assert previous is not None
+    if member_client is not None:
+        _check_same_cluster(member_client, previous)
     if bound and move:
-        _move(fleet, member, timeout, say, sleep)
+        move_jobs(fleet, member, timeout, say, sleep)
     elif bound:
-        say(f"fleet: leaving {', '.join(bound)} running in {name}, no longer managed by fleet")
+        _leave_jobs(fleet, member, timeout, say, sleep)
+        say(f"fleet: left {', '.join(bound)} running in {name}, no longer managed by fleet")
     ref = (member.get("spec") or {}).get("kubeconfigSecretRef") or {}
-    secret = fleet.get("v1", "Secret", ref.get("name") or "", ref.get("namespace") or "")
-    identity = identity_of(secret) if secret is not None else None
+    secret = previous.secret
+    identity = previous.identity
+
     # The fleet side first: the controller lets go of the member before its identity goes.
     fleet.delete(*MEMBER_CLUSTER, name)
     say(f"fleet: membercluster/{name} deleted")
@@ -134,11 +177,35 @@ def unjoin(
     namespace, _ = identity
     if member_client is None:
         return [_left_note(name, namespace, "no --member-kubeconfig given")]
-    for api_version, kind, obj_name, obj_namespace in _member_side(namespace):
+    for api_version, kind, obj_name, obj_namespace in identity_objects(namespace):
         try:
-            gone = member_client.delete(api_version, kind, obj_name, obj_namespace)
+            found = member_client.get(api_version, kind, obj_name, obj_namespace)
+            if found is not None and fleet_id and not made_by(found, fleet_id):
+                say(f"member {name}: {kind.lower()}/{obj_name} is another fleet's: left alone")
+                continue
+            gone = found is not None and member_client.delete(
+                api_version, kind, obj_name, obj_namespace
+            )
         except KubeError as e:
             return [_left_note(name, namespace, f"{type(e).__name__}: {e}")]
         state = "deleted" if gone else "already gone"
         say(f"member {name}: {kind.lower()}/{obj_name} {state}")
     return []
+
+
+def _check_same_cluster(member_client: SyncKubeClient, previous: Any) -> None:
+    """Unjoin deletes only in the cluster the MemberCluster was joined for: a context that
+    reaches another cluster (another member's) is refused before anything is changed."""
+    from fleet.join import cluster_id
+
+    try:
+        reached = cluster_id(member_client)
+    except KubeError:
+        return  # not reachable: nothing will be deleted there (the note says what was left)
+    server = member_client.connection.server
+    if not same_cluster(previous, reached, server):
+        raise JoinError(
+            f"{previous.describe()}, but the member context reaches cluster {reached} at "
+            f"server {server}: refusing to delete fleet's identity in another cluster; give the "
+            "context of the member this name was joined for"
+        )

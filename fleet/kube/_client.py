@@ -64,12 +64,9 @@ class KubeClient:
         self._retries = retries
         self._sleep = sleep
         self._http = httpx.AsyncClient(
-            base_url=connection.server,
-            verify=connection.ssl_context,
-            auth=connection.auth,
             timeout=httpx.Timeout(timeout, connect=5.0),
             limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
-            transport=transport,
+            **connection.client_options(transport),
         )
         self._requests = Requests(self.name, Discovery())
         #: Requests sent, by (verb, resource): what a dispatch costs (see /metrics).
@@ -277,11 +274,13 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         timeout_seconds: int = 300,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[Obj]:
         """Yield watch events (type, object) until the server closes the stream.
 
         A 410 Gone (as an HTTP status or an ERROR event) raises Gone: the caller lists again
         and resumes from the new resourceVersion. A broken stream raises Unreachable.
+        `on_open` is called once the server accepted the watch (before any event arrives).
         """
         res = await self.resource(api_version, kind)
         call = self._requests.watch_call(
@@ -300,6 +299,8 @@ class KubeClient:
             if response.status_code >= 400:
                 await response.aread()
                 decode(call, response, self.name)
+            if on_open is not None:
+                on_open()
             async for line in response.aiter_lines():
                 event = watch_event(line, call, self.name)
                 if event is not None:

@@ -26,24 +26,28 @@ from fleet.kube._errors import KubeconfigError, KubeconfigProblem
 from fleet.kube._exec import ExecAuth, exec_config
 from fleet.kube._kubeconfig import (
     Credential,
+    KubeconfigContext,
+    KubeconfigEntry,
     Trust,
+    client_certificate_fields,
     credential,
+    entry_problems,
+    insecure_skip_tls_verify,
     merge_kubeconfig_files,
     read_kubeconfig_file,
-    refused_in_secret,
     resolve_context,
 )
 from fleet.kube._tls import client_ssl_context, load_client_certificate
 
-__all__ = ["Connection", "TlsMaterial", "from_kubeconfig", "in_cluster", "load"]
+__all__ = ["Connection", "TlsMaterial", "connect_context", "from_kubeconfig", "in_cluster", "load"]
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
 class TlsMaterial:
-    """The CA, client certificate and key a Connection was built from, for clients that build
-    their own TLS (kopf's login): PEM data held in memory, and the user's own file paths when
+    """The CA, client certificate and key a Connection was built from (`fleet join` stores the
+    CA it reached a member with): PEM data held in memory, and the user's own file paths when
     the kubeconfig named files. Never a file fleet wrote."""
 
     ca: Credential | None = None
@@ -55,9 +59,11 @@ class TlsMaterial:
 class Connection:
     """One API server and how to authenticate to it.
 
-    `ssl_context` is an SSLContext (with the client certificate loaded, if any), True for the
-    system's CAs, or False when the kubeconfig says insecure-skip-tls-verify. `auth` adds the
-    bearer token to each request (None: the client certificate, or nothing, authenticates).
+    `ssl_context` is an SSLContext (with the client certificate loaded, if any, and checking
+    the server's certificate against `tls_server_name` if the kubeconfig names one), True for
+    the system's CAs, or False when the kubeconfig says insecure-skip-tls-verify. `auth` adds
+    the bearer token to each request (None: the client certificate, or nothing, authenticates).
+    `proxy` is the kubeconfig's proxy-url (None: the environment's HTTPS_PROXY, as kubectl).
     """
 
     server: str
@@ -68,10 +74,19 @@ class Connection:
     source: str = ""
     #: What `ssl_context` was built from; lives as long as the connection.
     tls: TlsMaterial = dataclasses.field(default_factory=TlsMaterial)
+    #: The kubeconfig's tls-server-name, which `ssl_context` checks and sends (SNI).
+    tls_server_name: str | None = None
+    #: The kubeconfig's proxy-url: an http:// or https:// proxy (HTTP CONNECT).
+    proxy: str | None = None
 
     @property
     def insecure(self) -> bool:
-        return self.ssl_context is False
+        """Whether the server goes unverified (insecure-skip-tls-verify, with or without a
+        client certificate to present)."""
+        context = self.ssl_context
+        return context is False or (
+            isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_NONE
+        )
 
     def bearer_token(self, rejected: str | None = None) -> str | None:
         """The token to send now (re-read from its file if it rotated; from the exec plugin's
@@ -88,30 +103,44 @@ class Connection:
         """When the exec plugin's cached token expires (None: no such token, or no expiry)."""
         return self.auth.expires if isinstance(self.auth, ExecAuth) else None
 
+    def client_options(self, transport: Any = None) -> dict[str, Any]:
+        """httpx.Client's (or AsyncClient's) arguments for this connection: the one place they
+        are made. A `transport` (tests: an httpx.MockTransport) replaces the network, proxy and
+        all (httpx would route around it through the proxy)."""
+        return {
+            "base_url": self.server,
+            "verify": self.ssl_context,
+            "auth": self.auth,
+            "proxy": self.proxy if transport is None else None,
+            "transport": transport,
+        }
+
     def __repr__(self) -> str:
         return f"Connection({self.server!r}, source={self.source!r})"
 
 
 def _tls(
-    cluster_path: str,
-    cluster: Mapping[str, Any],
+    cluster: KubeconfigEntry,
     user_path: str,
     tls: TlsMaterial,
+    server_name: str | None,
     out: list[KubeconfigProblem],
 ) -> ssl.SSLContext | bool:
-    insecure = cluster.get("insecure-skip-tls-verify") in (True, "true", "True")
+    """What the client verifies the server with, and presents itself with: the one place a
+    Connection's SSLContext is made from a kubeconfig."""
+    insecure = insecure_skip_tls_verify(cluster.body)
     ca = tls.ca.data if tls.ca else None
     certificate = tls.certificate.data if tls.certificate else None
     key = tls.key.data if tls.key else None
-    if ca is None and not (certificate and key):
+    if ca is None and not (certificate and key) and not server_name:
         return not insecure
     ca_field = "certificate-authority" + (
-        "-data" if cluster.get("certificate-authority-data") else ""
+        "-data" if cluster.body.get("certificate-authority-data") else ""
     )
     try:
-        context = client_ssl_context(ca=ca, insecure=insecure)
+        context = client_ssl_context(ca=ca, insecure=insecure, server_name=server_name)
     except (ssl.SSLError, ValueError) as exc:
-        out.append(KubeconfigProblem(f"{cluster_path}.{ca_field}", f"not a usable CA: {exc}"))
+        out.append(KubeconfigProblem(f"{cluster.path}.{ca_field}", f"not a usable CA: {exc}"))
         return False
     if certificate and key:
         try:
@@ -123,6 +152,88 @@ def _tls(
                 )
             )
     return context
+
+
+def _auth(
+    resolved: KubeconfigContext,
+    ca: Credential | None,
+    base: Path | None,
+    trust: Trust,
+    out: list[KubeconfigProblem],
+) -> httpx.Auth | None:
+    """The user's token (inline, or, under Trust.USER only, a file or an exec plugin's)."""
+    user = resolved.user
+    if user is None:
+        return None
+    body = user.body
+    if token := body.get("token"):
+        return BearerToken(str(token).strip())
+    if trust is not Trust.USER:
+        return None  # files and plugins: refused_in_secret, never read nor run
+    if token_file := body.get("tokenFile"):
+        path = Path(str(token_file)).expanduser()
+        if base is not None and not path.is_absolute():
+            path = base / path
+        try:
+            return TokenFile(path)
+        except OSError as exc:
+            out.append(
+                KubeconfigProblem(f"{user.path}.tokenFile", f"cannot read {path}: {exc.strerror}")
+            )
+            return None
+    if body.get("exec") is not None and not any(client_certificate_fields(body).values()):
+        # As kubectl: a token or a client certificate given beside it wins over the plugin.
+        plugin = exec_config(
+            user.name,
+            body["exec"],
+            f"{user.path}.exec",
+            cluster=resolved.cluster.body,
+            ca=ca.data if ca else None,
+            base=base,
+            out=out,
+        )
+        if plugin is not None:
+            return ExecAuth(plugin)
+    return None
+
+
+def connect_context(
+    resolved: KubeconfigContext,
+    base: Path | None = None,
+    *,
+    source: str | None = None,
+    trust: Trust = Trust.SECRET,
+) -> Connection:
+    """The Connection a resolved context describes, whose entries already passed
+    `entry_problems` (from_kubeconfig's, or fleet.kubeconfig's for a member's Secret). Under
+    Trust.SECRET it reads no file and runs no plugin whatever the entries say. Raises
+    KubeconfigError for what only building shows: data that is not base64, a CA or a
+    certificate/key pair OpenSSL refuses, a file that cannot be read."""
+    out: list[KubeconfigProblem] = []
+    cluster, user = resolved.cluster, resolved.user
+    server = resolved.server.rstrip("/")
+    if not server:
+        out.append(KubeconfigProblem(f"{cluster.path}.server", "required"))
+    ca = credential(cluster, "certificate-authority", base, out, trust)
+    certificate = credential(user, "client-certificate", base, out, trust) if user else None
+    key = credential(user, "client-key", base, out, trust) if user else None
+    auth = _auth(resolved, ca, base, trust, out)
+    user_path = user.path if user is not None else f"{resolved.context.path}.user"
+    tls = TlsMaterial(ca, certificate, key)
+    server_name = str(cluster.body.get("tls-server-name") or "").strip() or None
+    verify = _tls(cluster, user_path, tls, server_name, out)
+    if out:
+        raise KubeconfigError(out, source)
+    return Connection(
+        server=server,
+        ssl_context=verify,
+        auth=auth,
+        default_namespace=resolved.namespace,
+        source=source or f"context {resolved.name}",
+        tls=tls,
+        tls_server_name=server_name,
+        proxy=str(cluster.body.get("proxy-url") or "").strip() or None,
+    )
 
 
 def from_kubeconfig(
@@ -139,8 +250,8 @@ def from_kubeconfig(
     read relative to `base` (the kubeconfig's folder) as kubectl reads them, and log in with an
     exec plugin. One handed to fleet as data (Trust.SECRET, the default; member kubeconfigs,
     validated first by fleet.kubeconfig) holds inline data only. auth-provider plugins and basic
-    authentication are not supported. Raises KubeconfigError naming every field that stands in
-    the way.
+    authentication are not supported (entry_problems). Raises KubeconfigError naming every field
+    that stands in the way.
     """
     resolution = resolve_context(config, context, require_user=False)
     resolved = resolution.context
@@ -149,88 +260,18 @@ def from_kubeconfig(
             KubeconfigProblem("current-context", "does not resolve to one cluster and user")
         ]
         raise KubeconfigError(problems, source)
-    out: list[KubeconfigProblem] = []
-    cluster = resolved.cluster
-    user = resolved.user
-    if trust is Trust.SECRET:
-        out += refused_in_secret(cluster)
-        if user is not None:
-            out += refused_in_secret(user)
-        if out:
-            raise KubeconfigError(out, source)
-    server = resolved.server.rstrip("/")
-    if not server:
-        out.append(KubeconfigProblem(f"{cluster.path}.server", "required"))
-    ca = credential(cluster, "certificate-authority", base, out)
-    certificate: Credential | None = None
-    key: Credential | None = None
-    auth: httpx.Auth | None = None
-    if user is not None:
-        body = user.body
-        if body.get("auth-provider") is not None:
-            out.append(
-                KubeconfigProblem(
-                    f"{user.path}.auth-provider",
-                    "auth-provider plugins are not supported (kubectl removed its own too); "
-                    "log in with the provider's exec plugin (gke-gcloud-auth-plugin, kubelogin)",
-                )
-            )
-        if body.get("username") is not None or body.get("password") is not None:
-            out.append(
-                KubeconfigProblem(
-                    f"{user.path}.username",
-                    "basic authentication is not supported; use a token or a client certificate",
-                )
-            )
-        certificate = credential(user, "client-certificate", base, out)
-        key = credential(user, "client-key", base, out)
-        has = {
-            k: bool(body.get(k) or body.get(f"{k}-data"))
-            for k in ("client-certificate", "client-key")
-        }
-        if has["client-certificate"] != has["client-key"]:
-            missing = "client-key" if has["client-certificate"] else "client-certificate"
-            out.append(KubeconfigProblem(f"{user.path}.{missing}-data", "required with its pair"))
-        if token := body.get("token"):
-            auth = BearerToken(str(token).strip())
-        elif token_file := body.get("tokenFile"):
-            path = Path(str(token_file)).expanduser()
-            if base is not None and not path.is_absolute():
-                path = base / path
-            try:
-                auth = TokenFile(path)
-            except OSError as exc:
-                out.append(
-                    KubeconfigProblem(
-                        f"{user.path}.tokenFile", f"cannot read {path}: {exc.strerror}"
-                    )
-                )
-        elif body.get("exec") is not None and not any(has.values()):
-            # As kubectl: a token or a client certificate given beside it wins over the plugin.
-            plugin = exec_config(
-                user.name,
-                body["exec"],
-                f"{user.path}.exec",
-                cluster=cluster.body,
-                ca=ca.data if ca else None,
-                base=base,
-                out=out,
-            )
-            if plugin is not None:
-                auth = ExecAuth(plugin)
-    user_path = user.path if user is not None else f"{resolved.context.path}.user"
-    tls = TlsMaterial(ca, certificate, key)
-    verify = _tls(cluster.path, cluster.body, user_path, tls, out)
+    out = entry_problems(resolved.cluster, trust)
+    if resolved.user is not None:
+        out += entry_problems(resolved.user, trust)
+    if out and trust is Trust.SECRET:
+        raise KubeconfigError(out, source)
+    try:
+        connection = connect_context(resolved, base, source=source, trust=trust)
+    except KubeconfigError as exc:
+        raise KubeconfigError(out + exc.problems, source) from None
     if out:
         raise KubeconfigError(out, source)
-    return Connection(
-        server=server,
-        ssl_context=verify,
-        auth=auth,
-        default_namespace=resolved.namespace,
-        source=source or f"context {resolved.name}",
-        tls=tls,
-    )
+    return connection
 
 
 def in_cluster(

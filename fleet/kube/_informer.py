@@ -4,6 +4,12 @@ The watch resumes from the list's resourceVersion (and from bookmarks); a 410 Go
 tells the consumer which objects vanished meanwhile; an unreachable server is retried with
 capped exponential backoff while the consumer is told the source is unhealthy.
 
+A refusal (401 Unauthorized, 403 Forbidden) is told as such ("Reservation refused: ...", with
+when the next try is) and backs off up to `max_refused_backoff`: permissions do not come back by
+retrying. A list that is allowed does not end the backoff of a watch that was refused (RBAC
+grants `list` and `watch` apart): only a watch the server accepts does. Before, such an
+informer listed, was refused the watch, and started over every half second.
+
 Memory. The list is read in pages (`page_size`), so a member with 20,000 pods is never one
 response of 20,000 parsed objects. A consumer that folds events into its own state (a member's
 nodes and pods into its snapshot) passes `keep=identity`: the store then holds only each object's
@@ -26,6 +32,9 @@ log = logging.getLogger(__name__)
 EventHandler = Callable[[str, Obj], None]
 HealthHandler = Callable[[bool, str], None]
 
+
+#: The HTTP codes of a refusal: not a failure that retrying cures.
+REFUSED = frozenset({401, 403})
 
 #: What `identity` keeps of an object's metadata.
 IDENTITY_FIELDS = ("name", "namespace", "uid", "resourceVersion")
@@ -59,6 +68,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         max_backoff: float = 30.0,
+        max_refused_backoff: float | None = None,
         page_size: int = 500,
         keep: Callable[[Obj], Obj] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -77,6 +87,12 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.max_backoff = max_backoff
+        #: The longest wait after a 401/403 (max_backoff when None).
+        self.max_refused_backoff = (
+            max_backoff if max_refused_backoff is None else max_refused_backoff
+        )
+        #: How many requests were refused (401/403) in a row; 0 once the server accepts again.
+        self.refusals = 0
         self.page_size = page_size
         self._keep = keep or (lambda obj: obj)
         self._sleep = sleep
@@ -133,14 +149,27 @@ class Informer:
 
     async def run(self) -> None:
         backoff = 0.5
+        #: The last failure was a refused watch: a list that works does not undo it.
+        watch_refused = False
+
+        def accepted() -> None:
+            nonlocal backoff, watch_refused
+            if watch_refused:
+                watch_refused, backoff, self.refusals = False, 0.5, 0
+                self.on_health(True, "")
+
         while True:
+            watching = False
             try:
                 rv = await self._relist()
-                self.on_health(True, "")
+                if not watch_refused:
+                    self.refusals = 0
+                    self.on_health(True, "")
+                    backoff = 0.5
                 if not self.synced.is_set():
                     self.synced.set()
                     self.on_synced()
-                backoff = 0.5
+                watching = True
                 while True:
                     async for event in self.client.watch(
                         self.api_version,
@@ -149,6 +178,7 @@ class Informer:
                         namespace=self.namespace,
                         label_selector=self.label_selector,
                         field_selector=self.field_selector,
+                        on_open=accepted,
                     ):
                         obj = event["object"]
                         rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
@@ -166,6 +196,19 @@ class Informer:
             except ApiError as e:
                 if e.gone:
                     continue  # our resourceVersion is too old: list again
+                if e.status in REFUSED:
+                    self.refusals += 1
+                    watch_refused = watching
+                    delay = self._delay(min(backoff, self.max_refused_backoff))
+                    why = (
+                        f"{self.kind} refused: {e} "
+                        f"(refusal {self.refusals}; next try in {delay:.1f}s)"
+                    )
+                    self.on_health(False, why)
+                    log.warning("%s: %s", self.client.name, why)
+                    await self._sleep(delay)
+                    backoff = min(backoff * 2, self.max_refused_backoff)
+                    continue
                 why = f"{self.kind} list/watch failed: {e}"
                 self.on_health(False, why)
                 log.warning("%s: %s", self.client.name, why)
@@ -177,8 +220,13 @@ class Informer:
             except Exception as e:
                 self.on_health(False, f"{self.kind} watch error: {e!r}")
                 log.exception("%s: unexpected error watching %s", self.client.name, self.kind)
-            await self._sleep(backoff * (0.8 + 0.4 * self._jitter()))
+            backoff = min(backoff, self.max_backoff)
+            await self._sleep(self._delay(backoff))
             backoff = min(backoff * 2, self.max_backoff)
+
+    def _delay(self, backoff: float) -> float:
+        """The backoff, spread by jitter (0.8 to 1.2 times it)."""
+        return backoff * (0.8 + 0.4 * self._jitter())
 
 
 def _uid(obj: Obj) -> object:

@@ -5,8 +5,11 @@ Written once for both of fleet's kinds of kubeconfig, and `Trust` is the one pla
 which rules each gets: the user's own files (`fleet.kube.load`: `--kubeconfig`, `$KUBECONFIG`,
 `~/.kube/config`) are read as kubectl reads them, files and exec plugins included; a kubeconfig
 someone handed fleet in a Secret (a member's) holds inline data only (`refused_in_secret`, and
-fleet.kubeconfig's stricter checks on top). Every problem names its field
-(`contexts[0].context.cluster`), so one round of fixing is enough.
+fleet.kubeconfig's stricter checks on top). `entry_problems` is the one copy of the rules an
+entry follows to be used at all (basic authentication, the certificate/key pair, the proxy):
+from_kubeconfig applies them to the entries it connects with, fleet.kubeconfig to every entry
+of a member's kubeconfig. Every problem names its field (`contexts[0].context.cluster`), so one
+round of fixing is enough.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -30,7 +34,10 @@ __all__ = [
     "KubeconfigEntry",
     "KubeconfigResolution",
     "Trust",
+    "client_certificate_fields",
     "credential",
+    "entry_problems",
+    "insecure_skip_tls_verify",
     "load_kubeconfig",
     "merge_kubeconfig_files",
     "read_kubeconfig_file",
@@ -57,6 +64,11 @@ class Trust(enum.Enum):
 
 #: What to do instead of an exec or auth-provider plugin in a member's kubeconfig Secret.
 JOIN_HINT = "join the member with `fleet join`, which stores a token for fleet's own ServiceAccount"
+
+#: The proxies a connection can go through (proxy-url): an HTTP CONNECT tunnel, to a proxy
+#: reached over http or https. kubectl also speaks socks5, which neither httpx nor aiohttp (kopf)
+#: do without another library: refused, naming the field, rather than ignored.
+PROXY_SCHEMES: Final = ("http", "https")
 
 #: Fields that name files, and their inline replacements, by entry kind.
 _FILE_FIELDS = {
@@ -228,10 +240,15 @@ class Credential:
 
 
 def credential(
-    entry: KubeconfigEntry, key: str, base: Path | None, out: list[KubeconfigProblem]
+    entry: KubeconfigEntry,
+    key: str,
+    base: Path | None,
+    out: list[KubeconfigProblem],
+    trust: Trust = Trust.SECRET,
 ) -> Credential | None:
     """`<key>-data` (base64), or the file `<key>` names (relative to `base`, the kubeconfig's
-    folder, as kubectl reads it). Problems name the field and the file."""
+    folder, as kubectl reads it), never under Trust.SECRET. Problems name the field and the
+    file."""
     path = f"{entry.path}.{key}"
     if data := entry.body.get(f"{key}-data"):
         try:
@@ -239,7 +256,7 @@ def credential(
         except (binascii.Error, ValueError):
             out.append(KubeconfigProblem(f"{path}-data", "is not valid base64"))
             return None
-    if name := entry.body.get(key):
+    if trust is Trust.USER and (name := entry.body.get(key)):
         file = Path(str(name)).expanduser()
         if base is not None and not file.is_absolute():
             file = base / file
@@ -250,17 +267,29 @@ def credential(
     return None
 
 
+def insecure_skip_tls_verify(cluster: Mapping[str, Any]) -> bool:
+    """Whether a cluster entry says not to verify the server (as kubectl reads the flag)."""
+    return cluster.get("insecure-skip-tls-verify") in (True, "true", "True")
+
+
 def refused_in_secret(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
     """What a kubeconfig from a Secret may not hold (Trust.SECRET): file paths, which would read
-    the controller's disk, and exec or auth-provider plugins, which would run a command in it.
-    The one copy of the rule: fleet.kubeconfig reports these, and from_kubeconfig refuses to
-    connect with them."""
+    the controller's disk, exec or auth-provider plugins, which would run a command in it, and
+    insecure-skip-tls-verify, which would talk to whoever answers. The one copy of the rule:
+    fleet.kubeconfig reports these, and from_kubeconfig refuses to connect with them."""
     kind = entry.section[:-1]
     out = [
         KubeconfigProblem(f"{entry.path}.{key}", f"file paths are not allowed; use {inline}")
         for key, inline in _FILE_FIELDS.get(kind, {}).items()
         if entry.body.get(key)
     ]
+    if kind == "cluster" and insecure_skip_tls_verify(entry.body):
+        out.append(
+            KubeconfigProblem(
+                f"{entry.path}.insecure-skip-tls-verify",
+                "insecure TLS verification is not allowed; provide certificate-authority-data",
+            )
+        )
     if kind == "user":
         for plugin in ("exec", "auth-provider"):
             if entry.body.get(plugin) is not None:
@@ -271,6 +300,73 @@ def refused_in_secret(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
                     )
                 )
     return out
+
+
+def _proxy_problems(entry: KubeconfigEntry) -> list[KubeconfigProblem]:
+    value = entry.body.get("proxy-url")
+    if value is None:
+        return []
+    field_path = f"{entry.path}.proxy-url"
+    try:
+        url = urlsplit(str(value).strip())
+        url.port  # noqa: B018 -- raises ValueError for a port that is not a number
+    except ValueError as exc:
+        return [KubeconfigProblem(field_path, f"{value!r} is not a valid URL ({exc})")]
+    scheme = url.scheme.lower()
+    if scheme.startswith("socks"):
+        return [
+            KubeconfigProblem(
+                field_path, f"{scheme} proxies are not supported; use an http:// or https:// proxy"
+            )
+        ]
+    if scheme not in PROXY_SCHEMES or not url.hostname:
+        return [KubeconfigProblem(field_path, f"{value!r} must be an http:// or https:// URL")]
+    return []
+
+
+def entry_problems(entry: KubeconfigEntry, trust: Trust) -> list[KubeconfigProblem]:
+    """Why fleet cannot use a cluster or user entry as it is, under `trust`: the one copy of
+    these rules. Under Trust.SECRET, what a Secret may not hold (refused_in_secret); under
+    either, basic authentication and auth-provider plugins (not supported), a client
+    certificate without its key or the other way round, a proxy fleet cannot speak, a
+    tls-server-name that is not a name."""
+    kind = entry.section[:-1]
+    path, body = entry.path, entry.body
+    out = refused_in_secret(entry) if trust is Trust.SECRET else []
+    if kind == "cluster":
+        out += _proxy_problems(entry)
+        name = body.get("tls-server-name")
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            out.append(KubeconfigProblem(f"{path}.tls-server-name", "must be a host name"))
+        return out
+    if trust is Trust.USER and body.get("auth-provider") is not None:
+        out.append(
+            KubeconfigProblem(
+                f"{path}.auth-provider",
+                "auth-provider plugins are not supported (kubectl removed its own too); "
+                "log in with the provider's exec plugin (gke-gcloud-auth-plugin, kubelogin)",
+            )
+        )
+    if body.get("username") is not None or body.get("password") is not None:
+        out.append(
+            KubeconfigProblem(
+                f"{path}.username",
+                "basic authentication is not supported; use a token or a client certificate",
+            )
+        )
+    has = client_certificate_fields(body)
+    if has["client-certificate"] != has["client-key"]:
+        missing = "client-key" if has["client-certificate"] else "client-certificate"
+        out.append(KubeconfigProblem(f"{path}.{missing}-data", "required with its pair"))
+    return out
+
+
+def client_certificate_fields(user: Mapping[str, Any]) -> dict[str, bool]:
+    """Whether a user entry gives a client certificate, and a client key (as data or a file)."""
+    return {
+        k: bool(user.get(k) or user.get(f"{k}-data") is not None)
+        for k in ("client-certificate", "client-key")
+    }
 
 
 def _absolute(value: Any, base: Path) -> Any:

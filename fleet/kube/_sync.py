@@ -61,11 +61,8 @@ class SyncKubeClient:
         self._retries = retries
         self._sleep = sleep
         self._http = httpx.Client(
-            base_url=connection.server,
-            verify=connection.ssl_context,
-            auth=connection.auth,
             timeout=httpx.Timeout(timeout, connect=5.0),
-            transport=transport,
+            **connection.client_options(transport),
         )
         self._requests = Requests(self.name, Discovery())
         #: Requests sent, by (verb, resource): what a dispatch costs (see /metrics).

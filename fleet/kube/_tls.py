@@ -17,8 +17,9 @@ import os
 import ssl
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["client_ssl_context", "load_client_certificate", "memfd_available"]
+__all__ = ["ServerNameContext", "client_ssl_context", "load_client_certificate", "memfd_available"]
 
 
 def memfd_available() -> bool:
@@ -48,10 +49,62 @@ def _pem_file(data: bytes) -> Iterator[str]:
         os.close(fd)
 
 
-def client_ssl_context(*, ca: bytes | None = None, insecure: bool = False) -> ssl.SSLContext:
+class ServerNameContext(ssl.SSLContext):
+    """An SSLContext whose connections name `server_name` (SNI, and the name the certificate
+    must carry) whatever host the client dialled."""
+
+    server_name: str
+
+    def wrap_socket(
+        self,
+        sock: Any,
+        server_side: bool = False,
+        do_handshake_on_connect: bool = True,
+        suppress_ragged_eofs: bool = True,
+        server_hostname: Any = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLSocket:
+        return super().wrap_socket(
+            sock,
+            server_side,
+            do_handshake_on_connect,
+            suppress_ragged_eofs,
+            server_hostname=self.server_name,
+            session=session,
+        )
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: Any = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        return super().wrap_bio(
+            incoming, outgoing, server_side, server_hostname=self.server_name, session=session
+        )
+
+
+def client_ssl_context(
+    *, ca: bytes | None = None, insecure: bool = False, server_name: str | None = None
+) -> ssl.SSLContext:
     """Verify the server against `ca` (PEM; the system's CAs when None), or not at all when
-    `insecure`. Raises ssl.SSLError (or ValueError) for a CA OpenSSL refuses."""
+    `insecure`; under the name `server_name` (the kubeconfig's tls-server-name) rather than the
+    URL's host, when given. Raises ssl.SSLError (or ValueError) for a CA OpenSSL refuses."""
     context = ssl.create_default_context(cadata=ca.decode("ascii") if ca else None)
+    if server_name:
+        # create_default_context's settings, on the subclass that names the server.
+        named = ServerNameContext(ssl.PROTOCOL_TLS_CLIENT)
+        named.server_name = server_name
+        named.verify_flags = context.verify_flags
+        named.options = context.options
+        named.minimum_version = context.minimum_version
+        if ca:
+            named.load_verify_locations(cadata=ca.decode("ascii"))
+        else:
+            named.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        context = named
     if insecure:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from fleet.sandbox.pki import ClusterPki, tls_context
+from fleet.sandbox.pki import SNI_NAME, ClusterPki, tls_context
 from fleet.sandbox.process import Component
 from fleet.sandbox.toolchain import Toolchain
 
@@ -133,6 +133,8 @@ def kube_apiserver(tc: Toolchain, c: ClusterLayout) -> Component:
             f"--secure-port={c.ports['apiserver']}",
             f"--tls-cert-file={pki.serving_crt}",
             f"--tls-private-key-file={pki.serving_key}",
+            # A second certificate, for clients that name SNI_NAME (tls-server-name).
+            f"--tls-sni-cert-key={pki.sni_crt},{pki.sni_key}:{SNI_NAME}",
             f"--client-ca-file={pki.ca_crt}",
             f"--service-account-key-file={pki.sa_pub}",
             f"--service-account-signing-key-file={pki.sa_key}",

@@ -1,4 +1,5 @@
-"""Certificates for one sandbox cluster: a CA, the API server's serving cert, an admin client cert.
+"""Certificates for one sandbox cluster: a CA, the API server's serving cert, an admin client cert,
+and a second serving cert that names only SNI_NAME, signed by a CA of its own.
 
 ECDSA P-256 keeps generation instant; every file lands in the cluster's state folder, and the
 kubeconfigs embed the data inline (the fleet refuses kubeconfigs that point at files).
@@ -11,6 +12,7 @@ import datetime
 import ipaddress
 import ssl
 from pathlib import Path
+from typing import Final
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -18,6 +20,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _VALIDITY = datetime.timedelta(days=365)
+
+#: The name each sandbox API server also answers to, with a serving certificate that names it
+#: alone (kube-apiserver's --tls-sni-cert-key), signed by a CA of its own (`sni_ca_crt`). A
+#: kubeconfig that trusts only that CA reaches the cluster only when it says `tls-server-name:
+#: SNI_NAME` and the client honors it (sends it as SNI, checks the certificate against it), as
+#: kubectl does; a client that dials 127.0.0.1 without it gets the usual certificate, which that
+#: CA did not sign.
+SNI_NAME: Final = "apiserver.fleet.test"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +46,9 @@ class ClusterPki:
     sa_pub = property(lambda self: self.root / "sa.pub")
     webhook_crt = property(lambda self: self.root / "webhook" / "tls.crt")
     webhook_key = property(lambda self: self.root / "webhook" / "tls.key")
+    sni_ca_crt = property(lambda self: self.root / "sni" / "ca.crt")
+    sni_crt = property(lambda self: self.root / "sni" / "tls.crt")
+    sni_key = property(lambda self: self.root / "sni" / "tls.key")
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -96,18 +109,13 @@ def _issue(
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
-def create_cluster_pki(root: Path, cluster: str) -> ClusterPki:
-    """Generate every certificate a sandbox cluster needs (idempotent: keeps existing files)."""
-    pki = ClusterPki(root)
-    if pki.admin_crt.is_file() and pki.webhook_key.is_file():
-        return pki
+def _ca(subject: x509.Name) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     now = datetime.datetime.now(datetime.UTC)
     ca_key = _key()
-    ca_subject = _name(f"fleet-sandbox-{cluster}-ca")
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_subject)
-        .issuer_name(ca_subject)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -129,6 +137,27 @@ def create_cluster_pki(root: Path, cluster: str) -> ClusterPki:
         )
         .sign(ca_key, hashes.SHA256())
     )
+    return ca_key, ca_cert
+
+
+def _create_sni_pki(pki: ClusterPki, cluster: str) -> None:
+    """The SNI_NAME serving certificate and its own CA (whose key is not kept), once."""
+    if pki.sni_key.is_file():
+        return
+    ca_key, ca_cert = _ca(_name(f"fleet-sandbox-{cluster}-sni-ca"))
+    key, cert = _issue(ca_key, ca_cert, _name(SNI_NAME), server_names=(SNI_NAME,))
+    _write(pki.sni_ca_crt, ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write(pki.sni_crt, cert.public_bytes(serialization.Encoding.PEM))
+    _write(pki.sni_key, _pem_key(key))
+
+
+def create_cluster_pki(root: Path, cluster: str) -> ClusterPki:
+    """Generate every certificate a sandbox cluster needs (idempotent: keeps existing files)."""
+    pki = ClusterPki(root)
+    _create_sni_pki(pki, cluster)
+    if pki.admin_crt.is_file() and pki.webhook_key.is_file():
+        return pki
+    ca_key, ca_cert = _ca(_name(f"fleet-sandbox-{cluster}-ca"))
     _write(pki.ca_key, _pem_key(ca_key))
     _write(pki.ca_crt, ca_cert.public_bytes(serialization.Encoding.PEM))
     names = ("127.0.0.1", "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")

@@ -14,7 +14,11 @@ What the plug point cannot carry, and how that is handled:
   under load);
 * the simulation does not tell the queue when a job gives up after too many failovers; with
   faults on (`watch_give_ups`) the queue looks for given-up jobs among its holders whenever
-  capacity frees (a give-up always frees its copy).
+  capacity frees (a give-up always frees its copy);
+* the simulation's steps do not interleave as the controller's reconciles and passes do: a
+  placed job is charged by the controller's rule (`Admission.charge_running`), but a placement
+  that lands after its unit timed out, or a reclaim's victim found running elsewhere, cannot
+  happen here (docs/queue.md, "Late and moved gangs").
 
 Trees: `load_tree` reads an ElasticQuotaTree YAML (the object, its spec, or just the root);
 `philly_teams_tree` builds the `philly-teams` dataset's tree from the Philly VC sizes.
@@ -367,7 +371,13 @@ class QuotaQueue:
             key = job.spec.id
             self._released_under.pop(key, None)
             self._unwait(key)
-            self.admission.placed(key, now)
+            # The controller's rule for a gang that runs (`Admission.charge_running`). Here a
+            # released job is always Dequeued when it is placed: a backoff withdraws it first
+            # and an eviction is carried out in the same step that decides it, so the
+            # refusal (a late placement, a victim that had moved) cannot happen; the core's
+            # tests drive those interleavings (tests/core/test_recharge_properties.py).
+            charge = self.admission.charge_running(key, now)
+            assert charge.granted, charge.message
             self._placed(key, +1)
             return True
 

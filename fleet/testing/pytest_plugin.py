@@ -24,8 +24,9 @@ from fleet.testing.kube import ClusterClient
 KOORDINATOR_MEMBER = "member-4"
 #: The members that also run the JobSet controller, Trainer v2 and KubeRay (two, so a job of
 #: those kinds can fail over from one to the other); member-1 runs the training operator only,
-#: the Koordinator member the training operator and the JobSet controller (Reservations for a
-#: kind beside the Kubeflow jobs).
+#: the Koordinator member the training operator, the JobSet controller (Reservations for a
+#: kind beside the Kubeflow jobs) and Trainer v2 (a TrainJob's gang marked for koord-scheduler,
+#: e2e/test_kind_marks.py).
 OPERATOR_MEMBERS = ("member-2", "member-3")
 #: Members start with one CPU-only node each: tests add the GPU nodes they reason about, so the
 #: capacity a test sees is exactly the capacity it made.
@@ -39,7 +40,7 @@ TEST_CONFIG = SandboxConfig(
             operators=(
                 ["training-operator", "jobset", "trainer", "kuberay"]
                 if f"member-{i}" in OPERATOR_MEMBERS
-                else ["training-operator", "jobset"]
+                else ["training-operator", "jobset", "trainer"]
                 if f"member-{i}" == KOORDINATOR_MEMBER
                 else ["training-operator"]
             ),

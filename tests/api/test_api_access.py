@@ -3,10 +3,14 @@ chart and docs/security.md, and derived from the kinds fleet dispatches."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import yaml
 
 from fleet.api import access, rbacgen
 from fleet.api.constants import DEPENDENCY_KINDS
+from fleet.core.kinds import ADAPTERS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,7 +35,9 @@ def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else
         verbs = _grants(rules, access.group_of(api_version), access.plural(kind))
         assert verbs == {"get", "list", "watch", "create", "patch", "delete"}, kind
     for kind in DEPENDENCY_KINDS:
-        assert _grants(rules, "", access.plural(kind)) == {"create", "patch"}, kind
+        # Written, never read: whose an object is, is learnt from the writes (dependencies.py);
+        # deleted by UID when fleet created it and no job of fleet's there uses it any more.
+        assert _grants(rules, "", access.plural(kind)) == {"create", "patch", "delete"}, kind
     # Read-only where fleet only reads; no update, no deletecollection, no wildcard anywhere.
     assert _grants(rules, "", "nodes") == {"list", "watch"}
     assert _grants(rules, "", "namespaces") == {"get", "list", "create"}
@@ -59,3 +65,124 @@ def test_each_verb_says_why():
         *access.fleet_namespaced_rules(),
     ):
         assert rule.verbs and all(why.strip() for why in rule.why.values()), rule
+
+
+def test_the_controller_lists_and_watches_secrets_only_where_member_kubeconfigs_are_kept():
+    cluster_wide = access.fleet_rules()
+    # Cluster-wide, only `get` of what propagateDeps reads (and namespaces): no list or watch,
+    # so the controller cannot dump every Secret of the fleet.
+    for kind in DEPENDENCY_KINDS:
+        assert _grants(cluster_wide, "", access.plural(kind)) == {"get"}, kind
+    assert _grants(cluster_wide, "", "secrets") == {"get"}
+    # Namespaces are followed by the queue (a reclaim opt-out label): list and watch too.
+    assert _grants(cluster_wide, "", "namespaces") == {"get", "list", "watch", "create"}
+    # In the namespaces holding member kubeconfigs (a Role): read, watch, renew; no create or
+    # delete (fleet join writes them).
+    secrets = {"get", "list", "watch", "patch"}
+    assert _grants(access.fleet_namespaced_rules(), "", "secrets") == secrets
+    assert _grants(access.fleet_secrets_rules(), "", "secrets") == secrets
+    chart = (REPO / rbacgen.CHART_RBAC).read_text()
+    assert "{{- range .Values.controller.secretsNamespaces }}" in chart
+    deployment = (REPO / "helm/fleet/templates/deployment.yaml").read_text()
+    assert (
+        "--secrets-namespaces={{ .Release.Namespace }}"
+        "{{ range .Values.controller.secretsNamespaces }},{{ . }}{{ end }}"
+    ) in deployment
+
+
+def test_the_rules_for_a_kinds_other_objects_are_what_its_adapter_declares():
+    from fleet.core.kinds import ADAPTERS
+
+    member, fleet = access.member_rules(), access.fleet_rules()
+    declared = 0
+    for adapter in ADAPTERS:
+        in_member, on_fleet = adapter.accesses()
+        for rules, accesses in ((member, in_member), (fleet, on_fleet)):
+            for a in accesses:
+                declared += 1
+                for resource in a.resources:
+                    assert set(a.why) <= _grants(rules, a.group, resource), (adapter, a)
+    assert declared >= 3  # a TrainJob's runtimes (both sides) and the PodGroup
+    # The PodGroup, once, for every kind whose gang fleet writes on coscheduling members.
+    assert _grants(member, "scheduling.x-k8s.io", "podgroups") == {"create", "patch"}
+    assert _grants(member, "trainer.kubeflow.org", "trainingruntimes") >= {"create"}
+    assert _grants(fleet, "trainer.kubeflow.org", "clustertrainingruntimes") == {
+        "get",
+        "list",
+        "watch",
+    }
+
+
+def test_a_new_kinds_declared_objects_get_a_rule_with_no_edit_here(monkeypatch):
+    from fleet.core.kinds import Access
+    from fleet.core.kinds.job import BatchJob
+
+    class Widget(BatchJob):
+        api_version = "example.com/v1"
+        kind = "Widget"
+        member_access = (
+            Access("example.com", ("gadgets",), {"create": "a widget's gadget"}, "Gadgets."),
+        )
+
+    monkeypatch.setattr(access, "ADAPTERS", (*access.ADAPTERS, Widget()))
+    assert _grants(access.member_rules(), "example.com", "gadgets") == {"create"}
+    assert _grants(access.member_rules(), "example.com", "widgets") >= {"create", "delete"}
+    assert _grants(access.fleet_rules(), "example.com", "gadgets") == set()
+
+
+def test_the_dashboard_reads_every_kind_fleet_dispatches_and_writes_nothing():
+    rules = access.dashboard_rules()
+    for api_version, kind in access.job_kinds():
+        assert _grants(rules, access.group_of(api_version), access.plural(kind)) == {"get"}, kind
+    for group, resource in (
+        ("fleet.dev", "memberclusters"),
+        ("fleet.dev", "gangbindings"),
+        ("scheduling.sigs.k8s.io", "elasticquotatrees"),
+        ("scheduling.x-k8s.io", "queues"),
+        ("scheduling.x-k8s.io", "queueunits"),
+    ):
+        assert {"list", "watch"} <= _grants(rules, group, resource), resource
+    every = [*rules, *access.dashboard_namespaced_rules()]
+    assert {v for r in every for v in r.verbs} <= {"get", "list", "watch"}
+    assert _grants(rules, "", "secrets") == set()  # cluster-wide: none
+    assert _grants(access.dashboard_namespaced_rules(), "", "secrets") == {"get"}
+
+
+def _template_objects(path: Path) -> list[dict]:
+    """A generated template's objects, its Helm directives blanked (no helm needed)."""
+    text = "\n".join(
+        re.sub(r"\{\{.*?\}\}", "x", line)
+        for line in path.read_text().splitlines()
+        if not re.fullmatch(r"\s*\{\{-?.*?\}\}\s*", line)
+    )
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def test_the_charts_dashboard_role_lets_it_read_every_adapters_kind():
+    """The file the chart ships (generated; the drift test above keeps it so), read as YAML:
+    no kind's log is refused in the cluster (jobsets, rayjobs, rayclusters, trainjobs were)."""
+    objects = _template_objects(REPO / rbacgen.DASHBOARD_RBAC)
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert role["metadata"]["name"] == "fleet-dashboard"
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    for adapter in ADAPTERS:
+        api_version, kind = adapter.type
+        wanted = (access.group_of(api_version), access.plural(kind), "get")
+        assert wanted in granted, f"the chart's dashboard cannot read {kind}"
+    assert len(ADAPTERS) >= 11
+    assert {verb for _, _, verb in granted} <= {"get", "list", "watch"}
+    # The hand-written role is gone: only the generated file has one.
+    assert "kind: ClusterRole" not in (REPO / "helm/fleet/templates/dashboard.yaml").read_text()
+
+
+def test_the_dashboards_informer_may_watch_reservations_through_fleets_identity():
+    """`fleet dashboard` reaches a member with fleet's stored token: its Reservation informer
+    lists, then watches (a watch refused 403 left the Reservations view empty)."""
+    granted = _grants(access.member_rules(), access.RESERVATION_GROUP, "reservations")
+    assert granted == {"create", "list", "watch", "delete"}

@@ -218,6 +218,7 @@ def test_enums_minimums_defaults_and_required(crds: dict[str, dict[str, Any]]) -
         "Succeeded",
         "Failed",
         "FailingOver",
+        "Released",
     ]
     assert _at(gb, "status.aggregatedStatus.[].health")["enum"] == [
         "Healthy",

@@ -20,14 +20,11 @@ from fleet.kubeconfig import (
     load_kubeconfig,
     validate_kubeconfig,
 )
+from tests.kube.pki import b64, make_pem
 
-
-def _pem(kind: str) -> str:
-    body = f"-----BEGIN {kind}-----\nMIIBkTCB+wIJAKHHIG...\n-----END {kind}-----\n"
-    return base64.b64encode(body.encode()).decode()
-
-
-CA, CERT, KEY = _pem("CERTIFICATE"), _pem("CERTIFICATE"), _pem("EC PRIVATE KEY")
+# Real PEM: a validated kubeconfig is one OpenSSL accepts (the Connection is built with it).
+_PEM = make_pem()
+CA, CERT, KEY = b64(_PEM.ca), b64(_PEM.cert), b64(_PEM.key)
 
 
 def good() -> dict[str, Any]:
@@ -61,7 +58,7 @@ def messages(config: Any) -> list[str]:
 
 def test_a_good_kubeconfig_resolves() -> None:
     assert validate_kubeconfig(good()) == []
-    resolved = check_kubeconfig(good())
+    resolved = check_kubeconfig(good(), source="Secret fleet-system/m key 'kubeconfig'")
     assert resolved == ResolvedKubeconfig(
         config=good(),
         context="ctx",
@@ -69,7 +66,12 @@ def test_a_good_kubeconfig_resolves() -> None:
         user="fleet",
         server="https://member.example.com:6443",
         namespace="fleet",
+        connection=resolved.connection,
     )
+    # Parsed and checked once: the Connection comes with it, and says where it came from.
+    assert resolved.connection.server == "https://member.example.com:6443"
+    assert resolved.connection.source == "Secret fleet-system/m key 'kubeconfig'"
+    assert resolved.token == "abc.def"
 
 
 def test_client_certificate_credentials_are_fine() -> None:

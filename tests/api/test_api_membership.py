@@ -30,19 +30,33 @@ def _kubeconfig(secret: dict) -> dict:
 
 
 def test_the_member_side_is_the_identity_and_its_roles_from_the_rules():
-    plan = plan_join("m1", ENDPOINT, namespace="fleet-a")
+    plan = plan_join("m1", ENDPOINT, namespace="fleet-a", fleet_id="fleet-x")
     kinds = [(o["kind"], o["metadata"]["name"]) for o in plan.member]
+    # The admission policy is in place before the ClusterRoleBinding gives the rights it guards.
     assert kinds == [
         ("Namespace", "fleet-a"),
         ("ServiceAccount", "fleet"),
+        ("ValidatingAdmissionPolicy", "fleet-a.fleet.dev"),
+        ("ValidatingAdmissionPolicyBinding", "fleet-a.fleet.dev"),
         ("ClusterRole", "fleet:fleet-a"),
         ("ClusterRoleBinding", "fleet:fleet-a"),
         ("Role", "fleet-token"),
         ("RoleBinding", "fleet-token"),
     ]
-    role = plan.member[2]
+    role = plan.member[4]
     assert role["rules"] == access.as_policy_rules(access.member_rules())
-    assert all(o["metadata"]["labels"] == {c.JOINED_BY_LABEL: c.JOINED_BY} for o in plan.member)
+    labels = {c.JOINED_BY_LABEL: c.JOINED_BY, c.FLEET_ID_LABEL: "fleet-x"}
+    assert all(o["metadata"]["labels"] == labels for o in plan.member)
+
+
+def test_a_member_without_admission_policies_gets_rbac_alone_and_the_secret_says_so():
+    plan = plan_join("m1", ENDPOINT, fleet_id="fleet-x", cluster_id="uid-1", guarded=False)
+    assert "ValidatingAdmissionPolicy" not in [o["kind"] for o in plan.member]
+    _, secret, member = plan.fleet_objects(IssuedToken("t"))
+    annotations = secret["metadata"]["annotations"]
+    assert annotations[c.ADMISSION_POLICY_ANNOTATION] == c.NO_ADMISSION_POLICY
+    assert annotations[c.CLUSTER_ID_ANNOTATION] == "uid-1"
+    assert member["spec"]["id"] == "uid-1"
     secret_type = plan_join("m1", ENDPOINT, token_type="secret").member[-1]
     assert secret_type["type"] == "kubernetes.io/service-account-token"
 

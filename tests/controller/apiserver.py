@@ -2,7 +2,8 @@
 
 Unlike `tests.kube.fakes.FakeApi`, which answers from per-test scripts, this one keeps objects:
 create (with generateName, and only in a namespace that exists), get, list (with equality label
-selectors), merge patch (with the resourceVersion precondition), server-side apply, replace
+selectors), merge patch (with the resourceVersion precondition), JSON patch (add, replace,
+remove and test: a failed op fails it all with 422), server-side apply, replace
 (409 on a stale resourceVersion), status subresources, delete (with a UID precondition, and
 finalizers that turn a delete into a deletionTimestamp). Watches park until the test ends them
 or the client gives up. Every change is told to `watchers` the way a watch (or kopf) would
@@ -46,6 +47,17 @@ def _job_kinds() -> list[Kind]:
     return [Kind(k.api_version, k.kind, k.kind.lower() + "s") for k in ADAPTERS]
 
 
+def _needed_kinds() -> list[Kind]:
+    """What the kinds read besides the job (a TrainJob's runtimes), cluster-scoped by name."""
+    found = {n for k in ADAPTERS for n in k.needs_kinds}
+    return [
+        Kind(
+            v, k, k.lower() + "s", namespaced=not k.startswith("Cluster"), status_subresource=False
+        )
+        for v, k in sorted(found)
+    ]
+
+
 CORE_KINDS = [
     Kind("v1", "Namespace", "namespaces", namespaced=False),
     Kind("v1", "Secret", "secrets", status_subresource=False),
@@ -67,6 +79,7 @@ FLEET_KINDS = [
         namespaced=False,
     ),
     *_job_kinds(),
+    *_needed_kinds(),
     # Kube Queue's kinds, and the PriorityClasses a queued job may name.
     Kind("scheduling.sigs.k8s.io/v1beta1", "ElasticQuotaTree", "elasticquotatrees"),
     Kind("scheduling.x-k8s.io/v1alpha1", "Queue", "queues"),
@@ -80,6 +93,7 @@ FLEET_KINDS = [
     ),
 ]
 RBAC = "rbac.authorization.k8s.io/v1"
+ADMISSION = "admissionregistration.k8s.io/v1"
 #: What `fleet join` makes in a member: fleet's ServiceAccount and its roles.
 IDENTITY_KINDS = [
     Kind("v1", "ServiceAccount", "serviceaccounts", status_subresource=False),
@@ -93,11 +107,28 @@ IDENTITY_KINDS = [
     ),
     Kind(RBAC, "Role", "roles", status_subresource=False),
     Kind(RBAC, "RoleBinding", "rolebindings", status_subresource=False),
+    # The admission policy that narrows fleet's identity (fleet.api.guard).
+    Kind(
+        ADMISSION,
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        namespaced=False,
+        status_subresource=False,
+    ),
+    Kind(
+        ADMISSION,
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        namespaced=False,
+        status_subresource=False,
+    ),
 ]
 MEMBER_KINDS = [
     *CORE_KINDS,
     *IDENTITY_KINDS,
     *_job_kinds(),
+    *_needed_kinds(),
+    Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", "podgroups"),
     # A Koordinator member's Reservations (cluster-scoped); served by every member here.
     Kind("scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", namespaced=False),
 ]
@@ -116,6 +147,44 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[key] = merge_patch(out.get(key), value)
     return out
+
+
+def _tokens(path: str) -> list[str]:
+    """A JSON pointer's tokens (RFC 6901: `~1` is `/`, `~0` is `~`)."""
+    return [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
+
+
+def json_patch_op(target: Obj, op: Obj) -> str | None:
+    """Apply one JSON-patch op to `target` in place; why it failed, or None. As evanphx's
+    json-patch (the API server's): `test` compares values, and fails on a missing path."""
+    tokens = _tokens(op["path"])
+    if not tokens:
+        return f"op {op['op']} on the whole document is not supported here"
+    parent: Any = target
+    for token in tokens[:-1]:
+        parent = parent.get(token) if isinstance(parent, dict) else None
+        if parent is None:
+            return f"{op['op']} operation does not apply: doc is missing path: {op['path']}"
+    last = tokens[-1]
+    if not isinstance(parent, dict):
+        return f"{op['op']} operation does not apply: doc is missing path: {op['path']}"
+    kind = op["op"]
+    if kind == "test":
+        if last not in parent or parent[last] != op.get("value"):
+            return f"testing value {op['path']} failed: test failed"
+    elif kind == "add":
+        parent[last] = copy.deepcopy(op.get("value"))
+    elif kind == "replace":
+        if last not in parent:
+            return f"replace operation does not apply: doc is missing key: {op['path']}"
+        parent[last] = copy.deepcopy(op.get("value"))
+    elif kind == "remove":
+        if last not in parent:
+            return f"remove operation does not apply: doc is missing key: {op['path']}"
+        del parent[last]
+    else:
+        return f"op {kind} is not supported here"
+    return None
 
 
 def selects(selector: str | None, labels: dict[str, str]) -> bool:
@@ -377,8 +446,11 @@ class MemoryApi:
                 return self._not_found(route)
             return httpx.Response(200, json=found)
         if request.method == "PATCH":
-            if request.headers.get("content-type", "").startswith("application/apply-patch"):
+            content_type = request.headers.get("content-type", "")
+            if content_type.startswith("application/apply-patch"):
                 return self._apply(route, key, body)
+            if content_type.startswith("application/json-patch"):
+                return self._json_patch(route, key, body)
             return self._patch(route, key, body)
         if request.method == "PUT":
             return self._replace(route, key, body)
@@ -446,6 +518,24 @@ class MemoryApi:
                 patched = {**old, "status": patched.get("status")}
             else:
                 patched["status"] = old.get("status")
+        return self._write(route, key, patched, old)
+
+    def _json_patch(
+        self, route: _Route, key: tuple[str, str, str, str], ops: list[Obj]
+    ) -> httpx.Response:
+        """RFC 6902 JSON patch (add, replace, remove, test), all or nothing: any op that fails
+        (a `test` whose value differs, a path whose parent is missing) fails the whole patch
+        with 422, as the API server answers (its patch handler's applyJSPatch)."""
+        old = self.objects.get(key)
+        if old is None:
+            return self._not_found(route)
+        patched = copy.deepcopy(old)
+        for op in ops:
+            problem = json_patch_op(patched, op)
+            if problem is not None:
+                return status(422, "Invalid", problem)
+        if route.kind.status_subresource:
+            patched["status"] = old.get("status")
         return self._write(route, key, patched, old)
 
     def _replace(self, route: _Route, key: tuple[str, str, str, str], body: Obj) -> httpx.Response:

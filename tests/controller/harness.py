@@ -32,7 +32,7 @@ from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.kinds import adapter_for
 from fleet.core.taints import Taint
-from fleet.kube import Informer, KubeClient, Obj, object_key
+from fleet.kube import Connection, Informer, KubeClient, Obj, object_key
 from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
 
 FLEET_ID = "fleet-test"
@@ -127,6 +127,8 @@ class FakeMember:
     api: MemoryApi
     member: Member
     jobs: Informer
+    #: The kinds the member's job watches follow (`add_member(kinds=...)`).
+    watched: tuple[tuple[str, str], ...] = (PYTORCH,)
 
     @property
     def name(self) -> str:
@@ -144,6 +146,16 @@ class FakeMember:
             namespace,
             {"status": {"conditions": [{"type": condition, "status": "True"}]}},
         )
+
+    def object(self, kind: tuple[str, str], name: str, namespace: str = NAMESPACE) -> Obj | None:
+        """The member copy of a job of any kind, as stored in the member."""
+        return self.api.get(*kind, name, namespace)
+
+    def set_status(
+        self, kind: tuple[str, str], name: str, status: Obj, namespace: str = NAMESPACE
+    ) -> None:
+        """The member's operator writes the copy's status (any kind)."""
+        self.api.merge(*kind, name, namespace, {"status": status})
 
     def set_ready(self, ready: bool) -> None:
         """The member's health verdict, as the registry would reach it."""
@@ -208,7 +220,7 @@ class World:
         self.members: dict[str, FakeMember] = {}
         self.fleet_api.watchers.append(self._fleet_event)
 
-    def _no_connect(self, name: str, config: Mapping[str, Any]) -> KubeClient:
+    def _no_connect(self, name: str, connection: Connection) -> KubeClient:
         raise AssertionError(f"reconciler tests build members directly ({name})")
 
     # -- what kopf would deliver -------------------------------------------------------------------
@@ -226,6 +238,10 @@ class World:
             self.kube_queue.queue_event(obj, deleted=deleted)
         elif kind == "QueueUnit":
             self.kube_queue.unit_event(obj, deleted=deleted)
+        elif kind == "PriorityClass":
+            self.kube_queue.priority_event(obj, deleted=deleted)
+        elif (api_version, kind) == ("v1", "Namespace"):
+            self.kube_queue.namespace_event(obj, deleted=deleted)
         elif api_version == c.POLICY_API_VERSION:
             meta = obj["metadata"]
             if deleted:
@@ -245,19 +261,23 @@ class World:
         nodes: int = 1,
         labels: Mapping[str, str] | None = None,
         taints: Iterable[Taint] = (),
+        kinds: Iterable[tuple[str, str]] = (PYTORCH,),
     ) -> FakeMember:
-        """A Ready member with `nodes` nodes of `gpus` GPUs each, its jobs watched."""
+        """A Ready member with `nodes` nodes of `gpus` GPUs each, its jobs (of `kinds`) watched."""
         api = MemoryApi(MEMBER_KINDS, server=f"https://{name}.test")
         client = api.client(name)
         member = Member(name, dict(labels or {}), cluster_fields(dict(labels or {})), tuple(taints))
         connection = MemberConnection(
             name, client, QuietReports(), fleet_id=self.settings.fleet_id, probe_interval=3600
         )
-        jobs = Informer(client, *PYTORCH, lambda _e, _o: None)
-        jobs.synced.set()
-        connection.jobs[PYTORCH] = jobs
+        watched = tuple(kinds)
+        for kind in watched:
+            informer = Informer(client, *kind, lambda _e, _o: None)
+            informer.synced.set()
+            connection.jobs[kind] = informer
+        jobs = connection.jobs[watched[0]]
         member.connection = connection
-        fake = FakeMember(api, member, jobs)
+        fake = FakeMember(api, member, jobs, watched)
         fake.set_ready(True)
         for i in range(nodes):
             fake.add_node(f"{name}-n{i}", gpus=gpus)
@@ -270,12 +290,16 @@ class World:
         """What the member's job watch does: the informer's store, then the trigger."""
 
         def deliver(event: str, obj: Obj) -> None:
-            if (obj.get("apiVersion"), obj.get("kind")) != PYTORCH:
+            kind = (obj.get("apiVersion"), obj.get("kind"))
+            if kind not in fake.watched:
                 return
+            connection = fake.member.connection
+            assert connection is not None
+            store = connection.jobs[kind].store  # type: ignore[index]
             if event == "DELETED":
-                fake.jobs.store.pop(object_key(obj), None)
+                store.pop(object_key(obj), None)
             else:
-                fake.jobs.store[object_key(obj)] = obj
+                store[object_key(obj)] = obj
             self.triggers.job_changed(fake.name, event, obj)
 
         return deliver

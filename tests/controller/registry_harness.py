@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 from fleet.controller.members import MemberRegistry
-from fleet.kube import KubeClient, Obj
+from fleet.kube import Connection, KubeClient, Obj
 from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
 from tests.controller.harness import FakeClock, node
 from tests.kube.pki import Pem, inline_kubeconfig, make_pem
@@ -63,6 +63,8 @@ class Members:
         self._pem: Pem = make_pem()
         #: Every client the registry had made, with the server it talks to, in order.
         self.connected: list[tuple[str, KubeClient]] = []
+        #: The Connection each client was made from (fleet.kubeconfig's, built as it checked).
+        self.connections: list[Connection] = []
         self.registry = MemberRegistry(
             self.fleet_api.client("fleet"),
             self.listener,
@@ -76,9 +78,9 @@ class Members:
         # these tests is one the test started.
         self.fleet_api.holds.append(_lists_secrets)
 
-    def _connect(self, name: str, config: Mapping[str, Any]) -> KubeClient:
-        (cluster,) = config["clusters"]
-        server = cluster["cluster"]["server"]
+    def _connect(self, name: str, connection: Connection) -> KubeClient:
+        server = connection.server
+        self.connections.append(connection)
         client = self.servers[server].client(name, retries=1)
         self.connected.append((server, client))
         return client
@@ -91,9 +93,12 @@ class Members:
         self.servers[url] = api
         return api
 
-    def secret(self, name: str, server: str) -> Obj:
-        """The kubeconfig Secret for `name`, pointing at `server` (stored in the fleet)."""
-        text = yaml.safe_dump(inline_kubeconfig(self._pem, server))
+    def secret(self, name: str, server: str, **cluster: str) -> Obj:
+        """The kubeconfig Secret for `name`, pointing at `server` (stored in the fleet), with
+        `cluster` fields added to its cluster entry (`**{"tls-server-name": ...}`)."""
+        config = inline_kubeconfig(self._pem, server)
+        config["clusters"][0]["cluster"].update(cluster)
+        text = yaml.safe_dump(config)
         return self.fleet_api.put(
             {
                 "apiVersion": "v1",

@@ -208,3 +208,33 @@ def test_a_batch_job_copy_drops_the_fleets_generated_selector_and_carries_fleets
     }
     assert template["spec"]["schedulerName"] == "koord-scheduler"
     assert out["metadata"]["labels"][c.FLEET_UID_LABEL] == "fleet-uid"
+
+
+def test_a_dependency_patch_tests_fleets_mark_first_and_writes_the_data_whole():
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "creds", "namespace": "team-a", "labels": {"app/x": "y"}},
+        "type": "Opaque",
+        "data": {"token": "bmV3"},
+    }
+    dependency = copies.dependency_copy(secret, "fleet-test")
+    ops = copies.dependency_patch(dependency, "fleet-test")
+    assert ops[0] == {
+        "op": "test",
+        "path": "/metadata/labels/fleet.dev~1managed-by",
+        "value": "fleet-test",
+    }
+    assert {"op": "add", "path": "/data", "value": {"token": "bmV3"}} in ops
+    assert not any(op["path"] == "/type" for op in ops)  # a Secret's type cannot change
+    assert {"op": "add", "path": "/metadata/labels/app~1x", "value": "y"} in ops
+    digest = copies.dependency_digest(dependency)
+    assert {
+        "op": "add",
+        "path": "/metadata/annotations/fleet.dev~1applied-digest",
+        "value": digest,
+    } in ops
+    # What is created carries the same digest, so its annotations exist for the patch.
+    created = copies.stamped_dependency(dependency)
+    assert created["metadata"]["annotations"][c.APPLIED_DIGEST_ANNOTATION] == digest
+    assert created["type"] == "Opaque"

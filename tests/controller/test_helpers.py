@@ -5,6 +5,7 @@ from __future__ import annotations
 from fleet.api import PropagationPolicy, placement_rules
 from fleet.controller.policies import PolicyIndex, PolicyReport
 from fleet.controller.status_mirror import with_fleet_condition
+from fleet.core.kinds import adapter_for
 from fleet.testing.workloads import gang_policy, pytorchjob
 
 
@@ -64,7 +65,9 @@ def test_a_gang_policy_selecting_a_kind_fleet_does_not_dispatch_is_told_so():
 
 def test_fleets_condition_goes_first_so_the_state_column_keeps_the_jobs_state():
     member = [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]
-    out = with_fleet_condition(member, "True", "Success", "scheduled", 1_700_000_000)
+    kind = adapter_for("kubeflow.org/v1", "PyTorchJob")
+    assert kind is not None
+    out = with_fleet_condition(kind, member, "True", "Success", "scheduled", 1_700_000_000)
     assert [c["type"] for c in out] == ["Scheduled", "Created", "Running"]
-    again = with_fleet_condition(out, "True", "Success", "scheduled", 1_700_000_999)
+    again = with_fleet_condition(kind, out, "True", "Success", "scheduled", 1_700_000_999)
     assert again == out  # unchanged: no new timestamps, so no write

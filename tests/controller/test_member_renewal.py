@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -13,13 +12,16 @@ import yaml
 
 from fleet.api import constants as c
 from fleet.api import format_time
+from fleet.api.conditions import condition_of
 from fleet.api.membership import (
     IssuedToken,
     MemberEndpoint,
     kubeconfig_secret,
     member_kubeconfig,
 )
-from fleet.controller.members.renewal import RenewableToken, token_of
+from fleet.controller.events import EventRecorder
+from fleet.controller.members.renewal import RenewableToken
+from fleet.controller.metrics import Metrics
 from fleet.kube import Connection, KubeClient
 from tests.controller.registry_harness import SECRET_NAMESPACE, Members
 
@@ -57,10 +59,10 @@ class TokenMember:
 class RenewingMembers(Members):
     """Members whose clients authenticate with a renewable token, as the real ones do."""
 
-    def _connect(self, name: str, config: Mapping[str, Any]) -> KubeClient:
-        (cluster,) = config["clusters"]
-        server = cluster["cluster"]["server"]
-        token = token_of(config)
+    def _connect(self, name: str, connection: Connection) -> KubeClient:
+        # The Connection fleet.kubeconfig built when it checked the Secret, token and all.
+        server = connection.server
+        token = connection.bearer_token()
         assert token is not None
 
         async def no_wait(_seconds: float) -> None:
@@ -162,3 +164,206 @@ async def test_a_secret_not_made_by_join_is_never_renewed():
         assert member.renewal is None and member_api.requested_with == []
     finally:
         await members.stop()
+
+
+# -- a refused renewal is shown, and never overwrites a re-join --------------------------------
+
+
+def _refusing(member_api: TokenMember, refusals: int | None) -> list[str]:
+    """The member refuses the next `refusals` TokenRequests (None: all) with 403, as when the
+    Role fleet join made was removed; the tokens they were asked with, in order."""
+    refused: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response | None:
+        if request.method != "POST" or not request.url.path.endswith("/token"):
+            return None
+        if refusals is not None and len(refused) >= refusals:
+            return None
+        refused.append(request.headers.get("authorization", ""))
+        message = (
+            'serviceaccounts "fleet" is forbidden: User "system:serviceaccount:fleet-member:fleet" '
+            'cannot create resource "serviceaccounts/token" in API group "" in the namespace '
+            '"fleet-member"'
+        )
+        return httpx.Response(
+            403,
+            json={"kind": "Status", "code": 403, "reason": "Forbidden", "message": message},
+        )
+
+    member_api.api.interceptors.insert(0, refuse)
+    return refused
+
+
+def _condition(members: Members, type_: str) -> dict[str, Any]:
+    mc = members.fleet_api.get("fleet.dev/v1alpha1", "MemberCluster", "m1") or {}
+    return condition_of((mc.get("status") or {}).get("conditions"), type_)
+
+
+def _observed(members: Members) -> tuple[EventRecorder, Metrics]:
+    registry = members.registry
+    registry.events = EventRecorder(
+        members.fleet_api.client("events"), instance="test", clock=members.clock
+    )
+    registry.metrics = Metrics()
+    return registry.events, registry.metrics
+
+
+async def test_a_refused_renewal_shows_in_the_condition_an_event_and_a_metric_at_once():
+    members = RenewingMembers()
+    registry = members.registry
+    # One attempt, then a long wait: whatever shows, shows after that one attempt.
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 60.0
+    registry.writes_enabled = True
+    _, metrics = _observed(members)
+    member_api = TokenMember(members, members.clock.now)
+    refused = _refusing(member_api, None)
+    registry.start()
+    try:
+        joined_at = members.clock.now() - 40  # due already
+        _joined_secret(members, issued=joined_at)
+        await registry.sync(members.member_cluster("m1"))
+        member = registry.get("m1")
+        assert member is not None
+        await members.until(lambda: _condition(members, "TokenRenewed").get("status") == "False")
+
+        condition = _condition(members, "TokenRenewed")
+        assert condition["reason"] == "Forbidden"
+        assert "403" in condition["message"] and "serviceaccounts/token" in condition["message"]
+        await members.until(lambda: bool(members.fleet_api.events("TokenRenewalFailed")))
+        (event,) = members.fleet_api.events("TokenRenewalFailed", about="m1")
+        assert event["type"] == "Warning" and "403" in event["message"]
+        assert metrics.token_renewal_failures.values == {("m1", "Forbidden"): 1.0}
+        assert metrics.token_expiry.values == {"m1": joined_at + LIFETIME}
+        assert "fleet_token_renewal_failures_total" in metrics.render()
+        mc = members.fleet_api.get("fleet.dev/v1alpha1", "MemberCluster", "m1") or {}
+        renewal = mc["status"]["tokenRenewal"]
+        assert renewal["lastRenewalTime"] == format_time(joined_at)
+        assert renewal["expirationTime"] == format_time(joined_at + LIFETIME)
+        assert renewal["nextAttemptTime"] == format_time(members.clock.now() + 60.0)
+        assert renewal["consecutiveFailures"] == 1
+        assert len(refused) == 1, "shown only after more than one attempt"
+
+        # The token still works until it expires: the member stays Ready.
+        await members.until(lambda: member.ready)
+        assert _condition(members, "Ready")["status"] == "True"
+        assert members.listener.health == [("m1", True)]
+    finally:
+        await members.stop()
+
+
+async def test_renewals_that_recover_say_so_once():
+    members = RenewingMembers()
+    registry = members.registry
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
+    registry.writes_enabled = True
+    _, metrics = _observed(members)
+    member_api = TokenMember(members, members.clock.now)
+    refused = _refusing(member_api, 3)
+    registry.start()
+    members.clock.advance(0.5)  # a renewal at a fraction of a second, as on a real clock
+    try:
+        _joined_secret(members, issued=members.clock.now() - 40)
+        mc = members.member_cluster("m1")
+        await registry.sync(mc)
+        await members.until(lambda: _stored_token(members) == "token-1")
+        await members.until(lambda: _condition(members, "TokenRenewed").get("status") == "True")
+        # The Secret's watch brings the renewed token back: still "renewed", not "issued".
+        await registry.sync(mc)
+        await registry.write_statuses()
+
+        assert len(refused) == 3
+        assert _condition(members, "TokenRenewed")["reason"] == "TokenRenewed"
+        assert metrics.token_renewal_failures.values == {("m1", "Forbidden"): 3.0}
+        assert metrics.token_renewals.values == {"m1": 1.0}
+        # One Warning for the three identical refusals, one Normal for the recovery.
+        assert len(members.fleet_api.events("TokenRenewalFailed", about="m1")) == 1
+        (recovered,) = members.fleet_api.events("TokenRenewed", about="m1")
+        assert recovered["type"] == "Normal"
+        mc = members.fleet_api.get("fleet.dev/v1alpha1", "MemberCluster", "m1") or {}
+        assert mc["status"]["tokenRenewal"]["consecutiveFailures"] == 0
+    finally:
+        await members.stop()
+
+
+async def test_a_renewal_never_overwrites_a_secret_that_changed_since_it_was_read():
+    members = RenewingMembers()
+    registry = members.registry
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
+    registry.resync_after_error = 0.01
+    registry.writes_enabled = True
+    member_api = TokenMember(members, members.clock.now)
+    try:
+        _joined_secret(members, issued=members.clock.now() - 40)
+        await registry.sync(members.member_cluster("m1"))
+        member = registry.get("m1")
+        assert member is not None
+
+        def rejoin_meanwhile(request: httpx.Request) -> httpx.Response | None:
+            # `fleet join` writes its own new token between the renewal's read and its write.
+            if request.method == "POST" and request.url.path.endswith("/token"):
+                member_api.api.interceptors.remove(rejoin_meanwhile)
+                member_api.valid.add("token-rejoined")
+                _rejoined_secret(members)
+            return None
+
+        member_api.api.interceptors.insert(0, rejoin_meanwhile)
+        await members.until(lambda: member_api.requested_with == ["token-0"])
+        # The renewal's write was refused by the precondition and the re-join's token kept;
+        # the registry read the Secret again and uses that token.
+        auth = members.connected[0][1].connection.auth
+        assert isinstance(auth, RenewableToken)
+        await members.until(lambda: auth.token() == "token-rejoined")
+        assert _stored_token(members) == "token-rejoined"
+        patches = members.fleet_api.asked("PATCH", "/secrets/m1-kubeconfig")
+        assert patches and all(b'"resourceVersion"' in p.content for p in patches)
+        assert registry.renewals["m1"] == 0
+    finally:
+        await members.stop()
+
+
+async def test_a_secret_whose_metadata_alone_changed_is_still_renewed():
+    members = RenewingMembers()
+    registry = members.registry
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
+    registry.writes_enabled = True
+    member_api = TokenMember(members, members.clock.now)
+    try:
+        _joined_secret(members, issued=members.clock.now() - 40)
+        await registry.sync(members.member_cluster("m1"))
+
+        def label_meanwhile(request: httpx.Request) -> httpx.Response | None:
+            if request.method == "POST" and request.url.path.endswith("/token"):
+                member_api.api.interceptors.remove(label_meanwhile)
+                members.fleet_api.merge(
+                    "v1",
+                    "Secret",
+                    "m1-kubeconfig",
+                    SECRET_NAMESPACE,
+                    {"metadata": {"labels": {"team": "a"}}},
+                )
+            return None
+
+        member_api.api.interceptors.insert(0, label_meanwhile)
+        await members.until(lambda: _stored_token(members) == "token-1")
+        conflicts = members.fleet_api.asked("PATCH", "/secrets/m1-kubeconfig")
+        assert len(conflicts) == 2, "the first write was not conditional"
+        secret = members.fleet_api.get("v1", "Secret", "m1-kubeconfig", SECRET_NAMESPACE) or {}
+        assert secret["metadata"]["labels"]["team"] == "a"
+    finally:
+        await members.stop()
+
+
+def _rejoined_secret(members: Members) -> None:
+    config = member_kubeconfig("m1", MemberEndpoint(URL), "fleet-member/fleet", "token-rejoined")
+    now = members.clock.now()
+    token = IssuedToken("token-rejoined", issued=now, expires=now + LIFETIME)
+    members.fleet_api.put(
+        kubeconfig_secret(
+            "m1-kubeconfig",
+            SECRET_NAMESPACE,
+            config,
+            token_type="bound",
+            service_account="fleet-member/fleet",
+            token=token,
+        )
+    )

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from fleet.api import constants as c
+from fleet.controller import placing
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue import gate
 from fleet.controller.queue.kubequeue import KubeQueue
@@ -374,21 +375,61 @@ async def test_a_policy_that_stops_queueing_releases_the_unit_and_places_the_job
     assert key_of_job(second) not in world.kube_queue.admission
 
 
-async def test_a_job_placed_as_its_placement_timed_out_holds_its_quota_again():
+def time_out_while_placing(world: World, monkeypatch: Any) -> None:
+    """The pass times the unit out while the next reconcile that places a job is in placement
+    (they run concurrently in the controller)."""
+    real = placing.schedule
+
+    async def schedule(shell: Any, job: Any) -> str | None:
+        monkeypatch.setattr(placing, "schedule", real)  # once
+        cluster = await real(shell, job)
+        world.clock.advance(world.settings.queue_placement_timeout + 1)
+        world.kube_queue.request_pass()
+        await work(world)
+        return cluster
+
+    monkeypatch.setattr(placing, "schedule", schedule)
+
+
+async def test_a_job_placed_as_its_placement_timed_out_holds_its_quota_again(monkeypatch):
     world = await queue_world(gpu_tree(3), gpus=8)
     key = world.submit(pytorchjob("job"))
     await world.reconcile(key)  # enqueued
     await work(world)  # dequeued
-    world.clock.advance(world.settings.queue_placement_timeout + 1)
-    world.kube_queue.request_pass()
-    await work(world)  # timed out before the reconcile that places it ran
-    assert phase(world, key) == "TimeoutBackoff"
+    time_out_while_placing(world, monkeypatch)
 
-    # The reconcile had already passed the gate when the timeout hit: it places the job.
-    await gate.placed(world.shell, key, "member-1")
+    await world.reconcile(key)  # placed; its unit timed out meanwhile: the core charges it
 
     assert phase(world, key) == "Running"
     assert world.kube_queue.admission.holds(key_of_job(key))
+    assert placed_on(world, key) == "member-1"
+    assert world.members["member-1"].copy("job") is not None
+
+
+async def test_a_late_placement_with_no_room_left_is_not_charged_nor_sent(monkeypatch):
+    world = await queue_world(gpu_tree(3), gpus=8)  # room for one 3-GPU job
+    late = world.submit(pytorchjob("late"))
+    await world.reconcile(late)
+    await work(world)  # dequeued
+    other = world.submit(pytorchjob("other"))
+    await world.reconcile(other)  # waits behind it
+
+    time_out_while_placing(world, monkeypatch)  # the pass backs `late` off, dequeues `other`
+    await world.reconcile(late)
+
+    admission = world.kube_queue.admission
+    assert admission.phase(key_of_job(other)) == "Dequeued"
+    assert phase(world, late) == "TimeoutBackoff"
+    assert not admission.holds(key_of_job(late))
+    assert admission.usage("root/team_a").used["nvidia.com/gpu"] == 3  # never above max
+    # Nothing was sent: the binding names no cluster, the member has no copy, the job says why.
+    assert placed_on(world, late) is None
+    assert world.members["member-1"].copy("late") is None
+    assert conditions(world.workload(late))["Scheduled"]["reason"] == "TimeoutBackoff"
+    assert world.events(gate.REASON_NOT_CHARGED, late)
+    # The gang that got the quota is placed.
+    await world.reconcile(other)
+    assert placed_on(world, other) == "member-1"
 
 
 async def test_a_job_made_again_under_the_same_name_gets_a_new_unit():

@@ -27,6 +27,20 @@ def _moved(binding: lifecycle.Binding, settings: FailoverSettings, now: float, *
     )
 
 
+def test_a_cluster_that_refused_the_gang_is_left_avoided_for_a_while_and_charged_nothing():
+    placed = lifecycle.scheduled(lifecycle.Binding(), "m", 100.0)
+    why = "ConfigMap a/cfg in m is not fleet's"
+    left = lifecycle.refused(placed, "m", "DependencyConflict", why, 110.0, retry_after=300)
+    assert (left.phase, left.cluster) == ("Pending", None)
+    assert left.stays == (lifecycle.Stay("m", 100.0, 110.0, "DependencyConflict"),)
+    assert left.failover_count == 0 and left.failovers == ()
+    # Placement reports it under its code, not as a failover; until it runs out.
+    assert left.excluded(110.0) == {}
+    assert left.refusals(110.0) == {"m": ("DependencyConflict", why)}
+    assert left.refusals(410.0) == {}
+    assert left.next_exclusion_end(110.0) == 410.0
+
+
 def test_scheduled_records_the_stay_and_the_affinity_group() -> None:
     b = lifecycle.scheduled(lifecycle.Binding(), "m1", 100, group="primary")
     assert (b.phase, b.cluster, b.affinity_group) == ("Scheduled", "m1", "primary")

@@ -141,6 +141,17 @@ def test_a_member_without_the_jobs_kind_is_refused_with_why() -> None:
     assert [r.category for r in decision.rejections] == ["KindNotServed"]
 
 
+def test_a_member_that_refused_the_gang_is_reported_under_its_code() -> None:
+    gang = Gang.of(Component("worker", 1, Resources(pods=1)))
+    why = "ConfigMap team-a/cfg in m already exists and was not created by fleet"
+    refused = {"m": ("DependencyConflict", why)}
+    decision = place(gang, [cluster("m", node("a")), cluster("n", node("a"))], refused=refused)
+    assert decision.placement is not None and decision.placement.cluster == "n"
+    decision = place(gang, [cluster("m", node("a"))], refused=refused)
+    assert decision.sentences() == [f"m: {why}"]
+    assert [r.category for r in decision.rejections] == ["DependencyConflict"]
+
+
 def test_best_fit_prefers_snug_holes_for_small_gangs() -> None:
     one = Gang.of(Component("worker", 1, Resources({GPU: 1, "pods": 1})))
     empty = cluster("a-empty", node("n", gpu=8))

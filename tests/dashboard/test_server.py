@@ -8,15 +8,17 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+import httpx
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from fleet.amc.errors import MemberProblem, MemberUnavailable
+from fleet.dashboard.hosts import AllowedHosts
 from fleet.dashboard.server import make_app
 from fleet.dashboard.state import State
 from fleet.dashboard.watch import Watches
 from fleet.kube import KubeClient
-from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
+from tests.controller.apiserver import MEMBER_KINDS, MemoryApi, status
 from tests.dashboard.objects import (
     NOW,
     NS,
@@ -187,3 +189,116 @@ async def test_the_page_and_its_assets_are_served_from_the_package(dashboard: Da
         asset = await dashboard.http.get(f"/assets/{name}")
         assert asset.status == 200 and asset.content_type == kind
     assert (await dashboard.http.get("/assets/../state.py")).status == 404
+
+
+async def test_a_foreign_host_is_refused_the_dashboards_own_answered(dashboard: Dashboard) -> None:
+    """DNS rebinding: the attacker's name resolves to the dashboard, its Host header stays."""
+    port = dashboard.http.port
+    normal = await dashboard.http.get("/api/fleet")
+    assert normal.status == 200
+    for host in (f"localhost:{port}", f"[::1]:{port}"):
+        assert (await dashboard.http.get("/api/fleet", headers={"Host": host})).status == 200
+    for path in ("/api/fleet", f"/api/jobs/{NS}/train/log?kind=PyTorchJob", "/api/events", "/"):
+        refused = await dashboard.http.get(path, headers={"Host": "evil.example"})
+        assert refused.status == 403, path
+        assert "Host 'evil.example' is not a name this dashboard serves" in await refused.text()
+    assert dashboard.logs == []  # the refused log request never reached a member
+    foreign = await dashboard.http.get("/api/fleet", headers={"Origin": "http://evil.example"})
+    assert foreign.status == 403
+    assert "Origin 'http://evil.example' is cross-origin" in await foreign.text()
+    same = await dashboard.http.get(
+        "/api/fleet", headers={"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}
+    )
+    assert same.status == 200
+
+
+async def test_a_name_given_with_allow_host_is_answered(dashboard: Dashboard) -> None:
+    hosts = AllowedHosts.serving("0.0.0.0", ["fleet-dashboard.fleet-system.svc"])
+    app = make_app(dashboard.state, clock=lambda: NOW, hosts=hosts)
+    async with TestClient(TestServer(app)) as http:
+        allowed = await http.get("/api/fleet", headers={"Host": "fleet-dashboard.fleet-system.svc"})
+        assert allowed.status == 200
+        assert [m["name"] for m in (await allowed.json())["members"]] == [
+            "member-1",
+            "member-2",
+            "member-k",
+        ]
+        by_address = await http.get("/healthz", headers={"Host": "10.244.0.7:8765"})
+        assert by_address.status == 200  # the kubelet's probe, by the pod's address
+        assert (await http.get("/api/fleet", headers={"Host": "evil.example"})).status == 403
+
+
+async def test_a_refused_reservation_watch_is_shown_and_retried_with_growing_waits() -> None:
+    """fleet's member role granted list but not watch on Reservations: the dashboard's informer
+    listed, was refused the watch and started over, 48 times a minute, while the page showed
+    "no Reservations". Now the refusal is on the page and each try waits longer."""
+    fleet = MemoryApi()
+    fleet.put(member_cluster("member-k", scheduler="Koordinator"))
+    koord = MemoryApi(MEMBER_KINDS, server="https://member-k.test")
+    koord.put(node("gpu-a", 8))
+    koord.put(reservation("fleet-uid-worker-0", "Available", "node-1"))
+    denied = (
+        'reservations.scheduling.koordinator.sh is forbidden: User "system:serviceaccount:'
+        'fleet-member:fleet" cannot watch resource "reservations" in API group '
+        '"scheduling.koordinator.sh" at the cluster scope'
+    )
+
+    def refuse_watch(request: httpx.Request) -> httpx.Response | None:
+        watching = request.url.params.get("watch") == "true"
+        return (
+            status(403, "Forbidden", denied)
+            if watching and "reservations" in request.url.path
+            else None
+        )
+
+    koord.interceptors.append(refuse_watch)
+    waits: list[float] = []
+    enough = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) >= 6:
+            enough.set()
+            await asyncio.Event().wait()  # no further tries in this test
+        await asyncio.sleep(0)
+
+    async def connect(name: str) -> KubeClient:
+        return koord.client(name)
+
+    state = State()
+    watches = Watches(state, fleet.client("fleet"), connect, refused_backoff=4.0, sleep=sleep)
+    watches.start()
+    app = make_app(state, clock=lambda: NOW)
+    try:
+        async with TestClient(TestServer(app)) as http:
+            await asyncio.wait_for(enough.wait(), timeout=10)
+            # Doubling from half a second up to the cap, each spread by at most 20 %.
+            for wait, backoff in zip(waits, (0.5, 1.0, 2.0, 4.0, 4.0, 4.0), strict=True):
+                assert 0.8 * backoff <= wait <= 1.2 * backoff, waits
+            refused = [r for r in koord.asked("GET", "/reservations") if "watch=true" in str(r.url)]
+            assert len(refused) == len(waits)  # one try per wait: nothing retried blind
+
+            view = await (await http.get("/api/reservations")).json()
+            (row,) = view["members"]
+            assert row["watched"] and row["status"] != "Unreachable"
+            assert row["watchProblem"].startswith("Reservation refused: ")
+            assert "403 Forbidden" in row["watchProblem"] and "cannot watch" in row["watchProblem"]
+            # What the list gave is still shown.
+            assert [r["name"] for r in row["reservations"]] == ["fleet-uid-worker-0"]
+
+            fleet_view = await (await http.get("/api/fleet")).json()
+            (member,) = fleet_view["members"]
+            assert member["reachable"] is True and member["problem"] == ""
+            assert member["watchProblems"] == {"Reservation": row["watchProblem"]}
+    finally:
+        await watches.stop()
+
+
+async def test_a_refused_node_watch_makes_the_member_unreachable_saying_so() -> None:
+    state = State()
+    state.watch_health("m", "Node", False, "Node refused: 403 Forbidden")
+    state.watch_health("m", "Pod", True, "")
+    assert state.members["m"].reachable is False
+    assert state.members["m"].problem == "m: Node refused: 403 Forbidden"
+    state.watch_health("m", "Node", True, "")
+    assert state.members["m"].reachable is True and state.members["m"].problem == ""

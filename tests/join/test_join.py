@@ -24,9 +24,12 @@ from tests.kube.pki import inline_kubeconfig, make_pem
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode()
 ENDPOINT = MemberEndpoint("https://member-1.example:6443", CA)
 RBAC = "rbac.authorization.k8s.io/v1"
+ADMISSION = "admissionregistration.k8s.io/v1"
 IDENTITY = [
     ("v1", "Namespace", "fleet-member", None),
     ("v1", "ServiceAccount", "fleet", "fleet-member"),
+    (ADMISSION, "ValidatingAdmissionPolicy", "fleet-member.fleet.dev", None),
+    (ADMISSION, "ValidatingAdmissionPolicyBinding", "fleet-member.fleet.dev", None),
     (RBAC, "ClusterRole", "fleet:fleet-member", None),
     (RBAC, "ClusterRoleBinding", "fleet:fleet-member", None),
     (RBAC, "Role", "fleet-token", "fleet-member"),
@@ -195,6 +198,8 @@ def test_a_dry_run_prints_every_object_of_either_side_and_no_token():
     assert kinds == [
         "Namespace",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "ClusterRole",
         "ClusterRoleBinding",
         "Role",
@@ -204,7 +209,7 @@ def test_a_dry_run_prints_every_object_of_either_side_and_no_token():
         "Secret",
         "MemberCluster",
     ]
-    stored = yaml.safe_load(docs[8]["stringData"]["kubeconfig"])
+    stored = yaml.safe_load(docs[10]["stringData"]["kubeconfig"])
     assert stored["users"][0]["user"] == {"token": "<redacted>"}
 
 
@@ -278,7 +283,28 @@ def test_unjoin_leave_goes_ahead_and_move_waits_for_the_controller(fleet, member
 
     _join(fleet, member)
     _binding(fleet, "stays", "member-1")
-    unjoin(fleet.sync_client(), member.sync_client(), "member-1", leave=True, say=lambda _: None)
+
+    def controller_releases_it(_seconds: float) -> None:
+        mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") or {}
+        taints = (mc.get("spec") or {}).get("taints") or []
+        leave = {"key": c.UNJOINING_TAINT_KEY, "value": c.UNJOINING_LEAVE, "effect": "NoExecute"}
+        assert leave in taints
+        fleet.merge(
+            c.FLEET_API_VERSION,
+            "GangBinding",
+            "pytorchjob-stays",
+            "default",
+            {"status": {"phase": "Released"}},
+        )
+
+    unjoin(
+        fleet.sync_client(),
+        member.sync_client(),
+        "member-1",
+        leave=True,
+        say=lambda _: None,
+        sleep=controller_releases_it,
+    )
     assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
 
 
@@ -322,5 +348,6 @@ def test_the_command_line_says_one_line_and_exits_1_when_the_member_refuses(
     for api_version, kind, name, namespace in IDENTITY:
         assert member.get(api_version, kind, name, namespace) is None, kind
 
-    assert cli.main(["join", "member-1", "--dry-run", "--member-kubeconfig", argv[3]]) == 0
+    dry = ["join", "member-1", "--dry-run", "--member-kubeconfig", argv[3]]
+    assert cli.main([*dry, "--kubeconfig", str(tmp_path / "fleet")]) == 0
     assert "ClusterRoleBinding" in capsys.readouterr().out

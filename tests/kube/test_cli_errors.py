@@ -176,3 +176,18 @@ def test_fleet_controller_that_cannot_derive_its_fleet_id_says_what_to_do(
         "fleet: error: cannot read Namespace kube-system to derive the fleet id (DISCOVER "
         "Namespace (v1) on fleet: unreachable: ConnectError: connection refused); set --fleet-id"
     ]
+
+
+def test_fleet_join_refuses_a_socks_proxy_in_one_line_naming_the_field(
+    tmp_path: Path, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    member = inline_kubeconfig(make_pem())
+    member["clusters"][0]["cluster"]["proxy-url"] = "socks5://127.0.0.1:1080"
+    member_file = tmp_path / "member"
+    member_file.write_text(yaml.safe_dump(member))
+    argv = ["join", "m1", "--member-kubeconfig", str(member_file), "--kubeconfig", str(kubeconfig)]
+    assert cli.main(argv) == 1
+    _out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert line.startswith("fleet: error: invalid kubeconfig (")
+    assert "clusters[0].cluster.proxy-url: socks5 proxies are not supported" in line

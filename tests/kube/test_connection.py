@@ -16,6 +16,7 @@ import yaml
 from fleet.controller.operator import kopf_login
 from fleet.kube import KubeconfigError, KubeError, Trust, from_kubeconfig, load
 from fleet.kube import _tls as tls
+from fleet.kubeconfig import validate_kubeconfig
 from tests.kube.pki import b64, inline_kubeconfig, make_pem
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -47,8 +48,10 @@ def test_inline_credentials_make_a_client_certificate_context() -> None:
     assert connection.tls.key.data == pem.key
     assert connection.auth is None
     info = kopf_login(connection, NOW)
+    # kopf connects with fleet's own SSLContext: no PEM data it would write to a file.
+    assert info.as_ssl_context() is connection.ssl_context
     assert (info.ca_path, info.certificate_path, info.private_key_path) == (None, None, None)
-    assert info.private_key_data == pem.key and info.certificate_data == pem.cert
+    assert info.private_key_data is None and info.certificate_data is None
     assert info.expiration is None
 
 
@@ -73,10 +76,10 @@ def test_file_paths_are_read_relative_to_the_kubeconfig(tmp_path: Path) -> None:
     connection = load(str(file))
     assert connection.default_namespace == "team-a"
     assert connection.tls.key is not None and connection.tls.key.path == tmp_path / "pki/admin.key"
+    assert connection.tls.ca is not None and connection.tls.ca.path == tmp_path / "pki/ca.crt"
     info = kopf_login(connection, NOW)
-    # kopf reads the user's own files; it gets no data it would have to write somewhere.
-    assert info.ca_path == str(tmp_path / "pki/ca.crt")
-    assert info.private_key_path == str(tmp_path / "pki/admin.key")
+    # kopf connects with the context fleet built from the user's files; no data, no copies.
+    assert info.as_ssl_context() is connection.ssl_context
     assert info.private_key_data is None and info.certificate_data is None
 
 
@@ -170,3 +173,66 @@ def test_with_memfd_openssl_reads_from_memory(
     from_kubeconfig(inline_kubeconfig(make_pem()))
     assert len(seen) == 1 and seen[0].startswith("/proc/self/fd/")
     assert not Path(seen[0]).exists()  # closed right after loading
+
+
+@pytest.mark.parametrize(
+    ("section", "body", "expect"),
+    [
+        (
+            "users",
+            {"username": "admin", "password": "pw"},
+            "users[0].user.username: basic authentication is not supported; "
+            "use a token or a client certificate",
+        ),
+        (
+            "users",
+            {"client-certificate-data": "x"},
+            "users[0].user.client-key-data: required with its pair",
+        ),
+        (
+            "users",
+            {"client-key-data": "x"},
+            "users[0].user.client-certificate-data: required with its pair",
+        ),
+        (
+            "clusters",
+            {"server": "https://127.0.0.1:6443", "insecure-skip-tls-verify": True},
+            "clusters[0].cluster.insecure-skip-tls-verify: insecure TLS verification is not "
+            "allowed; provide certificate-authority-data",
+        ),
+        (
+            "clusters",
+            {"server": "https://127.0.0.1:6443", "tls-server-name": ""},
+            "clusters[0].cluster.tls-server-name: must be a host name",
+        ),
+    ],
+)
+def test_a_member_secret_and_a_connection_refuse_with_the_same_words(
+    section: str, body: dict[str, Any], expect: str
+) -> None:
+    """The kubeconfig rules have one home (fleet.kube.entry_problems): a member's Secret checked
+    by fleet.kubeconfig and a Connection made by from_kubeconfig say the same thing."""
+    config = inline_kubeconfig(make_pem())
+    inner = section[:-1]
+    config[section][0][inner] = body
+    assert expect in [str(p) for p in validate_kubeconfig(config)]
+    assert expect in problems(config, trust=Trust.SECRET)
+    if "insecure" not in expect:
+        assert expect in problems(config, trust=Trust.USER)
+
+
+def test_the_users_own_kubeconfig_may_skip_tls_verification() -> None:
+    config = inline_kubeconfig(make_pem())
+    config["clusters"][0]["cluster"] = {
+        "server": "https://127.0.0.1:6443",
+        "insecure-skip-tls-verify": "true",
+    }
+    config["users"][0]["user"] = {"token": "t"}
+    connection = from_kubeconfig(config, trust=Trust.USER)
+    assert connection.insecure and connection.ssl_context is False
+    assert kopf_login(connection, NOW).insecure is True
+    # With a client certificate to present, the context carries it and verifies nothing.
+    config["users"][0]["user"] = inline_kubeconfig(make_pem())["users"][0]["user"]
+    with_certificate = from_kubeconfig(config, trust=Trust.USER)
+    assert isinstance(with_certificate.ssl_context, ssl.SSLContext)
+    assert with_certificate.insecure and not with_certificate.ssl_context.check_hostname

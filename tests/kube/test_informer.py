@@ -234,6 +234,52 @@ async def test_a_refusal_is_ill_health_naming_the_error() -> None:
         assert sleeps.waits == [0.5]
 
 
+def forbidden_watch() -> httpx.Response:
+    return status(403, "Forbidden", 'pods is forbidden: User "x" cannot watch resource "pods"')
+
+
+async def test_a_refused_watch_backs_off_though_the_list_works_until_a_watch_is_accepted() -> None:
+    """RBAC grants list and watch apart: a listed but refused informer used to start over
+    every half second (48 refusals a minute); now it waits longer each time, says it was
+    refused, and is healthy again once the server accepts a watch."""
+    script = Script(
+        lists=[listing("10", pod("a", "1")) for _ in range(7)],
+        watches=[*(forbidden_watch() for _ in range(6)), stream(event("ADDED", pod("b", "11")))],
+    )
+    async with running(script, max_refused_backoff=8.0) as (informer, seen, sleeps):
+        assert sleeps.waits == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+        assert seen.health == [True, *[False] * 6, True]
+        for n, why in enumerate(seen.reasons[1:7], start=1):
+            assert why.startswith("Pod refused: ") and "403 Forbidden" in why, why
+            assert f"(refusal {n}; next try in " in why
+        assert informer.refusals == 0
+        assert seen.events == [("ADDED", "a", "1"), ("ADDED", "b", "11")]
+
+
+async def test_a_refusal_waits_up_to_its_own_cap_and_other_failures_to_theirs() -> None:
+    refused = httpx.ConnectError("connection refused")
+    script = Script(
+        lists=[
+            *(status(401, "Unauthorized", "Unauthorized") for _ in range(5)),
+            refused,
+            refused,
+            listing("10"),
+        ],
+        watches=[],
+    )
+    async with running(script, max_backoff=2.0, max_refused_backoff=16.0) as (
+        informer,
+        seen,
+        sleeps,
+    ):
+        # Refused: 0.5, 1, 2, 4, 8 (under 16); then unreachable: capped at 2 again.
+        assert sleeps.waits == [0.5, 1.0, 2.0, 4.0, 8.0, 2.0, 2.0]
+        assert seen.health == [*[False] * 7, True]
+        assert all("refused" in why and "401" in why for why in seen.reasons[:5])
+        assert "unreachable" in seen.reasons[5]
+        assert informer.refusals == 0
+
+
 async def test_a_consumer_bug_does_not_stop_the_stream() -> None:
     script = Script(
         lists=[listing("10", pod("a", "1"), pod("b", "1"))],

@@ -80,7 +80,7 @@ def test_kopf_logs_in_again_before_the_token_expires(tmp_path: Path) -> None:
     info = kopf_login(connection, NOW)
     assert info.expiration == NOW + dt.timedelta(seconds=3240)  # 90% of an hour
     assert info.token == connection.bearer_token()
-    assert info.ca_path == str(folder / "ca.crt")  # the pod's own file, not a copy
+    assert info.as_ssl_context() is connection.ssl_context  # the pod's CA, read once
     assert info.certificate_data is None and info.private_key_data is None
     rotate(folder / "token", "second")
     assert kopf_login(connection, NOW).token == "second"

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.health import Health, SourceState
+from fleet.controller.members.renewal import RenewalState
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint
@@ -41,6 +42,11 @@ class Member:
         self.shape = ""
         #: The task that renews the member's bound token (a `fleet join` Secret's), if any.
         self.renewal: asyncio.Task[None] | None = None
+        #: The bound token's renewal as the status tells it (None: not a bound token).
+        self.token: RenewalState | None = None
+        #: Whether the watch on its kubeconfig Secret's namespace works, and why not (None: not
+        #: known yet, or not watched at all).
+        self.secret_watch: tuple[bool, str] | None = None
         #: Namespaces known to exist in the member (skips a GET per dispatch).
         self.namespaces: set[str] = set()
         #: The last probe: (answered, why not); None until the first probe.
@@ -54,6 +60,9 @@ class Member:
         self.scheduler_name: str | None = None
         #: spec.reservation, when enabled: (ttl seconds, wait seconds).
         self.reservation: tuple[int, float] | None = None
+        #: The admission policy `fleet join` installed to narrow fleet's identity there
+        #: (fleet.api.guard); "" when the member serves none; None: not made by `fleet join`.
+        self.guard: str | None = None
 
     @property
     def gang_scheduler(self) -> str | None:

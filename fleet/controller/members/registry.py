@@ -17,12 +17,15 @@ import hashlib
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
-from fleet.api import cluster_fields
+from fleet.api import cluster_fields, format_time
 from fleet.api import constants as c
+from fleet.api.access import FLEET_SECRETS_NAMESPACE
+from fleet.api.membership import cluster_id_of
 from fleet.controller.clock import Clock
+from fleet.controller.events import EventRecorder
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event, apply_pod_event
 from fleet.controller.members.health import Health, SourceState, next_health, verdict
@@ -30,30 +33,34 @@ from fleet.controller.members.member import Member
 from fleet.controller.members.renewal import (
     RETRY_SECONDS,
     Renewal,
+    RenewalState,
+    Superseded,
     connect_renewable,
+    failure_reason,
     renew,
     renewable_token,
     renewal_of,
     shape,
-    token_of,
 )
 from fleet.controller.members.secrets import SecretWatch
 from fleet.controller.members.status import MemberStatusWriter
+from fleet.controller.metrics import Metrics
 from fleet.core.errors import FieldError
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, parse_taints
-from fleet.kube import ApiError, KubeClient, Obj, RateLimit, Unreachable
+from fleet.kube import ApiError, Connection, KubeClient, Obj, RateLimit, Unreachable
 from fleet.kubeconfig import KubeconfigError, kubeconfig_from_secret
 
 log = logging.getLogger(__name__)
 
-#: Builds the client for a member from its validated kubeconfig (tests inject transports).
-Connect = Callable[[str, Mapping[str, Any]], KubeClient]
+#: Builds the client for a member from the Connection its validated kubeconfig describes
+#: (fleet.kubeconfig builds it once, with the checks; tests inject transports).
+Connect = Callable[[str, Connection], KubeClient]
 
 
-def connect_with_kubeconfig(name: str, config: Mapping[str, Any]) -> KubeClient:
+def connect_with_kubeconfig(name: str, connection: Connection) -> KubeClient:
     """The member's client; a token in it can be renewed in place (renewal.RenewableToken)."""
-    return connect_renewable(name, config)
+    return connect_renewable(name, connection)
 
 
 class MemberListener(Protocol):
@@ -85,6 +92,9 @@ class MemberRegistry:
         member_burst: int = 0,
         token_renew_before: float | None = None,
         renew_retry: float = RETRY_SECONDS,
+        events: EventRecorder | None = None,
+        metrics: Metrics | None = None,
+        secrets_namespaces: Collection[str] = (FLEET_SECRETS_NAMESPACE,),
     ) -> None:
         self.fleet = fleet
         self.listener = listener
@@ -102,6 +112,11 @@ class MemberRegistry:
         #: 80% of their lifetime, fleet.core.tokens).
         self.token_renew_before = token_renew_before
         self.renew_retry = renew_retry
+        #: Where a refused renewal is told (Events on the MemberCluster, metrics).
+        self.events = events
+        self.metrics = metrics
+        #: The only namespaces whose Secrets are read, watched and renewed (settings).
+        self.secrets_namespaces = frozenset(secrets_namespaces)
         #: Tokens renewed, per member.
         self.renewals: defaultdict[str, int] = defaultdict(int)
         #: Renewals that were due but left to the leader (this replica is a standby), per member.
@@ -112,7 +127,7 @@ class MemberRegistry:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._background: set[asyncio.Task[None]] = set()
         self._status_task: asyncio.Task[None] | None = None
-        self.secrets = SecretWatch(fleet, self._secret_changed)
+        self.secrets = SecretWatch(fleet, self._secret_changed, self._secret_watch_health)
         self.status = MemberStatusWriter(fleet, clock)
         #: Only the leading replica writes MemberCluster status.
         self.writes_enabled = False
@@ -258,7 +273,25 @@ class MemberRegistry:
         )
         ref = spec.get("kubeconfigSecretRef") or {}
         namespace, secret_name = ref.get("namespace") or "", ref.get("name") or ""
+        if namespace not in self.secrets_namespaces:
+            # The controller may list, watch and renew Secrets only there (its Roles): a
+            # kubeconfig elsewhere would be read once and never followed or renewed.
+            watched = ", ".join(sorted(self.secrets_namespaces))
+            member.secret_watch = (False, f"{namespace!r} is not one of {watched}")
+            await self._disconnect(member)
+            self._set_health(
+                member,
+                False,
+                c.REASON_KUBECONFIG_SECRET_NOT_WATCHED,
+                f"Secret {namespace}/{secret_name} is in namespace {namespace!r}, where the "
+                f"controller does not watch Secrets (it watches {watched}): keep it in one of "
+                "those (fleet join --secrets-namespace), or add the namespace to the chart's "
+                "controller.secretsNamespaces",
+            )
+            self._write_status_soon(member)
+            return
         self.secrets.watch(namespace)
+        member.secret_watch = self.secrets.state(namespace)
         try:
             secret = await self.fleet.get("v1", "Secret", secret_name, namespace)
         except ApiError as e:
@@ -281,6 +314,21 @@ class MemberRegistry:
                 f"Secret {namespace}/{secret_name} not found",
             )
             return
+        recorded = str(spec.get("id") or "") or None
+        issued_for = cluster_id_of(secret)
+        if recorded and issued_for and recorded != issued_for:
+            await self._disconnect(member)
+            self._set_health(
+                member,
+                False,
+                c.REASON_CLUSTER_ID_MISMATCH,
+                f"Secret {namespace}/{secret_name} was issued for cluster {issued_for}, but "
+                f"this MemberCluster is cluster {recorded} (spec.id): not used",
+            )
+            return
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        guard = annotations.get(c.ADMISSION_POLICY_ANNOTATION)
+        member.guard = None if guard is None else ("" if guard == c.NO_ADMISSION_POLICY else guard)
         key = ref.get("key") or "kubeconfig"
         fingerprint = hashlib.sha256(
             json.dumps([secret.get("data"), secret.get("stringData"), key], sort_keys=True).encode()
@@ -294,7 +342,7 @@ class MemberRegistry:
             member.fingerprint = fingerprint
             self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
             return
-        token, new_token = renewable_token(member.client), token_of(resolved.config)
+        token, new_token = renewable_token(member.client), resolved.token
         if token is not None and new_token and member.shape == shape(resolved.config):
             # Only the token changed (renewed, or rotated by hand): swap it into the live
             # client; the watches, the snapshot and the member's health go on untouched.
@@ -306,15 +354,39 @@ class MemberRegistry:
         await self._disconnect(member)
         member.fingerprint = fingerprint
         try:
-            client = self.connect(name, resolved.config)
+            client = self.connect(name, resolved.connection)
         except (KubeconfigError, ValueError) as e:
             self._set_health(member, False, c.REASON_KUBECONFIG_INVALID, str(e))
             return
         if self.member_qps > 0:
             client.rate_limit = RateLimit(self.member_qps, self.member_burst or 1)
+        if recorded and not await self._reaches(member, client, recorded):
+            member.fingerprint = ""  # looked at again with the next change or resync
+            return
         member.shape = shape(resolved.config)
         self._connect(member, client)
         self._schedule_renewal(member, secret, key, resolved.config)
+
+    async def _reaches(self, member: Member, client: KubeClient, recorded: str) -> bool:
+        """Whether `client` reaches the cluster `recorded` (its kube-system namespace's UID); a
+        member that does not answer now is taken on trust (the probe reports it), one that
+        answers with another UID is refused."""
+        try:
+            namespace = await client.get("v1", "Namespace", "kube-system")
+        except (ApiError, Unreachable):
+            return True
+        found = str(((namespace or {}).get("metadata") or {}).get("uid") or "")
+        if not found or found == recorded:
+            return True
+        await client.aclose()
+        self._set_health(
+            member,
+            False,
+            c.REASON_CLUSTER_ID_MISMATCH,
+            f"its kubeconfig reaches cluster {found}, but this MemberCluster is cluster "
+            f"{recorded} (spec.id): not used",
+        )
+        return False
 
     # -- token renewal -------------------------------------------------------------------------
 
@@ -323,10 +395,29 @@ class MemberRegistry:
     ) -> None:
         self._cancel_renewal(member)
         renewal = renewal_of(secret, key, config)
-        if renewal is not None:
-            member.renewal = asyncio.create_task(
-                self._renew_loop(member, renewal), name=f"renew-{member.name}"
-            )
+        if renewal is None:
+            if member.token is not None:
+                member.token = None  # no longer a bound token: no TokenRenewed condition
+                self._write_status_soon(member)
+            return
+        now = self.clock.now()
+        previous = member.token
+        member.token = RenewalState(
+            issued=renewal.issued,
+            expires=renewal.expires,
+            next_attempt=renewal.due(now, self.token_renew_before),
+            # The Secret's watch brought back the token this controller renewed (its times
+            # were written to the second).
+            renewed=previous is not None
+            and previous.renewed
+            and previous.failure is None
+            and abs(previous.issued - renewal.issued) < 1.0,
+        )
+        if self.metrics is not None:
+            self.metrics.token_expiry.set(member.name, renewal.expires)
+        member.renewal = asyncio.create_task(
+            self._renew_loop(member, renewal), name=f"renew-{member.name}"
+        )
 
     @staticmethod
     def _cancel_renewal(member: Member) -> None:
@@ -351,7 +442,12 @@ class MemberRegistry:
                 await asyncio.sleep(min(self.renew_retry, self.probe_interval))
                 continue  # only the leader renews; a standby takes over when it leads
             try:
-                issued = await renew(client, self.fleet, renewal, now)
+                issued, written = await renew(client, self.fleet, renewal, now)
+            except Superseded as e:
+                # A re-join wrote a new kubeconfig: read it (the watch would too) and renew that.
+                log.info("member %s: %s", member.name, e)
+                self._resync_later(member.name)
+                return
             except (ApiError, Unreachable, ValueError) as e:
                 log.warning(
                     "member %s: cannot renew its token (expires in %.0fs): %s; retrying in %.0fs",
@@ -360,6 +456,7 @@ class MemberRegistry:
                     e,
                     self.renew_retry,
                 )
+                self._renewal_failed(member, renewal, e, now)
                 await asyncio.sleep(self.renew_retry)
                 continue
             # Used at once; the Secret's watch brings the same token back (swapped in place).
@@ -371,8 +468,67 @@ class MemberRegistry:
                 (issued.expires or now) - now,
             )
             renewal = dataclasses.replace(
-                renewal, issued=issued.issued or now, expires=issued.expires or now
+                renewal, secret=written, issued=issued.issued or now, expires=issued.expires or now
             )
+            self._renewal_succeeded(member, renewal, now)
+
+    def _renewal_failed(
+        self, member: Member, renewal: Renewal, error: Exception, now: float
+    ) -> None:
+        """Say so where an operator looks: the condition, a Warning Event, the failure counter.
+        The member stays Ready: its token works until it expires."""
+        reason = failure_reason(error)
+        state = member.token or RenewalState(renewal.issued, renewal.expires, now)
+        first = state.failure is None
+        state.failure, state.failures = (reason, str(error)), state.failures + 1
+        state.next_attempt = now + self.renew_retry
+        member.token = state
+        if self.metrics is not None:
+            self.metrics.token_renewal_failures.inc(member.name, reason)
+        if first:
+            self._write_status_soon(member)
+        self._member_event(
+            member,
+            c.REASON_TOKEN_RENEWAL_FAILED,
+            f"cannot renew fleet's token for member {member.name}: {error}; the token expires "
+            f"at {format_time(renewal.expires)}, the member stays Ready until then; retrying "
+            f"every {self.renew_retry:.0f}s",
+            warning=True,
+        )
+
+    def _renewal_succeeded(self, member: Member, renewal: Renewal, now: float) -> None:
+        recovered = member.token is not None and member.token.failure is not None
+        member.token = RenewalState(
+            renewal.issued,
+            renewal.expires,
+            renewal.due(now, self.token_renew_before),
+            renewed=True,
+        )
+        if self.metrics is not None:
+            self.metrics.token_expiry.set(member.name, renewal.expires)
+            self.metrics.token_renewals.inc(member.name)
+        self._write_status_soon(member)
+        if recovered:
+            self._member_event(
+                member,
+                c.REASON_TOKEN_RENEWED,
+                f"fleet's token for member {member.name} renewed again; it expires at "
+                f"{format_time(renewal.expires)}",
+            )
+
+    def _member_event(
+        self, member: Member, reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        """Post an Event on the MemberCluster, in the background: the renewal that reports it
+        may be replaced (its Secret's watch brought the renewed token) while it is posted."""
+        obj = self._objects.get(member.name)
+        if self.events is None or obj is None or not (obj.get("metadata") or {}).get("uid"):
+            return
+        about = {"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj}
+        self._in_background(
+            self.events.record(about, reason, message, warning=warning),
+            f"event-{member.name}-{reason}",
+        )
 
     def _connect(self, member: Member, client: KubeClient) -> None:
         now = self.clock.monotonic()
@@ -393,11 +549,21 @@ class MemberRegistry:
 
     async def _disconnect(self, member: Member) -> None:
         self._cancel_renewal(member)
+        member.token = None
         connection, member.connection = member.connection, None
         if connection is not None:
             await connection.close()
         member.fingerprint = ""
         member.reset_snapshot()
+
+    def _secret_watch_health(self, namespace: str) -> None:
+        """A namespace's Secret watch started or stopped working: said on its members."""
+        for name, obj in list(self._objects.items()):
+            ref = (obj.get("spec") or {}).get("kubeconfigSecretRef") or {}
+            member = self.members.get(name)
+            if member is not None and ref.get("namespace") == namespace:
+                member.secret_watch = self.secrets.state(namespace)
+                self._write_status_soon(member)
 
     def _secret_changed(self, namespace: str, name: str) -> None:
         for member, obj in list(self._objects.items()):

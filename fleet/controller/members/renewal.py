@@ -10,7 +10,13 @@ and its health go on untouched, so a renewal never makes a Ready member blink.
 
 A renewal that fails (the member is down, the Role was removed) is retried; the member turns
 NotReady with the API server's 401 only if the token runs out first. `fleet join` again mends
-that.
+that. Until then the failure is shown where an operator looks (`RenewalState`): the
+MemberCluster's TokenRenewed condition and status.tokenRenewal, a Warning Event, and the
+fleet_token_renewal_failures_total and fleet_member_token_expiry_timestamp_seconds metrics.
+
+The write into the Secret is conditional on the Secret being the one the renewal read (its
+resourceVersion): a `fleet join` that re-joined the member meanwhile wrote a token of its own,
+which a renewal in flight must not overwrite with one issued from the old Secret (`Superseded`).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.membership import IssuedToken, identity_of, renewed_secret, token_request
 from fleet.core.tokens import renew_at
-from fleet.kube import BearerToken, KubeClient, Trust, from_kubeconfig
+from fleet.kube import ApiError, BearerToken, Connection, KubeClient, Obj, Unreachable
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +60,9 @@ class RenewableToken(BearerToken):
         return "RenewableToken(<hidden>)"
 
 
-def connect_renewable(name: str, config: Mapping[str, Any]) -> KubeClient:
-    """The member's client, its token (if it authenticates with one) replaceable in place."""
-    connection = from_kubeconfig(config, trust=Trust.SECRET)  # inline data only, never a plugin
+def connect_renewable(name: str, connection: Connection) -> KubeClient:
+    """The member's client, its token (if it authenticates with one) replaceable in place.
+    `connection` is the one fleet.kubeconfig built when it checked the Secret: not read again."""
     if isinstance(connection.auth, BearerToken):
         connection = dataclasses.replace(connection, auth=RenewableToken(connection.auth.token()))
     return KubeClient(connection, name=name)
@@ -77,18 +83,37 @@ def shape(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(stripped, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def token_of(config: Mapping[str, Any]) -> str | None:
-    """The token of the kubeconfig's current user (None if it has none)."""
-    context = next(
-        (x for x in config.get("contexts") or [] if x.get("name") == config.get("current-context")),
-        None,
-    )
-    user = ((context or {}).get("context") or {}).get("user")
-    for entry in config.get("users") or []:
-        if entry.get("name") == user:
-            token = (entry.get("user") or {}).get("token")
-            return str(token) if token else None
-    return None
+class Superseded(Exception):
+    """The Secret changed since the renewal read it (a re-join wrote a new token): the renewal
+    leaves it alone; the Secret's watch takes the new one in and renews that one."""
+
+
+@dataclasses.dataclass
+class RenewalState:
+    """What the MemberCluster's status says of a member's bound token (epoch seconds)."""
+
+    #: When the token in use was issued (by `fleet join`, or by the last renewal).
+    issued: float
+    expires: float
+    #: When the controller next tries to renew it.
+    next_attempt: float
+    #: Renewed by this controller (not yet: the token `fleet join` stored, or one renewed
+    #: before it started).
+    renewed: bool = False
+    #: The last attempt's refusal: (reason, message); None after a success.
+    failure: tuple[str, str] | None = None
+    #: Consecutive failed attempts.
+    failures: int = 0
+
+
+def failure_reason(error: Exception) -> str:
+    """A CamelCase reason for a refused renewal: the API server's own (`Forbidden`), else what
+    kind of failure it was."""
+    if isinstance(error, ApiError):
+        return error.reason or f"HTTP{error.status}"
+    if isinstance(error, Unreachable):
+        return "Unreachable"
+    return "InvalidAnswer"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,8 +157,13 @@ def renewal_of(secret: Mapping[str, Any], key: str, config: Mapping[str, Any]) -
     return Renewal(secret, key, config, namespace, account, issued, expires)
 
 
-async def renew(client: KubeClient, fleet: KubeClient, renewal: Renewal, now: float) -> IssuedToken:
-    """Request a new token with the current one and write it into the fleet's Secret."""
+async def renew(
+    client: KubeClient, fleet: KubeClient, renewal: Renewal, now: float
+) -> tuple[IssuedToken, Obj]:
+    """Request a new token with the current one and write it into the fleet's Secret, if the
+    Secret is still the one `renewal` read; the token and the Secret as written.
+
+    Superseded: the Secret's kubeconfig changed meanwhile (nothing was written)."""
     answer = await client.create_subresource(
         "v1",
         "ServiceAccount",
@@ -148,7 +178,32 @@ async def renew(client: KubeClient, fleet: KubeClient, renewal: Renewal, now: fl
     token = IssuedToken(str(status.get("token") or ""), issued=now, expires=expires)
     if not token.token:
         raise ValueError(f"{client.name} answered the TokenRequest without a token")
-    patch = renewed_secret(renewal.secret, renewal.config, token, renewal.key)
-    meta = renewal.secret.get("metadata") or {}
-    await fleet.patch("v1", "Secret", meta["name"], patch, meta.get("namespace"))
-    return token
+    return token, await write_renewed(fleet, renewal, token)
+
+
+async def write_renewed(fleet: KubeClient, renewal: Renewal, token: IssuedToken) -> Obj:
+    """Merge-patch the renewed token into the Secret with its resourceVersion as precondition.
+
+    On a Conflict the Secret is read again: if its data is what the renewal read (only its
+    metadata moved: a label, an annotation), the patch is sent again on the new version;
+    otherwise someone else wrote a kubeconfig (a re-join) and it is left as it is."""
+    secret = renewal.secret
+    for _attempt in range(3):
+        meta = secret.get("metadata") or {}
+        name, namespace = str(meta["name"]), meta.get("namespace")
+        patch = renewed_secret(secret, renewal.config, token, renewal.key)
+        if meta.get("resourceVersion"):
+            patch["metadata"]["resourceVersion"] = meta["resourceVersion"]
+        try:
+            return await fleet.patch("v1", "Secret", name, patch, namespace)
+        except ApiError as e:
+            if not e.conflict:
+                raise
+        current = await fleet.get("v1", "Secret", name, namespace)
+        if current is None or current.get("data") != renewal.secret.get("data"):
+            raise Superseded(
+                f"Secret {namespace}/{name} changed since the renewal read it "
+                "(a re-join?); the new kubeconfig is kept"
+            )
+        secret = current
+    raise Superseded(f"Secret {namespace}/{name} keeps changing; the renewal tries again later")

@@ -19,6 +19,7 @@ Every decision is the core's (`fleet.core.admission`); this module reads and wri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from fleet.api import constants as c
@@ -41,12 +42,14 @@ from fleet.core.admission import (
     unit_end,
     waiting_reason,
 )
-from fleet.kube import ApiError, Obj
+from fleet.kube import Obj
 
 log = logging.getLogger(__name__)
 
 #: The sentence a gang held by the queue carries in its binding, before the queue's reason.
 QUEUED_MESSAGE = "suspension.scheduling holds the job for the queue"
+#: The Event a job gets when placement chose a cluster but the queue refused to charge it.
+REASON_NOT_CHARGED = "QueueNotCharged"
 #: How soon a queued job is looked at again while the queue is being rebuilt.
 NOT_READY_RETRY_SECONDS = 1.0
 
@@ -76,7 +79,11 @@ async def admit(shell: Shell, job: Job) -> bool:
     if unit is None:
         unit = await _create(shell, kq, job, key)
     now = shell.clock.now()
-    kq.track(unit, job.gang, rules_of_placement(job.binding.spec.placement), job.life.excluded(now))
+    # Where the gang may not go: the clusters it failed over from, and those that refused it
+    # (a dependency there is not fleet's): a reclaim makes no room for it there.
+    refused = {cluster: why for cluster, (_, why) in job.life.refusals(now).items()}
+    avoid = job.life.excluded(now) | refused
+    kq.track(unit, job.gang, rules_of_placement(job.binding.spec.placement), avoid)
     phase = kq.phase(key)
     if phase == RUNNING and await kq.fail_over(key, now):
         phase = DEQUEUED
@@ -85,6 +92,22 @@ async def admit(shell: Shell, job: Job) -> bool:
     # (a gang the queue evicted is placed again only once its old copy is gone)
     await _hold(shell, kq, job, key, now)
     return False
+
+
+async def refresh(shell: Shell, job: Job) -> None:
+    """Every reconcile of a job with a unit (held, dequeued or running): the unit's priority and
+    opt-out of reclaim follow the job's PriorityClass, policy and namespace as they are now
+    (their watches reconcile the jobs a change concerns), so the order, a preemption and a
+    reclaim judge it by them."""
+    kq = shell.kube_queue
+    key = key_of_job(job.key)
+    unit = kq.unit(key)
+    if unit is None or not kq.ready or _consumer_uid(unit) != job.uid:
+        return
+    priority, priority_class = await _priority(shell, kq, job)
+    reclaimable = await _reclaimable(shell, kq, job)
+    # A job that names no class keeps its unit's own priority (an admin's edit of the unit).
+    await kq.mark(key, priority=priority if priority_class else None, reclaimable=reclaimable)
 
 
 async def carry_out_eviction(shell: Shell, job: Job) -> None:
@@ -98,6 +121,20 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
     if evict is None:
         return
     now = shell.clock.now()
+    moved: str | None = None
+    cluster = job.life.cluster
+    if cluster is not None and cluster != evict.cluster:
+        # It had already moved (a failover) when its turn came: the core decides whether it
+        # holds its quota again where it runs now; if not, the eviction is carried out there.
+        charge = await kq.place(key, cluster, now)
+        if charge is None or charge.granted:
+            await kq.kept(key, now)
+            return
+        moved = (
+            f"{evict.message}; it had moved to {cluster}, where it is not charged "
+            f"({charge.message}), so it is evicted there"
+        )
+        evict = dataclasses.replace(evict, cluster=cluster, message=moved)
     if job.life.cluster == evict.cluster:
         life = lifecycle.evicted_by_queue(
             job.life,
@@ -119,16 +156,35 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
         )
         await set_scheduled_condition(shell, job.workload, "False", reason, message)
         await shell.events.record(job.workload, reason, evict.message, warning=True)
-    await kq.evicted(key, now)
-    if job.life.cluster is not None and job.life.cluster != evict.cluster:
-        # It had already moved (a failover) when its turn came: it runs there, so it holds its
-        # quota again rather than running uncharged.
-        await kq.place(key, job.life.cluster, now)
+    if moved is None:
+        await kq.evicted(key, now)
+    else:
+        await kq.evicted(key, now, message=moved)
 
 
-async def placed(shell: Shell, job: WorkloadKey, cluster: str) -> None:
-    """Placement chose `cluster` for `job`: its unit is Running (still holding its quota)."""
-    await shell.kube_queue.place(key_of_job(job), cluster, shell.clock.now())
+async def placed(
+    shell: Shell, job: Job, cluster: str, unplaced: lifecycle.Binding | None = None
+) -> bool:
+    """Placement chose `cluster` for the job: its unit is Running (still holding its quota).
+    False when the core refused to charge it: its placement timed out while it was being
+    placed and its quota has no room now (docs/queue.md, "Late and moved gangs"). Then nothing
+    is sent to the member: the binding goes back to `unplaced` (what it was before placement),
+    the reservation in the member's snapshot is dropped, and the job waits for its queue."""
+    kq = shell.kube_queue
+    key = key_of_job(job.key)
+    now = shell.clock.now()
+    charge = await kq.place(key, cluster, now)
+    if charge is None or charge.granted:
+        return True
+    member = shell.members.get(cluster)
+    if member is not None:
+        member.snapshot.release(job.uid)
+    if unplaced is not None:
+        job.life = unplaced
+    text = f"placed in {cluster} after its placement timed out, and not charged: {charge.message}"
+    await shell.events.record(job.workload, REASON_NOT_CHARGED, text, warning=True)
+    await _hold(shell, kq, job, key, now)
+    return False
 
 
 async def observe(shell: Shell, job: Job) -> None:
@@ -212,7 +268,9 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
 
 async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
     """False when the job's policy (label or annotation) or its namespace (label) sets
-    `kube-queue.fleet.dev/reclaimable: "false"` (docs/queue.md, "Reclaim")."""
+    `kube-queue.fleet.dev/reclaimable: "false"` (docs/queue.md, "Reclaim"). A namespace not
+    seen by the watch yet is read; a failed read raises (the reconcile is retried), never
+    taken for "reclaimable"."""
     policy = shell.policies.get(job.binding.spec.policy)
     meta = policy.metadata if policy is not None else None
     for marks in (meta.labels, meta.annotations) if meta is not None else ():
@@ -221,13 +279,10 @@ async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
     namespace = job.key.namespace
     labels = kq.known_namespace(namespace)
     if labels is None:
-        try:
-            found = await shell.fleet.get("v1", "Namespace", namespace)
-        except ApiError as err:
-            log.warning("cannot read Namespace %s (%s); reclaimable", namespace, err)
-            return True
+        found = await shell.fleet.get("v1", "Namespace", namespace)
         labels = dict(((found or {}).get("metadata") or {}).get("labels") or {})
-        kq.remember_namespace(namespace, labels)
+        if found is not None:
+            kq.remember_namespace(namespace, labels)
     return labels.get(c.RECLAIMABLE_LABEL) != "false"
 
 
@@ -251,17 +306,14 @@ def _eviction_reason(kind: str) -> str:
 
 async def _priority(shell: Shell, kq: KubeQueue, job: Job) -> tuple[int, str | None]:
     """The job's PriorityClass value (0 when it names none, or one that does not exist); which
-    class a job names is its kind adapter's to say."""
-    name = job.kind.priority_class(job.workload)
+    class a job names is its kind adapter's to say. A class not seen by the watch yet is read;
+    a failed read raises (the reconcile is retried), never taken for priority 0."""
+    name = job.kind.priority_class(job.workload, job.needed)
     if not name:
         return 0, None
     known = kq.known_priority(name)
     if known is None:
-        try:
-            found = await shell.fleet.get("scheduling.k8s.io/v1", "PriorityClass", name)
-        except ApiError as err:
-            log.warning("cannot read PriorityClass %s (%s); priority 0", name, err)
-            return 0, name
+        found = await shell.fleet.get("scheduling.k8s.io/v1", "PriorityClass", name)
         if found is None:
             return 0, name
         known = int(found.get("value") or 0)
@@ -277,5 +329,6 @@ __all__ = [
     "observe",
     "placed",
     "queued",
+    "refresh",
     "release",
 ]

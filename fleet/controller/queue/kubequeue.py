@@ -47,12 +47,14 @@ from fleet.controller.queue.units import (
 from fleet.controller.settings import Settings
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.admission import (
+    DEQUEUED,
     ENQUEUED,
     RUNNING,
     TERMINAL,
     TIMEOUT_BACKOFF,
     Admission,
     AdmissionSettings,
+    Charge,
     Evict,
     JobEnd,
     Phase,
@@ -107,9 +109,10 @@ class KubeQueue:
         self.queues = Queues(fleet)
         self.units = Units(fleet)
         self.passes = Passes(self.units, events, jobs, self.queues.name_of, metrics)
-        #: PriorityClass name -> value.
+        #: PriorityClass name -> value, and Namespace name -> labels (its opt-out of reclaim):
+        #: kept current by their watches (and by the gate's reads of ones not seen yet), so a
+        #: unit's priority and opt-out follow them (the gate's `refresh`).
         self._priorities: dict[str, int] = {}
-        #: Namespace name -> labels (a namespace's opt-out of reclaim).
         self._namespaces: dict[str, dict[str, str]] = {}
         #: The gang of each queued job the gate saw (a claimant's, for a reclaim's proof), and
         #: its placement rules and excluded clusters (a reclaim looks only where it may go).
@@ -293,8 +296,9 @@ class KubeQueue:
         return key in self.admission
 
     def undecided(self, key: str) -> bool:
-        """Decided in memory, not yet written: a reconcile must not act on it yet."""
-        return key in self.passes.unsaved
+        """Decided in memory, not yet written (or held until its victims' evictions are on
+        record): a reconcile must not act on it yet."""
+        return self.passes.undecided(key)
 
     def unit(self, key: str) -> Obj | None:
         return self.units.get(key)
@@ -332,6 +336,15 @@ class KubeQueue:
         if not known:
             self.request_pass()
 
+    async def mark(self, key: str, *, priority: int | None, reclaimable: bool) -> None:
+        """The unit's priority and opt-out of reclaim as they are now: written when they
+        changed, and the admission follows (a unit keeps its phase; one that holds quota is
+        judged by them from now on: the order, a preemption, a reclaim)."""
+        unit = self.units.get(key)
+        updated = await self.units.mark(key, priority=priority, reclaimable=reclaimable)
+        if updated is not None and updated is not unit and key in self.admission:
+            self.admission.upsert(spec_of(updated))
+
     async def create_unit(self, key: str, unit: QueueUnit, now: float) -> Obj:
         """Create a job's unit; one the admission still knows (deleted by hand) is made again
         with the state it had."""
@@ -353,24 +366,25 @@ class KubeQueue:
         await self.write(key, "failed over: keeps its quota and is placed again", now)
         return True
 
-    async def place(self, key: str, cluster: str, now: float) -> None:
-        """Placement chose `cluster`: the unit is Running (still holding its quota)."""
+    async def place(self, key: str, cluster: str, now: float) -> Charge | None:
+        """Placement chose `cluster`, or the job runs there: whether its unit holds its quota
+        is the core's decision (`Admission.charge_running`), also for a unit whose placement
+        timed out while it was placed or a reclaim's victim that had moved: granted, the unit
+        is Running (written); refused, nothing changes and the caller does not let the gang
+        run uncharged (docs/queue.md, "Late and moved gangs"). None: the queue does not know
+        the unit, or it ended (its quota was released; nothing to decide)."""
         phase = self.admission.phase(key)
-        if phase is None or phase == RUNNING:
-            return
-        if not self.admission.placed(key, now):
-            # Its placement timed out while it was being placed: it runs, so it holds its
-            # quota again (as a restart would count it), rather than running uncharged.
-            state = self.admission.state(key)
-            unit = self.units.get(key)
-            if state is None or unit is None or state.phase in TERMINAL:
-                return
-            self.passes.unsaved.pop(key, None)
-            self.admission.remove(key)
-            self.admission.upsert(
-                spec_of(unit), UnitState(RUNNING, now, None, max(state.attempts, 1))
-            )
-        await self.write(key, f"placed in {cluster}", now)
+        if phase is None or phase in TERMINAL:
+            return None
+        charge = self.admission.charge_running(key, now)
+        if not charge.granted:
+            log.info("%s: not charged in %s: %s", key, cluster, charge.message)
+            return charge
+        if phase != RUNNING:
+            if phase != DEQUEUED:  # charged again: a backoff decided meanwhile is void
+                self.passes.unsaved.pop(key, None)
+            await self.write(key, f"placed in {cluster}", now)
+        return charge
 
     async def finish(self, key: str, end: JobEnd, now: float) -> None:
         """The job ended (`fleet.core.admission.ending`): its quota is released at once, once."""
@@ -400,21 +414,28 @@ class KubeQueue:
         """A reclaim or preemption decided for this unit, not yet recorded on its binding."""
         return self.passes.evictions.get(key)
 
-    async def evicted(self, key: str, now: float) -> None:
+    async def evicted(self, key: str, now: float, message: str | None = None) -> None:
         """The unit's binding records its eviction: its unit is written (Enqueued, who
-        reclaimed it and why), its job and unit get an Event, and the gang that reclaimed is
-        released once every one of its victims is on record."""
+        reclaimed it and why, or `message`), its job and unit get an Event, and the gang that
+        reclaimed is released once every one of its victims is on record."""
         evict = self.passes.recorded(key)
         if evict is None:
             return
         self._in_flight[key] = evict.by
-        await self.write(key, evict.message, now)
+        text = message or evict.message
+        await self.write(key, text, now)
         unit = self.units.get(key)
         if unit is not None:
             reason = "Reclaimed" if evict.kind == "Reclaim" else "Preempted"
-            await self.events.record(involved(unit), reason, evict.message, warning=True)
-            await self.events.record(unit, reason, evict.message, warning=True)
+            await self.events.record(involved(unit), reason, text, warning=True)
+            await self.events.record(unit, reason, text, warning=True)
         await self.passes.save(self.admission, now)
+
+    async def kept(self, key: str, now: float) -> None:
+        """The victim had moved and the core charged it where it runs now: no eviction is
+        carried out, and the gang that reclaimed no longer waits for this one."""
+        if self.passes.recorded(key) is not None:
+            await self.passes.save(self.admission, now)
 
     def copy_pending(self, key: str, claimant: str) -> None:
         """The victim's binding still records its eviction for `claimant` (copy not deleted)."""
@@ -426,15 +447,52 @@ class KubeQueue:
         """The victim's old copy is deleted (its binding has no queue eviction left)."""
         self._in_flight.pop(key, None)
 
+    # -- what a unit's priority and opt-out of reclaim follow (watch-fed) -------------------------
+
+    def priority_event(self, obj: Obj, *, deleted: bool) -> None:
+        """A PriorityClass changed: the jobs whose units name it are reconciled (their units
+        follow its value)."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        before = self._priorities.get(name)
+        if deleted:
+            self._priorities.pop(name, None)
+        else:
+            self._priorities[name] = int(obj.get("value") or 0)
+        if self._priorities.get(name) == before:
+            return
+        for key in list(self.units.keys):
+            unit = self.units.get(key)
+            if unit is not None and (unit.get("spec") or {}).get("priorityClassName") == name:
+                self.jobs.add(job_of(unit))
+
+    def namespace_event(self, obj: Obj, *, deleted: bool) -> None:
+        """A Namespace changed: when its opt-out of reclaim did, the jobs of its units are
+        reconciled (their units follow it)."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        before = self._namespaces.get(name)
+        if deleted:
+            self._namespaces.pop(name, None)
+        else:
+            self._namespaces[name] = dict((obj.get("metadata") or {}).get("labels") or {})
+        now = self._namespaces.get(name)
+        if before is None or now is None:
+            return  # first seen, or gone with its jobs
+        if before.get(c.RECLAIMABLE_LABEL) == now.get(c.RECLAIMABLE_LABEL):
+            return
+        for key in list(self.units.keys):
+            unit = self.units.get(key)
+            if unit is not None and (unit.get("metadata") or {}).get("namespace") == name:
+                self.jobs.add(job_of(unit))
+
     def known_priority(self, name: str) -> int | None:
-        """A PriorityClass value read before (None: not read yet)."""
+        """A PriorityClass value as the watch (or a read) last saw it (None: not seen)."""
         return self._priorities.get(name)
 
     def remember_priority(self, name: str, value: int) -> None:
         self._priorities[name] = value
 
     def known_namespace(self, name: str) -> dict[str, str] | None:
-        """A Namespace's labels read before (None: not read yet)."""
+        """A Namespace's labels as the watch (or a read) last saw them (None: not seen)."""
         return self._namespaces.get(name)
 
     def remember_namespace(self, name: str, labels: dict[str, str]) -> None:

@@ -263,6 +263,28 @@ class Units:
         self.offer(updated)
         return updated
 
+    async def mark(self, key: str, *, priority: int | None, reclaimable: bool) -> Obj | None:
+        """Keep the unit's priority and its opt-out of reclaim as its job's PriorityClass,
+        policy and namespace say now (one patch, only when one of them changed; `priority`
+        None: the job names no class, the unit keeps its own). None when the unit is not
+        known."""
+        unit = self.objects.get(key)
+        if unit is None:
+            return None
+        meta = unit.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        held = int((unit.get("spec") or {}).get("priority") or 0)
+        priority = held if priority is None else priority
+        if held == priority and (labels.get(c.RECLAIMABLE_LABEL) != "false") == reclaimable:
+            return unit
+        patch = {
+            "metadata": {"labels": {c.RECLAIMABLE_LABEL: None if reclaimable else "false"}},
+            "spec": {"priority": priority},
+        }
+        updated = await self.fleet.patch(*UNIT, meta["name"], patch, meta["namespace"])
+        self.offer(updated)
+        return updated
+
     async def delete(self, key: str) -> None:
         unit = self.objects.get(key)
         self.drop(key)

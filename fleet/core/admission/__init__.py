@@ -15,6 +15,8 @@ One concept per module:
 * `explain`: why a unit waits, in words and numbers;
 * `ending`: when a job's unit ends (the one rule the controller and the simulator share);
 * `restore`: how a persisted unit is read back after a restart;
+* `recharge`: whether a gang that runs though its unit is not Dequeued (placed late, or a
+  reclaim's victim that had moved) holds its quota again;
 * `reasons`: which condition reason a waiting unit's job carries;
 * `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption);
 * `hold`: the room an eviction frees, held for its claimant until it is placed or gives up;
@@ -53,6 +55,7 @@ from fleet.core.admission.phases import (
 )
 from fleet.core.admission.policies import BLOCK, FIFO, POLICIES, PRIORITY, QueuePolicy
 from fleet.core.admission.reasons import LOUD_REASONS, REASON_QUEUED, waiting_reason
+from fleet.core.admission.recharge import Charge, charge_decision
 from fleet.core.admission.reclaim import (
     PREEMPT,
     RECLAIM,
@@ -87,6 +90,7 @@ __all__ = [
     "Admission",
     "AdmissionSettings",
     "Backoff",
+    "Charge",
     "Choice",
     "Claim",
     "Dequeue",
@@ -106,6 +110,7 @@ __all__ = [
     "UnitState",
     "WaitKind",
     "WaitReason",
+    "charge_decision",
     "choose",
     "order_key",
     "restored_state",

@@ -60,6 +60,7 @@ from fleet.core.admission.explain import opted_out, shortage
 from fleet.core.admission.fit import asleep, first_short, fits
 from fleet.core.admission.hold import Hold, ended
 from fleet.core.admission.line import Line
+from fleet.core.admission.minimum import fits_within_min
 from fleet.core.admission.phases import (
     DEQUEUED,
     ENQUEUED,
@@ -74,6 +75,7 @@ from fleet.core.admission.phases import (
     UnitState,
 )
 from fleet.core.admission.policies import BLOCK, POLICIES, PRIORITY
+from fleet.core.admission.recharge import Charge, charge_decision
 from fleet.core.admission.unit import OrderKey, Unit, demand_of
 from fleet.core.admission.usage import QuotaUsage
 from fleet.core.quota import QuotaTree, TreeCheck, check_tree
@@ -201,6 +203,43 @@ class Admission(Claims):
         self._claimed.discard(key)
         self._retry.pop(key, None)
         return True
+
+    def charge_running(self, key: str, now: float) -> Charge:
+        """The unit's job was placed, or runs (module `recharge`): a Dequeued unit is Running;
+        a Running one stays so; one the queue no longer has Dequeued (its placement timed out
+        while it was placed, or a reclaim evicted it after it had moved) is Running and charged
+        again only where every `max` on its path allows it. Refused: nothing changes."""
+        unit = self._units.get(key)
+        if unit is None or unit.phase in TERMINAL:
+            return Charge(key, False, None, "its unit is unknown or ended: nothing to charge")
+        if unit.phase == RUNNING or self.placed(key, now):
+            return Charge(key, True, unit.quota, "runs, holding its quota")
+        tree, quota = self._tree, unit.quota
+        within_min = (
+            tree is not None
+            and quota is not None
+            and fits_within_min(tree, self._used, quota, unit.demand)
+        )
+        charge = charge_decision(
+            key,
+            tree,
+            self._used,
+            quota,
+            unit.demand,
+            within_min=within_min,
+            borrows=unit.spec.borrows,
+            bypass=self.settings.no_quota == "bypass",
+        )
+        if charge.granted:
+            self._dequeue_from_lines(unit)
+            self._set_phase(unit, RUNNING)
+            unit.dequeued_at = now
+            unit.backoff_until = None
+            unit.attempts = max(unit.attempts, 1)
+            self._charge(unit)
+            self._claimed.discard(key)
+            self._retry.pop(key, None)
+        return charge
 
     def unplaced(self, key: str, now: float) -> bool:
         """The unit's job fails over (Running -> Dequeued): it keeps its quota, is not re-queued,

@@ -19,6 +19,8 @@ def unit_end(job_phase: str | None, *, gave_up: bool, retried_on_failure: bool) 
     `Failed`, ...), or None while it has not ended."""
     if job_phase == "Succeeded":
         return SUCCEED
+    if job_phase == "Released":
+        return FAILED  # let go with its cluster: fleet no longer runs it, its quota is free
     if gave_up or (job_phase == "Failed" and not retried_on_failure):
         return FAILED
     return None

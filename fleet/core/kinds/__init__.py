@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.core.errors import FieldError
-from fleet.core.kinds.adapter import KindAdapter, Needed, PodTemplate
+from fleet.core.kinds.adapter import (
+    Access,
+    ConditionStyle,
+    KindAdapter,
+    Needed,
+    PodMarks,
+    PodTemplate,
+)
 from fleet.core.kinds.job import JOB
 from fleet.core.kinds.jobset import JOBSET
 from fleet.core.kinds.kubeflow import JAXJOB, PADDLEJOB, PYTORCHJOB, TFJOB, XGBOOSTJOB
@@ -108,8 +115,11 @@ def _ref(obj: Mapping[str, Any]) -> WorkloadRef:
 
 __all__ = [
     "ADAPTERS",
+    "Access",
+    "ConditionStyle",
     "KindAdapter",
     "Needed",
+    "PodMarks",
     "PodTemplate",
     "adapter_for",
     "gang_from_workload",

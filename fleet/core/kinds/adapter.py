@@ -8,8 +8,16 @@ An adapter answers, for its kind and from plain values only (no I/O):
   can know it (an MPIJob launcher's init container); `min_member(...)` the gang minimum;
   `gang(obj)` puts these together (generic);
 * `member_copy(...)`: the object to create in the member: the spec without the fields the
-  fleet's API server set (they would be refused there), and the gang written in what the
-  member's gang scheduler understands (`fleet.core.gangmarks`);
+  fleet's API server set (they would be refused there), with its pods marked (`mark_pods`, the
+  one hook that puts the member's schedulerName, the gang in what the member's gang scheduler
+  understands (`fleet.core.gangmarks`) and fleet's labels where the member's pods get them);
+  `gang_refusal(...)` says why a member's gang scheduler cannot run the kind as a gang (the
+  member is then not chosen); `pod_templates(obj, needed)` the templates the pods are made from,
+  where dependencies are read;
+* `conditions`, `fleet_word(...)`: the shape and types of the kind's own status conditions,
+  and its own status words, which fleet writes on the fleet object in the kind's terms;
+* `member_access`, `fleet_access`: the other objects fleet reads or writes for the kind (its
+  RBAC rules, fleet.api.access);
 * `state(status)`: one state word for the status mirror and failover, and `status_fields`, the
   status fields mirrored onto the fleet object as they are;
 * `pod_name(job, component, index)` and `log_roles`: how `kubectl amc` names replicas and
@@ -25,8 +33,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from fleet.core import gangmarks
 from fleet.core.constraints import PodConstraints
@@ -43,6 +51,66 @@ Needed = Mapping[tuple[str, str, str], Mapping[str, Any] | None]
 #: The pod-template label and annotation a user may give the gang minimum with.
 LABEL_MIN_AVAILABLE = gangmarks.POD_GROUP_MIN_AVAILABLE_LABEL
 ANNOTATION_MIN_AVAILABLE = gangmarks.KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION
+
+
+@dataclass(frozen=True, slots=True)
+class PodMarks:
+    """What fleet puts on every pod of a member copy (`KindAdapter.mark_pods`): the gang in the
+    terms of the member's gang scheduler, the member's schedulerName, and fleet's labels."""
+
+    #: The gang's name (the copy's) and minimum.
+    name: str
+    min_member: int
+    #: The member's gang scheduler (`gangmarks`), None when unknown.
+    gang_scheduler: str | None
+    #: The schedulerName the member asks for; a user's own is kept. None: the member's default.
+    scheduler_name: str | None = None
+    #: Labels every pod carries, set over anything of that name (fleet's UID label).
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: The label naming each pod's role (the component), if any.
+    role_label: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """Objects other than the kind itself that fleet reads or writes for it (a TrainJob's
+    runtimes, a JobSet's PodGroup): one RBAC rule, each verb with why fleet needs it."""
+
+    group: str
+    resources: tuple[str, ...]
+    why: Mapping[str, str]
+    about: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionStyle:
+    """The kind's own status conditions, so fleet writes its own in the kind's terms."""
+
+    #: `kubeflow`: a Kubeflow JobCondition (with lastUpdateTime); `metav1`: a metav1.Condition
+    #: (with observedGeneration); `batch`: a batch/v1 JobCondition (no observedGeneration).
+    shape: Literal["kubeflow", "metav1", "batch"]
+    #: The type set True on a job that waits on the fleet, if the kind has one (Created).
+    waiting: str | None = None
+    #: The type set True when fleet fails the job over, if the kind has one (Restarting).
+    restarting: str | None = None
+    #: The types dropped when fleet fails the job over: the old copy's end (or its run).
+    ended: tuple[str, ...] = ("Failed",)
+    #: The types set True, in order, when fleet fails the job for good (maxFailovers).
+    failed: tuple[str, ...] = ("Failed",)
+
+
+#: The scheduler-plugins PodGroup fleet writes beside a copy whose operator makes none.
+POD_GROUP_ACCESS = Access(
+    gangmarks.COSCHEDULING_POD_GROUP_GROUP,
+    ("podgroups",),
+    {
+        "create": "the PodGroup of a copy whose operator makes none (JobSet, Ray, a TrainJob "
+        "whose runtime has no podGroupPolicy) on a coscheduling member; server-side apply of a "
+        "new object is authorized as create",
+        "patch": "that PodGroup is written by server-side apply",
+    },
+    "scheduler-plugins PodGroups for kinds whose operator makes none.",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +144,11 @@ class KindAdapter:
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
     #: Member status fields copied to the fleet object as they are (besides conditions).
     status_fields: ClassVar[tuple[str, ...]] = ()
-    #: The conditions fleet sets True on the fleet object when it fails the job for good
-    #: (maxFailovers reached), in order.
-    failed_conditions: ClassVar[tuple[str, ...]] = ("Failed",)
+    #: The kind's status conditions (None: it has no conditions list, fleet writes none).
+    conditions: ClassVar[ConditionStyle | None] = ConditionStyle("metav1")
+    #: Objects besides the kind that fleet writes in members / reads on the fleet for it.
+    member_access: ClassVar[tuple[Access, ...]] = ()
+    fleet_access: ClassVar[tuple[Access, ...]] = ()
     #: The label the member's operator puts on a job's pods, with the job's name as value.
     pods_label: ClassVar[str] = ""
     #: Whether the pod templates may change once the object exists (a Job's may not).
@@ -104,6 +174,19 @@ class KindAdapter:
     doc_gang: str = ""
     doc_dropped: str = "nothing"
     doc_added: str = "nothing"
+
+    @property
+    def failed_conditions(self) -> tuple[str, ...]:
+        """The conditions fleet sets True on the fleet object when it fails the job for good
+        (maxFailovers reached), in order."""
+        return self.conditions.failed if self.conditions is not None else ()
+
+    def accesses(self) -> tuple[tuple[Access, ...], tuple[Access, ...]]:
+        """(in members, on the fleet): every object besides the kind fleet touches for it."""
+        member = self.member_access
+        if self.fleet_pod_group and POD_GROUP_ACCESS not in member:
+            member = (*member, POD_GROUP_ACCESS)
+        return member, self.fleet_access
 
     @property
     def type(self) -> tuple[str, str]:
@@ -189,11 +272,21 @@ class KindAdapter:
     # -- the member copy -------------------------------------------------------------------
 
     def member_copy(
-        self, workload: Mapping[str, Any], *, min_member: int, gang_scheduler: str | None
+        self,
+        workload: Mapping[str, Any],
+        *,
+        min_member: int,
+        gang_scheduler: str | None,
+        scheduler_name: str | None = None,
+        pod_labels: Mapping[str, str] | None = None,
+        role_label: str | None = None,
+        needed: Needed | None = None,
     ) -> dict[str, Any]:
         """The member copy's apiVersion, kind, name, namespace, the user's labels and
-        annotations and spec, without what the fleet's API server set, with the gang written
-        for `gang_scheduler` (None: unknown). The shell adds fleet's own marks."""
+        annotations and spec, without what the fleet's API server set, its pods marked
+        (`mark_pods`) for `gang_scheduler` (None: unknown), `scheduler_name`, `pod_labels` and
+        each pod's role in `role_label`. `needed`: what `needs` named, as fetched. The shell
+        adds fleet's marks on the copy itself."""
         meta = workload["metadata"]
         out: dict[str, Any] = {
             "apiVersion": workload["apiVersion"],
@@ -207,10 +300,63 @@ class KindAdapter:
             "spec": copy.deepcopy(workload.get("spec") or {}),
         }
         self.drop_server_set(out)
-        self.place_gang(
-            out, name=meta["name"], min_member=min_member, gang_scheduler=gang_scheduler
+        marks = PodMarks(
+            name=meta["name"],
+            min_member=min_member,
+            gang_scheduler=gang_scheduler,
+            scheduler_name=scheduler_name,
+            labels=dict(pod_labels or {}),
+            role_label=role_label,
         )
+        self.mark_pods(out, marks, needed or {})
         return out
+
+    def mark_pods(self, copy_obj: dict[str, Any], marks: PodMarks, needed: Needed) -> None:
+        """Mark the pods the member's operator will make from the copy: the gang for the
+        member's gang scheduler (`place_gang`), fleet's labels, the member's schedulerName (a
+        user's own is kept). By default on every pod template of the copy; a kind whose pod
+        templates live elsewhere (TrainJob: its runtime) writes them where its pods get them."""
+        self.place_gang(
+            copy_obj,
+            name=marks.name,
+            min_member=marks.min_member,
+            gang_scheduler=marks.gang_scheduler,
+        )
+        for t in self.templates(copy_obj):
+            labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
+            labels.update(marks.labels)
+            if marks.role_label:
+                labels[marks.role_label] = t.component
+            if marks.scheduler_name:
+                t.template.setdefault("spec", {}).setdefault("schedulerName", marks.scheduler_name)
+
+    def gang_refusal(
+        self,
+        obj: Mapping[str, Any],
+        needed: Needed,
+        *,
+        gang_scheduler: str | None,
+        scheduler_name: str | None,
+    ) -> str | None:
+        """Why a member with this gang scheduler and schedulerName cannot run `obj` as one gang
+        (the member is not chosen, the binding says why); None when it can. Kubeflow's
+        operators make the gang for any scheduler; a kind whose gang fleet writes itself
+        (`fleet_pod_group`) has none on a Volcano member."""
+        if self.fleet_pod_group and gang_scheduler == gangmarks.VOLCANO:
+            return (
+                f"a {self.kind} gets no gang from Volcano: its operator makes no Volcano "
+                "PodGroup and fleet writes none"
+            )
+        return None
+
+    def pod_templates(self, obj: Mapping[str, Any], needed: Needed) -> list[PodTemplate]:
+        """The templates the member's pods are made from, with what the object overrides in
+        them: where the dependencies propagateDeps takes along are read. By default the gang's
+        templates (`templates_with`); empty when they cannot be read."""
+        try:
+            return self.templates_with(obj, needed)
+        except FieldError:
+            return []
 
     def drop_server_set(self, copy_obj: dict[str, Any]) -> None:
         """Remove from a copy what the fleet's API server defaulted and a member's would
@@ -240,9 +386,12 @@ class KindAdapter:
         member's garbage collector deletes it with the copy. Fleet's labels go on top."""
         if not (self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING):
             return None
+        return self._pod_group(member_obj, min_member)
+
+    def _pod_group(self, member_obj: Mapping[str, Any], min_member: int) -> dict[str, Any]:
         meta = member_obj["metadata"]
         return {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "apiVersion": f"{gangmarks.COSCHEDULING_POD_GROUP_GROUP}/v1alpha1",
             "kind": "PodGroup",
             "metadata": {
                 "name": meta["name"],
@@ -285,8 +434,17 @@ class KindAdapter:
         failed over (the job goes on elsewhere). A kind whose API server refuses some status
         transitions on the fleet object overrides it."""
         out = {k: member.get(k) for k in self.status_fields}
-        out["conditions"] = list(member.get("conditions") or [])
+        if self.conditions is not None:
+            out["conditions"] = list(member.get("conditions") or [])
         return out
+
+    def fleet_word(
+        self, word: Literal["Restarting", "Failed"], reason: str, message: str
+    ) -> dict[str, Any]:
+        """Status fields besides conditions that fleet writes on the fleet object when it fails
+        the job over (`Restarting`) or fails it for good (`Failed`), in the kind's own words
+        (a JobSet's terminalState, a RayJob's jobDeploymentStatus). None, by default."""
+        return {}
 
     # -- kubectl amc -------------------------------------------------------------------------
 
@@ -309,13 +467,10 @@ class KindAdapter:
 
     # -- the queue ---------------------------------------------------------------------------
 
-    def priority_class(self, obj: Mapping[str, Any]) -> str | None:
-        """The PriorityClass the job names: the first template's priorityClassName."""
-        try:
-            templates = self.templates(obj)
-        except FieldError:
-            return None
-        for t in templates:
+    def priority_class(self, obj: Mapping[str, Any], needed: Needed | None = None) -> str | None:
+        """The PriorityClass the job names: the first priorityClassName of the templates its
+        pods are made from (`pod_templates`: a TrainJob's runtime's, given in `needed`)."""
+        for t in self.pod_templates(obj, needed or {}):
             name = (t.template.get("spec") or {}).get("priorityClassName")
             if name:
                 return str(name)

@@ -9,8 +9,9 @@
   that carries them (422: the selector must be the member object's own UID), so they are
   dropped, as Karmada's native interpreter does, unless the user chose the selector
   (`spec.manualSelector: true`). The gang goes on the template as ACK's pod-group labels, for
-  Koordinator or an unknown scheduler; a coscheduling member gets no gang for a Job (it would
-  need a PodGroup object; fleet places the Job whole in one member all the same).
+  Koordinator or an unknown scheduler; the Job controller makes no PodGroup, so on a
+  coscheduling member fleet labels the template `scheduling.x-k8s.io/pod-group` and writes the
+  PodGroup beside the copy (`fleet_pod_group`); Volcano gets no gang for it (refused there).
 * State: Failed (or FailureTarget, which only ever leads to Failed) and Complete (or
   SuccessCriteriaMet) win; Suspended; else Running while pods are active, else Pending.
 * Status mirror: active, ready, terminating as the copy has them; the fleet's API server
@@ -31,7 +32,14 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 from fleet.core.jobstate import JobState
-from fleet.core.kinds.adapter import KindAdapter, PodTemplate, job_pods, mapping, template_at
+from fleet.core.kinds.adapter import (
+    ConditionStyle,
+    KindAdapter,
+    PodTemplate,
+    job_pods,
+    mapping,
+    template_at,
+)
 
 #: The labels the API server generates for a Job (selector and template), from its UID and name.
 GENERATED_LABELS: Final = (
@@ -48,8 +56,11 @@ class BatchJob(KindAdapter):
     multi_role = False
     pods_label = "batch.kubernetes.io/job-name"
     mutable_templates = False  # spec.template is immutable once the Job exists
+    #: The Job controller makes no PodGroup: on coscheduling members fleet writes it.
+    fleet_pod_group = True
     doc_gang = "`spec.template`, min(parallelism, completions) pods"
     doc_dropped = "`spec.selector`, `controller-uid` and `job-name` labels"
+    doc_added = "nothing; on coscheduling members fleet writes the PodGroup"
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = (
         ("Failed", "Failed"),
         ("FailureTarget", "Failed"),
@@ -66,7 +77,11 @@ class BatchJob(KindAdapter):
         "startTime",
         "completionTime",
     )
-    failed_conditions = ("FailureTarget", "Failed")
+    #: A batch/v1 JobCondition; the API server takes a Failed condition only after
+    #: FailureTarget. No Created or Restarting: a Job has none.
+    conditions = ConditionStyle(
+        "batch", ended=("FailureTarget", "Failed"), failed=("FailureTarget", "Failed")
+    )
 
     def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
         pods = job_pods(mapping(obj.get("spec"), "spec"), "spec")

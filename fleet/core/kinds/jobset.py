@@ -9,7 +9,8 @@
   owned by the copy (`fleet_pod_group`); ACK's pod-group labels on Koordinator.
 * State: Failed (condition or terminalState), Completed, Suspended; Running while a child Job
   has active or ready pods, else Pending. Mirrored: replicatedJobsStatus, terminalState,
-  restarts.
+  restarts. Fleet's own conditions are metav1.Conditions; failing over drops the old copy's
+  `Failed`/`Completed` and terminalState, giving up sets `Failed` and terminalState Failed.
 * `kubectl amc`: pods carry `jobset.sigs.k8s.io/jobset-name`; replicas are
   `<replicated job>-<index>`.
 * Queue: the first template's priorityClassName; charged every pod.
@@ -20,11 +21,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
 from fleet.core.kinds.adapter import (
+    ConditionStyle,
     KindAdapter,
     PodTemplate,
     job_pods,
@@ -45,6 +47,10 @@ class JobSetAdapter(KindAdapter):
     fleet_pod_group = True
     role_label = ROLE_LABEL
     pods_label = NAME_LABEL
+    #: metav1.Condition; `Completed` and `Failed` end a JobSet (and `terminalState` says which),
+    #: `Suspended` and `StartupPolicyCompleted` are the controller's own. It has no
+    #: waiting or restarting type: fleet's `Scheduled` says those.
+    conditions = ConditionStyle("metav1", ended=("Failed", "Completed"))
     doc_gang = "every replicated job's pods: `replicas` x min(parallelism, completions) each"
     doc_added = (
         "a headless Service, pod subdomain/hostname, `jobset.sigs.k8s.io/*` labels; "
@@ -88,6 +94,30 @@ class JobSetAdapter(KindAdapter):
         if any((j.get("active") or 0) > 0 or (j.get("ready") or 0) > 0 for j in jobs):
             return "Running"
         return "Pending"
+
+    def fleet_status(
+        self,
+        member: Mapping[str, Any],
+        fleet: Mapping[str, Any],
+        *,
+        fails_over: bool,
+    ) -> dict[str, Any]:
+        """A failed copy that fleet fails over does not end the fleet's JobSet: its `Failed`
+        condition and terminalState stay in the member."""
+        out = super().fleet_status(member, fleet, fails_over=fails_over)
+        copy_failed = member.get("terminalState") == "Failed" or any(
+            x.get("type") == "Failed" and x.get("status") == "True" for x in out["conditions"]
+        )
+        if fails_over and copy_failed:
+            out["conditions"] = [x for x in out["conditions"] if x.get("type") != "Failed"]
+            out["terminalState"] = None
+        return out
+
+    def fleet_word(
+        self, word: Literal["Restarting", "Failed"], reason: str, message: str
+    ) -> dict[str, Any]:
+        """A JobSet's terminalState: Failed when fleet gives up, none while it fails over."""
+        return {"terminalState": "Failed" if word == "Failed" else None}
 
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
         return self.pod_selector(str((member_obj.get("metadata") or {}).get("name")))

@@ -9,6 +9,8 @@ JAXJob, and the shared layout MPIJob builds on.
   on every member (the operator makes a coscheduling or Volcano PodGroup from it), plus ACK's
   pod-group labels on every template for Koordinator or an unknown scheduler.
 * State: the operator's conditions (Failed, Succeeded, Suspended, Restarting, Running, Created).
+  Fleet writes its own in the operator's JobCondition shape: `Created` while the job waits on
+  the fleet, `Restarting` when it fails over, `Failed` when fleet gives up.
 * `kubectl amc`: pods are `<job>-<replica type, lowercased>-<index>`.
 * Queue: `runPolicy.schedulingPolicy.priorityClass`, else the first template's
   priorityClassName; charged every replica.
@@ -24,7 +26,15 @@ from typing import Any, ClassVar
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
-from fleet.core.kinds.adapter import KindAdapter, PodTemplate, at, mapping, optional_count
+from fleet.core.kinds.adapter import (
+    ConditionStyle,
+    KindAdapter,
+    Needed,
+    PodTemplate,
+    at,
+    mapping,
+    optional_count,
+)
 
 #: Where Kubeflow training jobs keep their gang minimum.
 RUN_POLICY_MIN_AVAILABLE = "spec.runPolicy.schedulingPolicy.minAvailable"
@@ -45,6 +55,15 @@ class KubeflowJob(KindAdapter):
     # Not lastReconcileTime: the operator stamps it on each retry while a PodGroup waits, and
     # each stamp would be one more write of the fleet job saying nothing new.
     status_fields = ("replicaStatuses", "startTime", "completionTime")
+    #: The training operator's JobCondition: a job waiting on the fleet is `Created` (as the
+    #: operator says of a job whose pods are not up), one failing over `Restarting`, after the
+    #: failed copy's Failed (and its Running or Succeeded) are dropped.
+    conditions = ConditionStyle(
+        "kubeflow",
+        waiting="Created",
+        restarting="Restarting",
+        ended=("Failed", "Running", "Succeeded"),
+    )
     names_pods = True
     pods_label = "training.kubeflow.org/job-name"
     log_roles = ("master", "chief", "launcher", "worker")
@@ -113,9 +132,9 @@ class KubeflowJob(KindAdapter):
     def pod_name(self, job: str, component: str, index: int) -> str:
         return f"{job}-{component}-{index}"
 
-    def priority_class(self, obj: Mapping[str, Any]) -> str | None:
+    def priority_class(self, obj: Mapping[str, Any], needed: Needed | None = None) -> str | None:
         name = at(obj, "spec.runPolicy.schedulingPolicy.priorityClass")
-        return str(name) if name else super().priority_class(obj)
+        return str(name) if name else super().priority_class(obj, needed)
 
 
 PYTORCHJOB = KubeflowJob(

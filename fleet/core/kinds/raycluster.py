@@ -10,7 +10,8 @@
   that waits for the head; fleet counts it (`pod_spec`), as the member will.
 * Copy: nothing to drop. KubeRay runs without a batch scheduler (its scheduler-plugins mode
   refuses RayJobs), so on a coscheduling member fleet writes the gang (`fleet_pod_group`).
-* State: `status.state` ready -> Running, suspended -> Suspended, failed -> Failed.
+* State: `status.state` ready -> Running, suspended -> Suspended, failed -> Failed. Fleet's
+  conditions are metav1.Conditions; giving up sets `state: failed`.
 * `kubectl amc`: pods carry `ray.io/cluster`; replicas are `head`, `<group>-<index>`.
 * Queue: the first template's priorityClassName; charged every pod.
 """
@@ -18,11 +19,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
 from fleet.core.kinds.adapter import (
+    ConditionStyle,
     KindAdapter,
     PodTemplate,
     mapping,
@@ -124,6 +126,9 @@ class RayClusterAdapter(KindAdapter):
     )
     fleet_pod_group = True
     role_label = ROLE_LABEL
+    #: metav1.Condition (RayClusterProvisioned, HeadPodReady, ...); none ends a cluster, whose
+    #: end is `state: failed` (`fleet_word`).
+    conditions: ClassVar[ConditionStyle | None] = ConditionStyle("metav1", ended=(), failed=())
     doc_gang = "the head plus each worker group's minReplicas x numOfHosts"
     doc_added = (
         "workers' init container `wait-gcs-ready` (200m CPU, 256Mi: counted), probes, "
@@ -147,6 +152,14 @@ class RayClusterAdapter(KindAdapter):
 
     def state(self, status: Mapping[str, Any] | None) -> JobState:
         return ray_state(status)
+
+    def fleet_word(
+        self, word: Literal["Restarting", "Failed"], reason: str, message: str
+    ) -> dict[str, Any]:
+        """`state: failed` when fleet gives up; the failed copy's state goes when it moves."""
+        if word == "Failed":
+            return {"state": "failed", "reason": message}
+        return {"state": None, "reason": None}
 
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
         return self.pod_selector(str((member_obj.get("metadata") or {}).get("name")))

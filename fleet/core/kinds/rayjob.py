@@ -7,18 +7,19 @@
 * Copy: as RayCluster (`fleet_pod_group` on coscheduling members).
 * State: `status.jobDeploymentStatus`: Initializing -> Created, Running, Complete -> Succeeded,
   Failed, Suspended, Retrying -> Restarting. Mirrored: jobDeploymentStatus, jobStatus,
-  rayClusterName, times, reason, message.
+  rayClusterName, times, reason, message. It has no conditions list (KubeRay v1.5): fleet
+  says a failover with `jobDeploymentStatus: Retrying` and giving up with `Failed`.
 * `kubectl amc`: the pods of the RayCluster it made (`status.rayClusterName`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
-from fleet.core.kinds.adapter import PodTemplate, object_at
+from fleet.core.kinds.adapter import ConditionStyle, PodTemplate, object_at
 from fleet.core.kinds.raycluster import CLUSTER_LABEL, RayClusterAdapter, cluster_templates
 
 _STATES: dict[str, JobState] = {
@@ -52,6 +53,9 @@ class RayJobAdapter(RayClusterAdapter):
         "reason",
         "message",
     )
+    #: KubeRay's RayJob (v1.5) has no conditions list: its words are `jobDeploymentStatus`
+    #: (`fleet_word`), and fleet writes no condition on it (the API server would drop it).
+    conditions: ClassVar[ConditionStyle | None] = None
     doc_gang = "its rayClusterSpec: the head plus each worker group's minReplicas x numOfHosts"
     doc_added = (
         "as RayCluster, and a submitter Job pod (500m CPU, 200Mi) after the gang runs: not counted"
@@ -69,6 +73,14 @@ class RayJobAdapter(RayClusterAdapter):
 
     def state(self, status: Mapping[str, Any] | None) -> JobState:
         return _STATES.get(str((status or {}).get("jobDeploymentStatus") or ""), "Pending")
+
+    def fleet_word(
+        self, word: Literal["Restarting", "Failed"], reason: str, message: str
+    ) -> dict[str, Any]:
+        """KubeRay's own words: `Retrying` while fleet fails it over, `Failed` when it gives up."""
+        if word == "Failed":
+            return {"jobDeploymentStatus": "Failed", "reason": reason, "message": message}
+        return {"jobDeploymentStatus": "Retrying", "reason": None, "message": message}
 
     def pods_of(self, member_obj: Mapping[str, Any]) -> str | None:
         cluster = (member_obj.get("status") or {}).get("rayClusterName")

@@ -66,6 +66,8 @@ function fleetView(data) {
       el("h3", {}, m.name, badge(m.status, "status")),
       m.error ? el("div", { class: "err-text", text: m.error }) : null,
       m.problem ? el("div", { class: "err-text problem", text: m.problem }) : null,
+      Object.entries(m.watchProblems || {}).map(([resource, why]) =>
+        el("div", { class: "err-text watch-problem", "data-watch-problem": resource, text: why })),
       m.status === "NotReady" && m.readyMessage ? el("div", { class: "why", text: m.readyMessage }) : null,
       kv([
         ["gang scheduler", m.gangScheduler || "not detected yet"],
@@ -221,8 +223,9 @@ function reservationsView(data) {
     el("h3", {}, m.name, badge(m.status, "status"), el("span", { class: "muted", text: dash(m.gangScheduler) })),
     m.error ? el("div", { class: "err-text", text: m.error }) : null,
     m.problem ? el("div", { class: "err-text", text: m.problem }) : null,
+    m.watchProblem ? el("div", { class: "err-text watch-problem", "data-watch-problem": "Reservation", text: m.watchProblem }) : null,
     !m.watched ? el("p", { class: "muted", text: "no Koordinator Reservations here (not a Koordinator member)" })
-      : m.reservations.length === 0 ? el("p", { class: "muted", text: "no Reservations" })
+      : m.reservations.length === 0 ? el("p", { class: "muted", text: m.watchProblem ? "no Reservations seen (the watch is refused)" : "no Reservations" })
       : table(["name", "phase", "node", "job (binding)", "role", "message", "age"], m.reservations.map((r) => r.error
           ? el("tr", { class: "bad" }, el("td", { text: r.name }), el("td", { class: "err", colSpan: 6, text: r.error }))
           : el("tr", { "data-reservation": r.name },

@@ -15,7 +15,7 @@ from typing import Any
 from fleet.api import MemberCluster, find_condition
 from fleet.api import constants as c
 from fleet.core.resources import GPU, Resources
-from fleet.dashboard.state import MemberLive
+from fleet.dashboard.state import CAPACITY_RESOURCES, MemberLive
 from fleet.dashboard.views.parse import age, read
 
 #: Nodes drawn per member; a larger member shows its first ones and says how many were left.
@@ -99,6 +99,15 @@ def member_row(
         "readyMessage": (ready.message or "") if ready else "",
         "reachable": live.reachable if live else None,
         "problem": live.problem if live else "",
+        # Watches that fail (a refusal: "Reservation refused: ... 403 ...") without making the
+        # member unreachable; the Node and Pod watches' failures are `problem`.
+        "watchProblems": {
+            resource: why
+            for resource, why in sorted(live.watch_problems.items())
+            if resource not in CAPACITY_RESOURCES
+        }
+        if live
+        else {},
         "gangScheduler": (status.gang_scheduler if status else None)
         or (member.spec.gang_scheduler if member else None),
         "version": status.kubernetes_version if status else None,

@@ -13,7 +13,7 @@ from typing import Any
 from fleet.api import MemberCluster
 from fleet.api import constants as c
 from fleet.controller.reserving import seen_reservation
-from fleet.dashboard.state import MemberLive
+from fleet.dashboard.state import RESERVATION, MemberLive
 from fleet.dashboard.views.fleet import member_status
 from fleet.dashboard.views.parse import age, read
 
@@ -70,6 +70,9 @@ def reservations_view(
                 "problem": state.problem if state else "",
                 "gangScheduler": scheduler,
                 "watched": watched,
+                # The Reservation watch's failure, a refusal included ("Reservation refused:
+                # ... 403 Forbidden ..."): the list below is then not to be trusted.
+                "watchProblem": state.watch_problems.get(RESERVATION[1], "") if state else "",
                 "reservations": reservations,
                 "phases": phases,
             }

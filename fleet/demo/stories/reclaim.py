@@ -78,7 +78,7 @@ def _event(demo: Demo, name: str, reason: str) -> dict[str, Any] | None:
 
 
 def _eviction(demo: Demo, name: str) -> dict[str, Any] | None:
-    tasks = demo.binding("PyTorchJob", name).get("spec", {}).get("gracefulEvictionTasks") or []
+    tasks = (demo.binding("PyTorchJob", name).get("spec") or {}).get("gracefulEvictionTasks") or []
     return next((t for t in tasks if t.get("evictedFor")), None)
 
 

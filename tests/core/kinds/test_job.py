@@ -9,6 +9,7 @@ import pytest
 
 from fleet.core.gangmarks import (
     COSCHEDULING,
+    COSCHEDULING_POD_GROUP_LABEL,
     KOORDINATOR,
     POD_GROUP_MIN_AVAILABLE_LABEL,
     POD_GROUP_NAME_LABEL,
@@ -120,6 +121,11 @@ def test_the_gang_labels_go_on_the_template_for_koordinator_or_an_unknown_schedu
     wanted = {POD_GROUP_NAME_LABEL: "j", POD_GROUP_MIN_AVAILABLE_LABEL: "3"}
     assert (wanted.items() <= labels.items()) is labelled
     assert "runPolicy" not in out["spec"]
+    # a coscheduling member gets the gang as scheduler-plugins' label and fleet's PodGroup
+    assert (labels.get(COSCHEDULING_POD_GROUP_LABEL) == "j") is (scheduler == COSCHEDULING)
+    member_obj = {**out, "metadata": {**out["metadata"], "uid": "member-uid"}}
+    group = JOB.pod_group(member_obj, min_member=3, gang_scheduler=scheduler)
+    assert (group is not None and group["spec"] == {"minMember": 3}) is (scheduler == COSCHEDULING)
 
 
 # -- state -------------------------------------------------------------------------------------

@@ -137,3 +137,11 @@ def test_state():
     assert TRAINJOB.state({"jobsStatus": [{"name": "node", "active": 2}]}) == "Running"
     assert TRAINJOB.state({"conditions": [cond("Complete")]}) == "Succeeded"
     assert TRAINJOB.state({"conditions": [cond("Failed"), cond("Suspended")]}) == "Failed"
+
+
+def test_the_priority_class_is_read_from_the_runtimes_templates():
+    runtime = training_runtime("torch", namespace="ns")
+    job = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+    job["template"]["spec"]["template"]["spec"]["priorityClassName"] = "high"
+    assert TRAINJOB.priority_class(_job(2), _needed(runtime)) == "high"
+    assert TRAINJOB.priority_class(_job(2)) is None  # without its runtime: nothing to read

@@ -1,0 +1,291 @@
+"""propagateDeps: the Secrets, ConfigMaps, ServiceAccounts and PVCs a job's pods use, written in
+the member beside its copy, kept in step with the fleet, and removed when no job needs them.
+
+fleet never reads a dependency in a member (its identity there may not: docs/security.md), so
+whether a member's object is fleet's is learnt from the writes themselves:
+
+- **create** (POST) first: a 201 means fleet made it (its UID is recorded on the binding);
+- a 409 means the member has one of that name: it is **patched** with a JSON patch whose first
+  op tests fleet's mark (`fleet.dev/managed-by=<fleet id>`). A 422 (the test failed), or a
+  refusal by the member's admission policy, means the object is not fleet's: under
+  `conflictResolution: Abort` that is a conflict (the object is not touched, the job is not
+  sent to that member); under `Overwrite` the object is first marked fleet's (and `adopted`,
+  which the member's admission policy allows only in a namespace labelled
+  `fleet.dev/allow-overwrite=true`) and then patched.
+
+The binding records, per member, the digest of each dependency as fleet last wrote it and the
+UID of each one fleet created (`status.dependencies`). Every reconcile (and the periodic
+resync, `settings.resync_interval`) compares the fleet's objects with those digests and writes
+again only what changed, with the same guarded patch. When a job's copy leaves a member (the
+job is deleted, fails over, or no longer uses a dependency), each dependency fleet created there
+is deleted by its recorded UID (so an object the member replaced with its own is never deleted),
+unless another binding of fleet's in that member still records it (Karmada's rule: a propagated
+dependency goes when no binding references it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from fleet.api import DependencyRecord, GangBinding
+from fleet.api import constants as c
+from fleet.controller import copies
+from fleet.controller.context import Job, Shell
+from fleet.controller.keys import WorkloadKey
+from fleet.controller.members import Member
+from fleet.controller.namespaces import in_namespace
+from fleet.kube import ApiError, Conflict, Forbidden, NotFound, Obj
+
+log = logging.getLogger(__name__)
+
+#: The member's answers that mean "this object is not fleet's, and fleet may not change it": a
+#: failed test op (422), or its admission policy's refusal (403, or 422 with reason Invalid).
+_NOT_OURS = (403, 422)
+
+
+@dataclasses.dataclass(frozen=True)
+class Wanted:
+    """One dependency as fleet writes it in a member."""
+
+    kind: str
+    name: str
+    body: dict[str, Any]
+    digest: str
+
+
+@dataclasses.dataclass
+class Written:
+    """What writing a job's dependencies in one member did."""
+
+    #: The member's records after the writes (DependencyRecord dicts).
+    records: list[dict[str, Any]]
+    #: (kind, name, uid) of what fleet created in this attempt (deleted again if the job is
+    #: not sent there after all).
+    created: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    #: Why the job may not go to this member: an object there that is not fleet's.
+    conflict: str | None = None
+
+
+def propagates(shell: Shell, job: Job) -> bool:
+    """Whether the job's policy says propagateDeps (or Karmada's older `association`)."""
+    policy = job.policy(shell)
+    return bool(policy and (policy.spec.propagate_deps or policy.spec.association))
+
+
+async def wanted(shell: Shell, job: Job) -> list[Wanted]:
+    """The dependencies of the job as fleet would write them now, read from the fleet."""
+    if not propagates(shell, job):
+        return []
+    out = []
+    for dep_kind, name in copies.dependencies(job.workload, job.kind, job.needed):
+        api_version = copies.DEPENDENCY_KINDS[dep_kind]
+        source = await shell.fleet.get(api_version, dep_kind, name, job.key.namespace)
+        if source is None:
+            await shell.events.record(
+                job.workload,
+                "DependencyMissing",
+                f"{dep_kind} {job.key.namespace}/{name} is referenced but not on the fleet",
+                warning=True,
+            )
+            continue
+        body = copies.dependency_copy(
+            {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
+        )
+        out.append(Wanted(dep_kind, name, body, copies.dependency_digest(body)))
+    return out
+
+
+def recorded(binding: GangBinding, cluster: str | None = None) -> list[DependencyRecord]:
+    """The binding's dependency records (in `cluster`, if given)."""
+    records = (binding.status.dependencies if binding.status else None) or []
+    return [r for r in records if cluster is None or r.cluster == cluster]
+
+
+def with_records(
+    binding: GangBinding, cluster: str, records: Iterable[dict[str, Any]]
+) -> list[Any] | None:
+    """The binding's whole `status.dependencies` with `cluster`'s replaced by `records`."""
+    others = [r.to_dict() for r in recorded(binding) if r.cluster != cluster]
+    merged = sorted([*others, *records], key=lambda r: (r["cluster"], r["kind"], r["name"]))
+    return merged or None
+
+
+def _describe(namespace: str, member: Member, kind: str, name: str) -> str:
+    return f"{kind} {namespace}/{name} in {member.name}"
+
+
+async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> Written:
+    """Create or update each dependency whose digest differs from what fleet last wrote in the
+    member; stop at the first that is not fleet's (and may not be taken over)."""
+    client = member.client
+    assert client is not None
+    before = {(r.kind, r.name): r for r in recorded(job.binding, member.name)}
+    overwrite = job.binding.spec.conflict_resolution == "Overwrite"
+    fleet_id = shell.settings.fleet_id
+    namespace = job.key.namespace
+    out = Written(records=[])
+    for dep in deps:
+        last = before.get((dep.kind, dep.name))
+        if last is not None and last.digest == dep.digest:
+            out.records.append(last.to_dict())
+            continue
+        record: dict[str, Any] = {
+            "cluster": member.name,
+            "kind": dep.kind,
+            "name": dep.name,
+            "digest": dep.digest,
+        }
+        what = _describe(namespace, member, dep.kind, dep.name)
+        body = copies.stamped_dependency(dep.body)
+        patch = copies.dependency_patch(dep.body, fleet_id)
+        api_version = copies.DEPENDENCY_KINDS[dep.kind]
+        try:
+            written = await _create_or_patch(shell, member, namespace, body, patch)
+            if written is None and overwrite:
+                try:
+                    await client.patch(
+                        api_version, dep.kind, dep.name, copies.takeover_patch(fleet_id), namespace
+                    )
+                except ApiError as e:
+                    if e.status not in _NOT_OURS:
+                        raise
+                    out.conflict = (
+                        f"{what} is not fleet's and the member refused its takeover "
+                        f"(conflictResolution Overwrite; the namespace needs the label "
+                        f"{c.ALLOW_OVERWRITE_LABEL}=true): {e.message}"
+                    )
+                    break
+                written = await _create_or_patch(shell, member, namespace, body, patch)
+                if written is not None:
+                    await shell.events.record(
+                        job.workload,
+                        "AdoptedExistingDependency",
+                        f"took over {what} (conflictResolution Overwrite)",
+                    )
+        except ApiError as e:
+            if e.status >= 500:
+                raise
+            out.conflict = f"{what} could not be written: {e.message}"
+            break
+        if written is None:
+            out.conflict = (
+                f"{what} already exists and was not created by fleet "
+                "(conflictResolution Abort): left as it is"
+            )
+            break
+        obj, created = written
+        uid = (obj.get("metadata") or {}).get("uid")
+        if uid and not copies.is_adopted(obj):
+            record["uid"] = uid
+        if created and uid:
+            out.created.append((dep.kind, dep.name, uid))
+        out.records.append(DependencyRecord.model_validate(record).to_dict())
+    return out
+
+
+async def _create_or_patch(
+    shell: Shell, member: Member, namespace: str, body: Obj, patch: list[dict[str, Any]]
+) -> tuple[Obj, bool] | None:
+    """Create the dependency, or patch the member's if it is fleet's: (object, created), or None
+    when the member's object is not fleet's (the guarded patch was refused)."""
+    client = member.client
+    assert client is not None
+    meta = body["metadata"]
+    for _ in range(2):  # created, or patched; deleted in between: created again
+        try:
+            return await in_namespace(shell, member, namespace, lambda: client.create(body)), True
+        except Conflict:
+            pass
+        try:
+            patched = await client.patch(
+                body["apiVersion"], body["kind"], meta["name"], patch, namespace, patch_type="json"
+            )
+        except NotFound:
+            continue
+        except ApiError as e:
+            if e.status in _NOT_OURS:
+                return None
+            raise
+        return patched, False
+    raise Conflict(409, "Conflict", f"{body['kind']} {namespace}/{meta['name']} keeps changing")
+
+
+async def delete_created(
+    member: Member, namespace: str, created: Iterable[tuple[str, str, str]]
+) -> None:
+    """Delete what fleet created in this attempt, each by its UID (the job did not go there)."""
+    client = member.client
+    assert client is not None
+    for kind, name, uid in created:
+        # Replaced by the member's own meanwhile (409), or gone: not ours to delete.
+        with contextlib.suppress(Conflict, NotFound):
+            await client.delete(copies.DEPENDENCY_KINDS[kind], kind, name, namespace, uid=uid)
+
+
+def _used_elsewhere(shell: Shell, binding: GangBinding, cluster: str, kind: str, name: str) -> bool:
+    """Whether another binding of fleet's records this dependency in `cluster`."""
+    namespace = binding.metadata.namespace
+    for _key, other in shell.triggers.bindings.items():
+        meta = other.get("metadata") or {}
+        if meta.get("namespace") != namespace or meta.get("name") == binding.metadata.name:
+            continue
+        for r in (other.get("status") or {}).get("dependencies") or []:
+            if (r.get("cluster"), r.get("kind"), r.get("name")) == (cluster, kind, name):
+                return True
+    return False
+
+
+async def release(
+    shell: Shell,
+    binding: GangBinding,
+    workload: Obj,
+    member: Member,
+    keep: Iterable[tuple[str, str]] = (),
+) -> list[dict[str, Any]]:
+    """Let go of the binding's dependencies in `member` but those in `keep`: each one fleet
+    created is deleted (by its UID) unless another binding there records it. The records kept."""
+    client = member.client
+    assert client is not None
+    namespace = str(binding.metadata.namespace or "")
+    kept = set(keep)
+    remaining = []
+    for r in recorded(binding, member.name):
+        if (r.kind, r.name) in kept:
+            remaining.append(r.to_dict())
+            continue
+        if r.uid is None or _used_elsewhere(shell, binding, member.name, r.kind, r.name):
+            continue
+        try:
+            deleted = await client.delete(
+                copies.DEPENDENCY_KINDS[r.kind], r.kind, r.name, namespace, uid=r.uid
+            )
+        except (Conflict, Forbidden) as e:
+            # Replaced by the member's own object (409, its UID differs), or its admission
+            # policy says it is not fleet's (403): not fleet's to delete.
+            log.info("%s: %s not deleted: %s", binding.metadata.name, (r.kind, r.name), e)
+            deleted = False
+        if deleted:
+            what = _describe(namespace, member, r.kind, r.name)
+            await shell.events.record(
+                workload, "DependencyDeleted", f"deleted {what}: no job of fleet's there uses it"
+            )
+            log.info("%s: deleted %s", binding.metadata.name, what)
+    return remaining
+
+
+async def let_go(
+    shell: Shell, key: WorkloadKey, binding: GangBinding, workload: Obj, member: Member
+) -> GangBinding:
+    """The job's copy left `member` (deleted, failed over, purged): its dependencies there go
+    too (`release`), and the binding stops recording them, so they count for nobody."""
+    if not recorded(binding, member.name):
+        return binding
+    await release(shell, binding, workload, member)
+    written, _ = await shell.bindings.save(
+        key, binding, status={"dependencies": with_records(binding, member.name, [])}
+    )
+    return written
