@@ -77,7 +77,11 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     result_message = lifecycle.result_message(str(chosen))
     # The binding also says why this cluster won, in numbers, and why the others were not
     # chosen.
-    compared = chosen.runner_up is not None or chosen.score.fragmentation is not None
+    compared = (
+        chosen.runner_up is not None
+        or chosen.score.fragmentation is not None
+        or bool(chosen.assignment.domains)
+    )
     explained = f"{result_message}; chosen: {chosen.why}" if compared else result_message
     others = "; ".join(decision.sentences())
     if others:
