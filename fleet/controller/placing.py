@@ -42,8 +42,10 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     for snapshot in members.snapshots():
         snapshot.expire(shell.clock.monotonic())
     started = time.perf_counter()
+    # The policy's gangTopology applies to a gang whose templates ask for none.
+    gang = job.gang.with_default_topology(rules.topology)
     result = place_in_groups(
-        job.gang,
+        gang,
         members.snapshots(),
         rules.groups,
         start_at=job.life.affinity_group,

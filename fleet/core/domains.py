@@ -87,7 +87,6 @@ def _domain_frees(
     found = table.get(key)
     if found is not None:
         return cast(Mapping[str, tuple[int, dict[Resources, int]]], found)
-    accel = snapshot.accelerator
     out: dict[str, tuple[int, dict[Resources, int]]] = {}
     for value, sigs in snapshot.domains(level).items():
         frees: dict[Resources, int] = {}

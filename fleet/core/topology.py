@@ -120,7 +120,7 @@ def rules_from_templates(
     for name in order:
         members = groups[name]
         _, level, mode, source = members[0]
-        for component, other_level, other_mode, where in members[1:]:
+        for _component, other_level, other_mode, where in members[1:]:
             if (other_level, other_mode) != (level, mode):
                 raise FieldError(
                     where,
