@@ -268,5 +268,5 @@ def _miss_text(miss: DomainMiss) -> str:
     what = what if what.endswith("s") else f"{what}s"
     return clip(
         f"{head}; largest {word} ({room.value}) holds {room.holds} of {pods} {what} "
-        f"({miss.domains} {word}s)"
+        f"(of {miss.domains} {word}{'s' if miss.domains != 1 else ''})"
     )
