@@ -18,7 +18,7 @@ look-alike gangs pays them once per member change.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from fleet.core.assignment import Assignment, Domain
@@ -270,3 +270,21 @@ def _miss_text(miss: DomainMiss) -> str:
         f"{head}; largest {word} ({room.value}) holds {room.holds} of {pods} {what} "
         f"(of {miss.domains} {word}{'s' if miss.domains != 1 else ''})"
     )
+
+
+def pinned(gang: Gang, placed: Sequence[Domain]) -> Gang:
+    """`gang` as the member sees its pinned copy: each placed domain's components (all, for a
+    whole-gang domain) carry a node selector on the domain's label value, which is what
+    `topology.pin_pod_spec` writes as required node affinity. What the simulator's members
+    schedule; a member honouring the affinity cannot place the pods anywhere else."""
+    if not placed:
+        return gang
+    components = []
+    for component in gang.components:
+        selector = dict(component.constraints.node_selector)
+        for domain in placed:
+            if not domain.components or component.name in domain.components:
+                selector[domain.level] = domain.value
+        constraints = replace(component.constraints, node_selector=tuple(sorted(selector.items())))
+        components.append(replace(component, constraints=constraints))
+    return replace(gang, components=tuple(components), topology=())
