@@ -1,23 +1,24 @@
 """Placing a gang's pod sets each inside one topology domain of a member, node by node.
 
 The rules are the gang's (`Gang.topology`, see `fleet.core.topology`). For each rule, the
-domains of its level (`ClusterSnapshot.domains`) are sized from their free vectors: how many of
-the rule's pods each has room for, counting each node's room for each pod shape (an upper bound
-of what packing can do, so a domain it rules out surely cannot hold them). Domains with room for
-every pod are then packed in best-fit order (fewest free accelerators first, so whole racks stay
-whole for the big gangs), with the same packer as the whole member (`packing`), restricted to
-the domain's nodes; the first domain where every pod gets a node wins. Rules are placed largest
-first and each sees what the previous ones took; the gang's components under no rule are placed
-anywhere after them.
+domains of its level (`ClusterSnapshot.domains`) are sized from their nodes' free vectors: how
+many of the rule's pods each has room for, counting for each pod shape the nodes whose
+signature admits it (an upper bound of what packing can do, so a domain it rules out surely
+cannot hold them). Domains with room for every pod are packed in best-fit order (fewest free
+accelerators first, so whole racks stay whole for the big gangs) with the same packer as the
+whole member (`packing`), restricted to the domain's signatures; the first domain where every
+pod gets a node wins. Rules are placed largest first and each sees what the previous ones took;
+the gang's components under no rule are placed anywhere after them.
 
-Costs: the per-domain free vectors are built once per snapshot version and level (O(groups)),
-the rooms once per version and demand (both in `ClusterSnapshot.memo`), so a sweep of
-look-alike gangs pays them once per member change.
+Costs: the domains' free vectors are indexed once per snapshot version and level (O(groups),
+in `ClusterSnapshot.memo`); sizing is lazy: domains without the accelerators the rule needs in
+total are skipped at a comparison each, and the first domain with room ends the search. The
+largest domain (for the sentence) is found by branch and bound on free accelerators.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -78,83 +79,182 @@ def _size(item: Item, accel: str) -> tuple[int, int, int]:
     return (r.get(accel, 0), r.get(CPU, 0), r.get(MEMORY, 0))
 
 
-def _domain_frees(
-    snapshot: ClusterSnapshot, level: str
-) -> Mapping[str, tuple[int, dict[Resources, int]]]:
-    """Per domain of `level`: (free accelerators, free vector -> nodes)."""
-    table = snapshot.memo()
-    key = ("topology-frees", level)
+@dataclass(frozen=True, slots=True)
+class _Domain:
+    """One domain's free capacity: its free accelerators and (signature, free vector, nodes)."""
+
+    value: str
+    accelerator_free: int
+    entries: tuple[tuple[Signature, Resources, int], ...]
+
+
+def _index(snapshot: ClusterSnapshot, level: str) -> tuple[_Domain, ...]:
+    """Every domain of `level`, fewest free accelerators first (then by name): built once per
+    snapshot version and level."""
+    table = snapshot.per_version()
+    key = ("topology-domains", level)
     found = table.get(key)
     if found is not None:
-        return cast(Mapping[str, tuple[int, dict[Resources, int]]], found)
-    out: dict[str, tuple[int, dict[Resources, int]]] = {}
+        return cast(tuple[_Domain, ...], found)
+    out = []
     for value, sigs in snapshot.domains(level).items():
-        frees: dict[Resources, int] = {}
+        entries = []
         total = 0
         for sig in sigs:
             for amount, bucket in sig.buckets.items():
                 for free, group in bucket.items():
                     n = len(group)
-                    frees[free] = frees.get(free, 0) + n
+                    entries.append((sig, free, n))
                     total += amount * n
-        out[value] = (total, frees)
-    table[key] = out
-    return out
-
-
-def rooms(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> tuple[Room, ...]:
-    """Every domain of the rule's level with its room, best fit first among those with room for
-    all the rule's pods (fewest free accelerators, then name), then the others by room."""
-    table = snapshot.memo()
-    key = ("topology-rooms", rule, gang.demand_key)
-    found = table.get(key)
-    if found is not None:
-        return cast(tuple[Room, ...], found)
-    items = rule_items(gang, rule)
-    pods = sum(item.count for item in items)
-    total_need: dict[str, int] = {}
-    for item in items:
-        for name, amount in item.requests.items():
-            total_need[name] = total_need.get(name, 0) + amount * item.count
-    out = []
-    for value, (accel_free, frees) in _domain_frees(snapshot, rule.level).items():
-        holds = _holds(items, frees)
-        if holds >= pods and not _totals_cover(total_need, frees):
-            holds = pods - 1  # each shape has room alone, not all of them together
-        out.append(Room(value, min(holds, pods), pods, accel_free))
-    out.sort(key=lambda r: (not r.fits, r.accelerator_free if r.fits else -r.holds, r.value))
+        out.append(_Domain(value, total, tuple(entries)))
+    out.sort(key=lambda d: (d.accelerator_free, d.value))
     result = tuple(out)
     table[key] = result
     return result
 
 
-def _holds(items: Sequence[Item], frees: Mapping[Resources, int]) -> int:
-    """Pods of `items` the domain has room for, each shape counted on its own (an upper bound)."""
-    held = 0
+#: Distinct pod shapes whose per-domain room a snapshot keeps per version (then it starts over).
+_SHAPES_PER_VERSION = 256
+
+
+def _shape_room(
+    snapshot: ClusterSnapshot, level: str, item: Item
+) -> tuple[dict[str, int], tuple[tuple[int, _Domain], ...]]:
+    """For pods shaped like `item` (requests and constraints): per domain, how many its nodes
+    could hold at most, each node a separate bin and only nodes whose signature admits them
+    (every node when the constraints look at node identity, judged node by node in packing);
+    and the domains by that room, most first. Once per snapshot version, level and shape,
+    shared by every gang with pods of that shape."""
+    table = snapshot.per_version()
+    key = ("topology-room", level, item.requests, item.constraints)
+    found = table.get(key)
+    if found is not None:
+        return cast(tuple[dict[str, int], tuple[tuple[int, _Domain], ...]], found)
+    if len(table) >= _SHAPES_PER_VERSION:
+        table.clear()
+    requests, constraints = item.requests, item.constraints
+    identity = constraints.needs_node_identity(snapshot.identity_label_keys)
+    room: dict[str, int] = {}
+    ranked = []
+    for domain in _index(snapshot, level):
+        total = 0
+        for sig, free, nodes in domain.entries:
+            copies = requests.copies_in(free)
+            if copies > 0 and (identity or sig.rejection(constraints) is None):
+                total += copies * nodes
+        room[domain.value] = total
+        ranked.append((total, domain))
+    ranked.sort(key=lambda e: (-e[0], -e[1].accelerator_free, e[1].value))
+    result = (room, tuple(ranked))
+    table[key] = result
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Demand:
+    """A rule's pods as the sizing needs them: its items (the largest first), their pod
+    counts, their per-domain room, and what they need in total."""
+
+    items: tuple[Item, ...]
+    counts: tuple[int, ...]
+    rooms: tuple[dict[str, int], ...]
+    #: The first item's domains by its room, most first.
+    ranked: tuple[tuple[int, _Domain], ...]
+    pods: int
+    need: Mapping[str, int]
+    need_accelerator: int
+
+
+def _demand(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> _Demand:
+    accel = snapshot.accelerator
+    items = sorted(rule_items(gang, rule), key=lambda item: _size(item, accel), reverse=True)
+    need: dict[str, int] = {}
     for item in items:
-        room = 0
-        for free, nodes in frees.items():
-            copies = item.requests.copies_in(free)
-            if copies > 0:
-                room += copies * nodes
-                if room >= item.count:
-                    break
-        held += min(room, item.count)
-    return held
+        for name, amount in item.requests.items():
+            need[name] = need.get(name, 0) + amount * item.count
+    counts = tuple(item.count for item in items)
+    shaped = [_shape_room(snapshot, rule.level, item) for item in items]
+    return _Demand(
+        tuple(items),
+        counts,
+        tuple(room for room, _ in shaped),
+        shaped[0][1] if shaped else (),
+        sum(counts),
+        need,
+        need.get(accel, 0),
+    )
 
 
-def _totals_cover(need: Mapping[str, int], frees: Mapping[Resources, int]) -> bool:
-    for name, amount in need.items():
-        if sum(free.get(name, 0) * n for free, n in frees.items()) < amount:
+def _room(demand: _Demand, domain: _Domain) -> Room:
+    """How many of the rule's pods the domain has room for: per item, what its nodes could
+    hold (`_shape_room`), each item counted on its own; and no more than the pods minus one
+    when the domain's free totals cannot cover them all at once. An upper bound of what
+    packing can place there."""
+    value = domain.value
+    held = sum(
+        min(room[value], count) for room, count in zip(demand.rooms, demand.counts, strict=True)
+    )
+    if held >= demand.pods:
+        for name, amount in demand.need.items():
+            if sum(free.get(name, 0) * n for _, free, n in domain.entries) < amount:
+                held = demand.pods - 1  # each shape has room alone, not all together
+                break
+    return Room(value, held, demand.pods, domain.accelerator_free)
+
+
+def _bounded(demand: _Demand) -> Iterator[tuple[int, _Domain]]:
+    """(upper bound of the pods it holds, domain), highest bound first: the first item's room
+    plus every pod of the other items."""
+    if not demand.items:
+        return
+    first, others = demand.counts[0], demand.pods - demand.counts[0]
+    for room, domain in demand.ranked:
+        yield min(room, first) + others, domain
+
+
+def fitting(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Iterator[Room]:
+    """The domains with room for every pod of the rule, best fit first (fewest free
+    accelerators, then name), sized lazily: a domain is looked at only when the previous ones
+    did not do, and one without the accelerators the rule needs in total is skipped unseen."""
+    demand = _demand(snapshot, gang, rule)
+    for domain in _index(snapshot, rule.level):
+        if domain.accelerator_free < demand.need_accelerator:
+            continue
+        room = _room(demand, domain)
+        if room.fits:
+            yield room
+
+
+def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
+    """Whether some domain has room for every pod of the rule: domains by their upper bound,
+    stopping at the first with room or when the bound falls short (usually at once)."""
+    demand = _demand(snapshot, gang, rule)
+    for bound, domain in _bounded(demand):
+        if bound < demand.pods:
             return False
-    return True
+        if _room(demand, domain).fits:
+            return True
+    return False
 
 
-def largest(found: Sequence[Room]) -> Room | None:
-    """The domain with room for the most pods (then the most free accelerators, then name)."""
-    if not found:
-        return None
-    return min(found, key=lambda r: (-r.holds, -r.accelerator_free, r.value))
+def largest(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Room | None:
+    """The domain with room for the most of the rule's pods (then the most free accelerators,
+    then name); None when the level has no domain. Domains are looked at by their upper bound,
+    stopping when the bound cannot reach the best found."""
+    demand = _demand(snapshot, gang, rule)
+    best: Room | None = None
+    for bound, domain in _bounded(demand):
+        if best is not None and bound < best.holds:
+            break  # bounds come highest first: no later domain can do better
+        room = _room(demand, domain)
+        key = (-room.holds, -room.accelerator_free, room.value)
+        if best is None or key < (-best.holds, -best.accelerator_free, best.value):
+            best = room
+    return best
+
+
+def _domain_count(snapshot: ClusterSnapshot, level: str) -> int:
+    return len(_index(snapshot, level))
 
 
 def applicable(gang: Gang, preferred: bool) -> tuple[TopologyRule, ...]:
@@ -174,10 +274,15 @@ def screen(gang: Gang, snapshot: ClusterSnapshot, preferred: bool = False) -> Re
     """Why no domain of some rule can hold its pods, judged on free vectors (never rejects what
     `pack_in_domains` would place); None when every rule has a domain with room."""
     for rule in applicable(gang, preferred):
-        found = rooms(snapshot, gang, rule)
-        if not any(r.fits for r in found):
+        if not any_fits(snapshot, gang, rule):
             return miss_sentence(
-                DomainMiss(rule, _parts(gang, rule), largest(found), len(found), 0)
+                DomainMiss(
+                    rule,
+                    _parts(gang, rule),
+                    largest(snapshot, gang, rule),
+                    _domain_count(snapshot, rule.level),
+                    0,
+                )
             )
     return None
 
@@ -209,14 +314,11 @@ def pack_in_domains(
         if not items:
             continue
         items.sort(key=lambda item: _size(item, accel), reverse=True)
-        found = rooms(snapshot, gang, rule)
         tried = 0
         chosen: _Packer | None = None
         value = ""
         domains = index(rule.level)
-        for room in found:
-            if not room.fits:
-                break
+        for room in fitting(snapshot, gang, rule):
             tried += 1
             sigs: Collection[Signature] = domains.get(room.value, ())
             trial = packer.fork()
@@ -224,7 +326,13 @@ def pack_in_domains(
                 chosen, value = trial, room.value
                 break
         if chosen is None:
-            return DomainMiss(rule, _parts(gang, rule), largest(found), len(found), tried)
+            return DomainMiss(
+                rule,
+                _parts(gang, rule),
+                largest(snapshot, gang, rule),
+                _domain_count(snapshot, rule.level),
+                tried,
+            )
         packer = chosen
         placed.append(Domain(rule.level, value, rule.components, rule.required))
     rest = [(c, n) for c, n in gang.minimum if c.name not in covered]

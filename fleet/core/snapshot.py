@@ -177,6 +177,8 @@ class ClusterSnapshot:
         self._seq = itertools.count(1)
         self._memo: dict[object, object] = {}
         self._memo_version = 0
+        self._per_version: dict[object, object] = {}
+        self._per_version_version = 0
         #: Bumped when a signature appears or goes: what the domain index depends on.
         self._signature_version = 0
         self._domains: dict[str, tuple[int, dict[str, list[Signature]]]] = {}
@@ -304,6 +306,15 @@ class ClusterSnapshot:
             self._memo.clear()
             self._memo_version = self.version
         return self._memo
+
+    def per_version(self) -> dict[object, object]:
+        """Like `memo`, for the few answers per snapshot (a topology level's domain index) that
+        many demands share: emptied whenever the snapshot changes, never for being full. The
+        caller keeps its keys few."""
+        if self._per_version_version != self.version:
+            self._per_version.clear()
+            self._per_version_version = self.version
+        return self._per_version
 
     # Nodes ------------------------------------------------------------------------------------
     def upsert_node(self, info: NodeInfo) -> None:
