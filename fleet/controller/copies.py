@@ -12,11 +12,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.core.assignment import Domain
 from fleet.core.kinds import KindAdapter
+from fleet.core.topology import pin_templates
 
 #: Metadata that belongs to the fleet object only.
 _DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -36,12 +38,17 @@ def member_copy(
     fleet_id: str,
     gang_scheduler: str | None = None,
     scheduler_name: str | None = None,
+    pin: Sequence[Domain] = (),
 ) -> dict[str, Any]:
     """The object fleet creates in the chosen member for `workload`.
 
     The kind's adapter builds the copy and writes the gang in what the member's scheduler
     understands (`gang_scheduler`, the MemberCluster's, declared or detected; see the kind's
     module); fleet's labels, the binding annotation and the member's schedulerName go on top.
+    `pin`: the topology domains the placement chose (`Placement.assignment.domains`); the
+    required ones are written as required node affinity on their templates, for a member
+    whose gang scheduler has no topology of its own (coscheduling, Koordinator), so it cannot
+    scatter the gang (a preferred domain is not pinned: the member may still spread it).
     """
     uid = workload["metadata"]["uid"]
     out = kind.member_copy(workload, min_member=min_member, gang_scheduler=gang_scheduler)
@@ -56,6 +63,11 @@ def member_copy(
         labels[c.ROLE_LABEL] = t.component
         if scheduler_name:
             t.template.setdefault("spec", {}).setdefault("schedulerName", scheduler_name)
+    if pin:
+        pin_templates(
+            [(t.component, t.template) for t in kind.templates(out)],
+            [(d.level, d.value, d.components) for d in pin if d.required],
+        )
     return stamped(out)
 
 
