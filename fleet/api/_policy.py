@@ -462,6 +462,11 @@ class PropagationSpec(KubeModel):
                 "spec.placement.replicaScheduling.weightPreference: a Gang workload is not "
                 "divided among clusters"
             )
+        if rs and rs.gang_topology and rs.gang_estimator == "sum":
+            out.append(
+                "spec.placement.replicaScheduling.gangTopology: the sum estimator counts no "
+                "nodes, so it cannot keep a gang in one domain (use gangEstimator: nodes)"
+            )
         if self.dependent_overrides:
             out.append(
                 "spec.dependentOverrides: fleet has no OverridePolicy, so the policy does not "
