@@ -164,6 +164,7 @@ def summarize(result: RunResult) -> dict[str, Any]:
         "multi_node_gangs": len(multi),
         "multi_node_in_one_domain": in_one,
         "multi_node_in_one_domain_share": in_one / len(multi) if multi else math.nan,
+        "multi_node_wait_s": stats(wait_of(j, end) for j in multi),
         "policy": result.policy,
         "jobs": len(jobs),
         "started": len(jobs) - len(never),
