@@ -327,7 +327,7 @@ def run_point(
                 (NODES, f"{label}c", [g.with_topology(rule) for g in unique], None),
             ]
     for estimator, label, batch, batch_mix in plan:
-        place(gangs[0], fleet, estimator=estimator, mix=batch_mix)  # warm caches
+        place(batch[0], fleet, estimator=estimator, mix=batch_mix)  # warm caches
         wall, cpu, placed = time_decisions(batch, fleet, estimator, batch_mix)
         runs.append(
             Run(
