@@ -131,6 +131,13 @@ def parser() -> argparse.ArgumentParser:
         default="wait",
         help="jobs whose team is in no quota node: wait (default) or bypass the queue",
     )
+    p.add_argument(
+        "--racks",
+        type=int,
+        default=0,
+        help="give every member's nodes racks, N nodes to a rack in list order (label "
+        "topology.kubernetes.io/rack); policies +required / +preferred keep gangs in one",
+    )
     p.add_argument("--out", type=Path, default=Path("out/simulate"), help="report folder")
     p.add_argument("--seed", type=int, default=0, help="seed for random choices and faults")
     p.add_argument("--limit", type=int, help="replay only the first N jobs")
@@ -246,6 +253,7 @@ def _run(args: argparse.Namespace) -> int:
         fleet=args.fleet,
         trace=args.trace,
         queue=args.queue,
+        racks=args.racks,
     )
     settings = FailoverSettings(
         toleration_seconds=parse_duration(args.toleration),
@@ -397,6 +405,11 @@ def _progress(result: RunResult, scenario: str) -> None:
         f"{report.human(s['wait_s']['p90']):>7}  mis-dispatches {s['mis_dispatches']:>6,}  "
         f"never started {s['never_started']:>6,}"
     )
+    if s["multi_node_gangs"]:
+        line += (
+            f"  multi-node gangs in one rack {s['multi_node_in_one_domain']:,}/"
+            f"{s['multi_node_gangs']:,}"
+        )
     start = s["decision_to_start_s"]
     if result.counters["local_started"] or result.counters["reservation_attempts"]:
         line += (
@@ -429,6 +442,8 @@ def _settings(
     }
     if args.limit:
         out["limit"] = args.limit
+    if args.racks:
+        out["nodes per rack"] = args.racks
     if args.queue:
         out["quota tree"] = str(args.queue)
     out["queue modes (with a quota tree)"] = args.queue_policies

@@ -40,6 +40,8 @@ from typing import Any
 from fleet.core import lifecycle
 from fleet.core.admission import Placed
 from fleet.core.admission.hold import Hold, placement_order, sync
+from fleet.core.assignment import Assignment
+from fleet.core.domains import pinned
 from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
 from fleet.core.inventory import PodInfo
 from fleet.core.reservation import (
@@ -53,7 +55,7 @@ from fleet.core.reservation import (
 )
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.simulate.faults import FailoverJudge, Faults, core_judge
-from fleet.simulate.fleets import FleetSpec
+from fleet.simulate.fleets import RACK_LABEL, FleetSpec
 from fleet.simulate.jobs import Copy, SimJob, State
 from fleet.simulate.localload import HORIZON_AFTER_LAST_ARRIVAL, ArrivalStream, LocalSource
 from fleet.simulate.member import Member
@@ -108,6 +110,9 @@ class SimConfig:
     def checkpoint_of(self, team: str) -> float:
         """The checkpoint interval of `team`'s jobs (0: none)."""
         return self.checkpoint_teams.get(team, self.checkpoint_interval)
+
+    #: The node label the report counts domains by (racks from `fleets.with_racks`).
+    topology_level: str = RACK_LABEL
 
     def __post_init__(self) -> None:
         if self.member_order not in ("backfill", "strict"):
@@ -317,6 +322,7 @@ class Simulation:
         if job.first_decision is None:
             job.first_decision = now
         job.member = name
+        job.domains = placement.assignment.domains
         self._last_change = now
         if self.policy.reserve:
             job.state = State.RESERVING
@@ -345,7 +351,7 @@ class Simulation:
 
     def _arrive(self, job: SimJob, member: Member) -> None:
         job.arrived = True
-        member.waiting.push(job, job.spec.shape, job.seq)
+        member.waiting.push(job, job.member_key, job.seq)
         if not member.down:
             member.waiting.drain(partial(self._try_start, member))
         if job.state is State.WAITING:
@@ -374,9 +380,11 @@ class Simulation:
 
     def _try_reserve(self, member: Member, job: SimJob) -> bool:
         """All or nothing: every Reservation of the gang binds now, or all stay Pending."""
-        assignment = member.fits(job.spec.shape.gang, self.policy.member_mix())
+        assignment = self._member_fit(member, job)
         if assignment is None:
             return False
+        if job.first_start is None:
+            self._record_spread(member, job, assignment)
         now = self.now
         since = job.life.reserving_since
         assert since is not None
@@ -461,13 +469,39 @@ class Simulation:
             self._freed = True
 
     # Member side ------------------------------------------------------------------------------
+    def _member_fit(self, member: Member, job: SimJob) -> Assignment | None:
+        """Where the member binds the gang now. The copy is pinned to the domain(s) the fleet
+        chose (`domains.pinned`): required node affinity for a required rule; for a preferred
+        one the member tries the domain first, then anywhere."""
+        gang, mix = job.spec.shape.gang, self.policy.member_mix()
+        if job.domains:
+            assignment = member.fits(pinned(gang, job.domains), mix)
+            if assignment is not None or any(d.required for d in job.domains):
+                return assignment
+        return member.fits(gang, mix)
+
     def _try_start(self, member: Member, job: SimJob) -> bool:
-        assignment = member.fits(job.spec.shape.gang, self.policy.member_mix())
+        assignment = self._member_fit(member, job)
         if assignment is None:
             return False
+        if job.first_start is None:
+            self._record_spread(member, job, assignment)
         copy, pods = member.bind(job, assignment, self.now)
         self._run(member, job, copy, pods, start=self.now)
         return True
+
+    def _record_spread(self, member: Member, job: SimJob, assignment: Assignment) -> None:
+        """How many nodes and domains (of `config.topology_level`) the gang's pods use."""
+        nodes = {slot.node for slot in assignment if slot.node is not None}
+        level = self.config.topology_level
+        values = set()
+        for name in nodes:
+            info = member.snapshot.node(name)
+            value = info.labels.get(level) if info is not None else None
+            if value is not None:
+                values.add(value)
+        job.nodes_used = len(nodes)
+        job.domains_used = len(values)
 
     def _run(
         self, member: Member, job: SimJob, copy: Copy, pods: list[PodInfo], *, start: float
@@ -621,7 +655,7 @@ class Simulation:
         job.gen += 1
         if job.state is State.WAITING:
             if job.arrived:
-                member.waiting.remove(job, job.spec.shape)
+                member.waiting.remove(job, job.member_key)
             job.arrived = True
             if self.views[member.name].release(job.key):
                 self._freed = True
