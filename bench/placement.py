@@ -25,6 +25,11 @@ median over runs of each figure, and the machine's load average is printed with 
     nice .venv/bin/python bench/placement.py --clusters 1000 --nodes 5000 \
         --max-total-nodes 5000000
     nice .venv/bin/python bench/placement.py --clusters 100 --nodes 5000 --fragmentation
+    nice .venv/bin/python bench/placement.py --clusters 100 --nodes 5000 --racks 8
+
+`--racks 8` puts the nodes 8 to a rack and also times every gang with a required (`req`) and
+a preferred (`pref`) whole-gang rack (the policy's gangTopology), warm and cold (`reqc`,
+`prefc`); its `nodes` and `cold` rows are the same gangs without topology on the racked fleet.
 
 Every run is a fresh process, so its RSS (after the build, minus the interpreter's own at start)
 is the snapshots' and nothing left over from an earlier point.
@@ -58,6 +63,7 @@ from fleet.core.placement import place
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, Toleration
+from fleet.core.topology import PREFERRED, REQUIRED, TopologyRule
 from fleet.core.workload import Component, Gang
 
 GiB = 1 << 30
@@ -65,6 +71,7 @@ GPU = "nvidia.com/gpu"
 GPU_TAINT = Taint(GPU, "NoSchedule", "present")
 TOLERATE_GPU = (Toleration(GPU, "Exists"),)
 ZONES = ("zone-a", "zone-b", "zone-c")
+RACK = "topology.kubernetes.io/rack"
 
 
 @dataclass(frozen=True)
@@ -84,8 +91,10 @@ NODE_TYPES = (
 DAEMONSETS = Resources({"cpu": 500, "memory": GiB // 2, "pods": 3})
 
 
-def make_cluster(name: str, nodes: int, rng: random.Random) -> ClusterSnapshot:
-    """One member cluster; its utilisation level is drawn per cluster (some nearly full)."""
+def make_cluster(name: str, nodes: int, rng: random.Random, racks: int = 0) -> ClusterSnapshot:
+    """One member cluster; its utilisation level is drawn per cluster (some nearly full). With
+    `racks`, nodes are `racks` to a rack in creation order (`<cluster>-r<k>`), each rack in one
+    zone (racks take the zones in turn)."""
     snap = ClusterSnapshot(name, {"region": rng.choice(["cn-hangzhou", "cn-beijing"])})
     busy = rng.choice([0.3, 0.6, 0.8, 0.9, 0.95])
     for i in range(nodes):
@@ -105,6 +114,10 @@ def make_cluster(name: str, nodes: int, rng: random.Random) -> ClusterSnapshot:
             "topology.kubernetes.io/zone": rng.choice(ZONES),
             "node.kubernetes.io/instance-type": kind.name,
         }
+        if racks:
+            rack = i // racks
+            labels[RACK] = f"{name}-r{rack}"
+            labels["topology.kubernetes.io/zone"] = ZONES[rack % len(ZONES)]
         if kind.gpus:
             labels["gpu-type"] = "a100" if kind.gpus == 8 else "t4"
         snap.upsert_node(
@@ -260,13 +273,19 @@ class Run:
 
 
 def run_point(
-    c: int, n: int, decisions: int, seed: int, with_sum: bool, fragmentation: bool = False
+    c: int,
+    n: int,
+    decisions: int,
+    seed: int,
+    with_sum: bool,
+    fragmentation: bool = False,
+    racks: int = 0,
 ) -> list[Run]:
     gc.collect()
     before = rss_mib()
     rng = random.Random(seed)
     start = time.perf_counter()
-    fleet = [make_cluster(f"member-{i:04d}", n, rng) for i in range(c)]
+    fleet = [make_cluster(f"member-{i:04d}", n, rng, racks) for i in range(c)]
     build = time.perf_counter() - start
     total = rss_mib()
     rss = total - before
@@ -298,8 +317,17 @@ def run_point(
         plan += [(SUM, "sum", gangs, None), (SUM, "scold", unique, None)]
     if fragmentation:
         plan += [(NODES, "fgd", gangs, mix), (NODES, "fcold", unique, mix)]
+    if racks:
+        # Topology on: every gang asks for one rack (a policy's gangTopology), required or
+        # preferred; warm (a sweep's shapes) and cold (every gang unlike any other).
+        for mode, label in ((REQUIRED, "req"), (PREFERRED, "pref")):
+            rule = TopologyRule(RACK, mode)
+            plan += [
+                (NODES, label, [g.with_topology(rule) for g in gangs], None),
+                (NODES, f"{label}c", [g.with_topology(rule) for g in unique], None),
+            ]
     for estimator, label, batch, batch_mix in plan:
-        place(gangs[0], fleet, estimator=estimator, mix=batch_mix)  # warm caches
+        place(batch[0], fleet, estimator=estimator, mix=batch_mix)  # warm caches
         wall, cpu, placed = time_decisions(batch, fleet, estimator, batch_mix)
         runs.append(
             Run(
@@ -321,9 +349,9 @@ def run_point(
 
 
 def run_in_child(
-    c: int, n: int, decisions: int, seed: int, with_sum: bool, fragmentation: bool
+    c: int, n: int, decisions: int, seed: int, with_sum: bool, fragmentation: bool, racks: int = 0
 ) -> list[Run]:
-    flags = f"{c},{n},{decisions},{seed},{int(with_sum)},{int(fragmentation)}"
+    flags = f"{c},{n},{decisions},{seed},{int(with_sum)},{int(fragmentation)},{racks}"
     cmd = [sys.executable, __file__, "--one", flags]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return [Run(**fields) for fields in json.loads(out.splitlines()[-1])]
@@ -349,11 +377,20 @@ def main() -> None:
         action="store_true",
         help="also time the fragmentation-aware ranking, with its ratio to best fit",
     )
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # c,n,decisions,seed,sum,frag: one run
+    parser.add_argument(
+        "--racks",
+        type=int,
+        default=0,
+        help="topology on: N nodes to a rack (label topology.kubernetes.io/rack) and rows "
+        "req/reqc (every gang required in one rack, warm/cold) and pref/prefc (preferred)",
+    )
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # c,n,decisions,seed,sum,frag,racks
     args = parser.parse_args()
     if args.one:
-        c, n, decisions, seed, with_sum, fragmentation = (int(x) for x in args.one.split(","))
-        runs = run_point(c, n, decisions, seed, bool(with_sum), bool(fragmentation))
+        c, n, decisions, seed, with_sum, fragmentation, racks = (
+            int(x) for x in args.one.split(",")
+        )
+        runs = run_point(c, n, decisions, seed, bool(with_sum), bool(fragmentation), racks)
         print(json.dumps([dataclasses.asdict(r) for r in runs]))
         return
     clusters = [int(x) for x in args.clusters.split(",")]
@@ -373,7 +410,9 @@ def main() -> None:
     )
     for c, n in grid(clusters, nodes, args.max_total_nodes):
         per_run = [
-            run_in_child(c, n, decisions, args.seed + 1000 * k, args.sum, args.fragmentation)
+            run_in_child(
+                c, n, decisions, args.seed + 1000 * k, args.sum, args.fragmentation, args.racks
+            )
             for k in range(args.runs)
         ]
         for i, first in enumerate(per_run[0]):

@@ -342,7 +342,8 @@ class PendingReason(KubeModel):
     """The numbers behind `reason`, for machines: for Insufficient, `resource` with `needed` and
     `free` (in the resource's base unit: millicores, bytes, devices), or `perPod`, `pods`,
     `largestFree`, `podsThatFit`; `components` and `unplacedPods` when no node-by-node
-    assignment exists."""
+    assignment exists; with a topology, `topologyLevel`, `topologyMode`, `pods`, `domains`,
+    `largestDomain` and `podsThatFit` (how many pods the largest domain holds)."""
 
 
 class DependencyRecord(KubeModel):

@@ -37,6 +37,7 @@ __all__ = [
     "FieldSelector",
     "GangEstimator",
     "GangScoring",
+    "GangTopology",
     "NormalizedPurgeMode",
     "Placement",
     "PolicyPurgeMode",
@@ -165,6 +166,20 @@ class ClusterPreferences(KubeModel):
     """Derive weights from what each cluster can hold; overrides staticWeightList."""
 
 
+class GangTopology(KubeModel):
+    """fleet extension: the policy's default topology for the gangs it governs whose pod
+    templates ask for none (Kueue's `kueue.x-k8s.io/podset-required-topology` /
+    `podset-preferred-topology` annotations win over it)."""
+
+    level: str = Field(min_length=1, max_length=317)
+    """A node label key naming the domains (`topology.kubernetes.io/rack`): every pod of the
+    gang's minimum set in nodes with one value of it (Kueue's topology level, Kubernetes'
+    PodGroup `schedulingConstraints.topology.key`)."""
+    mode: Literal["Required", "Preferred"] = "Required"
+    """`Required`: the gang is placed only in a member where one domain holds it, node by node;
+    `Preferred`: members where one domain holds it are ranked first, else anywhere it fits."""
+
+
 class ReplicaSchedulingStrategy(KubeModel):
     """How replicas are assigned to clusters; ACK One adds customSchedulingType Gang here."""
 
@@ -186,6 +201,9 @@ class ReplicaSchedulingStrategy(KubeModel):
     `bestFit` fills the tightest holes; `fragmentation` picks where the gang least increases
     the expected fragmentation for the mix of recently arrived jobs (after FGD, ATC '23).
     Absent uses the fleet-wide default; `sum` has no nodes to measure and ignores it."""
+    gang_topology: GangTopology | None = None
+    """fleet extension: keep each gang inside one topology domain (a rack); see GangTopology.
+    Absent: no topology, unless the job's pod templates carry Kueue's topology annotations."""
     gang_reservation: GangReservation | None = None
     """fleet extension (ACK's enableReservation, per policy): `Enabled` reserves the gang's
     capacity before dispatching it to any member whose scheduler supports Reservation
@@ -443,6 +461,11 @@ class PropagationSpec(KubeModel):
             out.append(
                 "spec.placement.replicaScheduling.weightPreference: a Gang workload is not "
                 "divided among clusters"
+            )
+        if rs and rs.gang_topology and rs.gang_estimator == "sum":
+            out.append(
+                "spec.placement.replicaScheduling.gangTopology: the sum estimator counts no "
+                "nodes, so it cannot keep a gang in one domain (use gangEstimator: nodes)"
             )
         if self.dependent_overrides:
             out.append(

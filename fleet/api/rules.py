@@ -16,6 +16,7 @@ from fleet.api.constants import FIELD_SELECTOR_LABELS
 from fleet.core import placement as core_placement
 from fleet.core import selectors as core_selectors
 from fleet.core import taints as taint_rules
+from fleet.core.topology import TopologyRule
 
 __all__ = [
     "PlacementRules",
@@ -105,6 +106,8 @@ class PlacementRules:
     groups: tuple[core_placement.AffinityGroup, ...] = ()
     #: `clusterTolerations`, against MemberCluster taints.
     tolerations: tuple[taint_rules.Toleration, ...] = ()
+    #: `replicaScheduling.gangTopology`: the whole-gang default for jobs that ask for none.
+    topology: TopologyRule | None = None
 
 
 def placement_rules(spec: PropagationSpec | None) -> PlacementRules:
@@ -124,8 +127,17 @@ def rules_of_placement(placement: Placement | None) -> PlacementRules:
             )
             for t in placement.cluster_affinities
         )
+    strategy = placement.replica_scheduling
+    topology = strategy.gang_topology if strategy else None
     return PlacementRules(
         affinity=None if groups else core_affinity(placement.cluster_affinity),
         groups=tuple(groups),
         tolerations=core_tolerations(placement.cluster_tolerations),
+        topology=TopologyRule(
+            topology.level,
+            topology.mode,
+            source="spec.placement.replicaScheduling.gangTopology",
+        )
+        if topology
+        else None,
     )

@@ -13,11 +13,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.core.assignment import Domain
 from fleet.core.kinds import KindAdapter, Needed
+from fleet.core.topology import pin_templates
 
 #: Metadata that belongs to the fleet object only.
 _DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -38,6 +40,7 @@ def member_copy(
     gang_scheduler: str | None = None,
     scheduler_name: str | None = None,
     needed: Needed | None = None,
+    pin: Sequence[Domain] = (),
 ) -> dict[str, Any]:
     """The object fleet creates in the chosen member for `workload`.
 
@@ -46,6 +49,10 @@ def member_copy(
     declared or detected), its `scheduler_name`, fleet's UID and role labels, wherever that
     kind's pods get them (`needed`: what the kind reads besides the job, a TrainJob's runtime).
     Fleet's labels and the binding annotation go on the copy itself.
+    `pin`: the topology domains the placement chose (`Placement.assignment.domains`); the
+    required ones are written as required node affinity on their templates, for a member
+    whose gang scheduler has no topology of its own (coscheduling, Koordinator), so it cannot
+    scatter the gang (a preferred domain is not pinned: the member may still spread it).
     """
     uid = workload["metadata"]["uid"]
     out = kind.member_copy(
@@ -62,6 +69,11 @@ def member_copy(
     for key in _DROP_ANNOTATIONS:
         meta["annotations"].pop(key, None)
     meta["annotations"][c.BINDING_ANNOTATION] = binding
+    if pin:
+        pin_templates(
+            [(t.component, t.template) for t in kind.templates(out)],
+            [(d.level, d.value, d.components) for d in pin if d.required],
+        )
     return stamped(out)
 
 

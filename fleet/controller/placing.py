@@ -42,8 +42,10 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     for snapshot in members.snapshots():
         snapshot.expire(shell.clock.monotonic())
     started = time.perf_counter()
+    # The policy's gangTopology applies to a gang whose templates ask for none.
+    gang = job.gang.with_default_topology(rules.topology)
     result = place_in_groups(
-        job.gang,
+        gang,
         members.snapshots(),
         rules.groups,
         start_at=job.life.affinity_group,
@@ -78,7 +80,11 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     result_message = lifecycle.result_message(str(chosen))
     # The binding also says why this cluster won, in numbers, and why the others were not
     # chosen.
-    compared = chosen.runner_up is not None or chosen.score.fragmentation is not None
+    compared = (
+        chosen.runner_up is not None
+        or chosen.score.fragmentation is not None
+        or bool(chosen.assignment.domains)
+    )
     explained = f"{result_message}; chosen: {chosen.why}" if compared else result_message
     others = "; ".join(decision.sentences())
     if others:

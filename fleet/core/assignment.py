@@ -23,8 +23,23 @@ class Slot:
 
 
 @dataclass(frozen=True, slots=True)
+class Domain:
+    """The one topology domain a gang's pods (or some of its components') were placed in:
+    nodes whose `level` label is `value` (see `fleet.core.topology`)."""
+
+    level: str
+    value: str
+    #: The components placed there; empty: the whole gang.
+    components: tuple[str, ...] = ()
+    required: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Assignment:
     slots: tuple[Slot, ...] = ()
+    #: Topology domains the assignment keeps to (empty when the gang asked for none, or when a
+    #: preferred domain could not be had).
+    domains: tuple[Domain, ...] = ()
 
     def __iter__(self) -> Iterator[Slot]:
         return iter(self.slots)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from fleet.core import domains
 from fleet.core.assignment import Assignment, Slot
 from fleet.core.explain import (
     Reason,
@@ -95,17 +96,37 @@ class NodesEstimator:
         # Aggregates over *all* nodes: a pod tolerating cordons may use cordoned nodes, and a
         # screen must never reject what `check` would accept. Strongest statement first: no node
         # can hold even one pod, then the cluster is short in total, then the holes are too few.
+        # A gang with a required topology is then sized domain by domain (`domains`).
         return (
             _block_shortfall(gang, snapshot)
             or _total_shortfall(gang, snapshot, cordoned=True)
             or _accelerator_shortfall(gang, snapshot)
+            or (domains.screen(gang, snapshot) if gang.topology else None)
         )
 
     def check(
-        self, gang: Gang, snapshot: ClusterSnapshot, mix: WorkloadMix | None = None
+        self,
+        gang: Gang,
+        snapshot: ClusterSnapshot,
+        mix: WorkloadMix | None = None,
+        *,
+        preferred: bool = False,
     ) -> Assignment | Reason:
-        """With `mix`, nodes are chosen by least fragmentation (`packing.pack`)."""
-        result = pack(snapshot, gang, mix)
+        """With `mix`, nodes are chosen by least fragmentation (`packing.pack`). A required
+        topology rule is always kept (each rule's pods in one domain); a preferred one only
+        with `preferred` (placement's first pass)."""
+        rules = domains.applicable(gang, preferred) if gang.topology else ()
+        if rules:
+            if preferred:
+                short = domains.screen(gang, snapshot, preferred=True)
+                if short is not None:
+                    return short
+            found = domains.pack_in_domains(snapshot, gang, rules, mix)
+            if isinstance(found, domains.DomainMiss):
+                return domains.miss_sentence(found)
+            result: Assignment | Unplaced = found
+        else:
+            result = pack(snapshot, gang, mix)
         if isinstance(result, Assignment):
             return result
         # Diagnosing walks every node group: do it only if someone reads the sentence.

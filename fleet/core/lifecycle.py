@@ -13,7 +13,7 @@ Pure values in, pure values out: times are epoch seconds passed in by the caller
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -98,6 +98,9 @@ class Eviction:
     #: A reclaim or a preemption: the queue unit this eviction makes room for (None: a
     #: failover's). Recorded before the copy is deleted, so a restarted controller finishes it.
     evicted_for: str | None = None
+    #: The old copy's state for the next one (Karmada's `preservedLabelState`): label ->
+    #: value, read from its status by the policy's statePreservation rules before it is removed.
+    preserved: tuple[tuple[str, str], ...] = ()
 
     @property
     def by_queue(self) -> bool:
@@ -123,6 +126,9 @@ class Binding:
     gave_up: str | None = None
     #: While its capacity is being reserved in `cluster` (Koordinator Reservations): since when.
     reserving_since: float | None = None
+    #: Labels the next copy carries (statePreservation): what the last move preserved from the
+    #: copy it moved away from. Kept across later placements until a move preserves anew.
+    carried: tuple[tuple[str, str], ...] = ()
     #: Set when the gang was let go with its cluster (`fleet unjoin --leave`, or its
     #: MemberCluster deleted under it): where it was left, and why.
     released: str | None = None
@@ -340,10 +346,13 @@ def failed_over(
     now: float,
     *,
     old_cluster_reachable: bool,
+    preserved: Mapping[str, str] | None = None,
 ) -> FailedOver:
     """Move the gang off its cluster: record the failover, exclude the cluster, end the stay,
     leave an eviction for the old copy unless it is deleted now (or kept, with Never), clear the
-    timers, and wait for a new placement."""
+    timers, and wait for a new placement. `preserved`: the labels statePreservation read from
+    the old copy's status (`statepreservation.preserved_labels`), for the next copy."""
+    kept = _labels(preserved)
     old = binding.cluster
     if old is None:
         raise ValueError("a binding with no cluster cannot fail over")
@@ -360,6 +369,7 @@ def failed_over(
                 purge_mode=mode,
                 created_at=now,
                 grace_period_seconds=settings.grace_period_seconds,
+                preserved=kept,
             ),
         )
     exclusions = (
@@ -383,6 +393,7 @@ def failed_over(
             exclusions=exclusions,
             evictions=evictions,
             timers=CLEAR,
+            carried=kept if preserved is not None else binding.carried,
         ),
         delete_old_copy=delete_now,
         purge_mode=mode,
@@ -403,11 +414,14 @@ def evicted_by_queue(
     message: str,
     now: float,
     grace_period_seconds: float,
+    preserved: Mapping[str, str] | None = None,
 ) -> Binding:
     """The queue evicted the gang whole (a reclaim or a preemption): its stay ends, its copy is
     left for deletion after `grace_period_seconds` (an eviction that names the unit it makes
     room for), and it waits in its queue again (phase Queued). Not a failover: no failover is
-    recorded or charged against maxFailovers, and its cluster is not excluded."""
+    recorded or charged against maxFailovers, and its cluster is not excluded. `preserved`: as
+    for `failed_over` (the policy's statePreservation, failover.application's else cluster's)."""
+    kept = _labels(preserved)
     old = binding.cluster
     if old is None:
         raise ValueError("a binding with no cluster cannot be evicted")
@@ -426,6 +440,7 @@ def evicted_by_queue(
         created_at=now,
         grace_period_seconds=grace_period_seconds,
         evicted_for=evicted_for,
+        preserved=kept,
     )
     return dataclasses.replace(
         binding,
@@ -435,7 +450,18 @@ def evicted_by_queue(
         evictions=(*(e for e in binding.evictions if e.from_cluster != old), eviction),
         timers=CLEAR,
         reserving_since=None,
+        carried=kept if preserved is not None else binding.carried,
     )
+
+
+def _labels(preserved: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((preserved or {}).items()))
+
+
+def carried_labels(binding: Binding) -> dict[str, str]:
+    """The labels the gang's next copy carries (statePreservation), to put on it when it is
+    created in a member."""
+    return dict(binding.carried)
 
 
 def queue_evictions(binding: Binding) -> tuple[Eviction, ...]:

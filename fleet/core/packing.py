@@ -25,7 +25,7 @@ Constraints that look at per-node identity (node name, hostname label) are judge
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from fleet.core.assignment import Assignment, Slot
@@ -145,14 +145,26 @@ class _Packer:
         self.moved: dict[Signature, dict[Resources, list[str]]] = {}
         self.slots: list[Slot] = []
 
-    def place(self, item: Item) -> int:
-        """Place every pod of `item`; returns how many could not be placed."""
+    def fork(self) -> _Packer:
+        """An independent copy of this attempt (to try one domain and keep the rest)."""
+        twin = _Packer(self.snapshot, self.mix)
+        twin.taken = {group: set(names) for group, names in self.taken.items()}
+        twin.moved = {
+            sig: {free: list(names) for free, names in by_free.items()}
+            for sig, by_free in self.moved.items()
+        }
+        twin.slots = list(self.slots)
+        return twin
+
+    def place(self, item: Item, within: Collection[Signature] | None = None) -> int:
+        """Place every pod of `item` (only on nodes of the signatures `within`, when given: one
+        topology domain); returns how many could not be placed."""
         if self.mix is not None:
-            return self._place_by_fragmentation(item, self.mix)
+            return self._place_by_fragmentation(item, self.mix, within)
         requests = item.requests
         need = item.count
         parts = list(item.parts)
-        for pool in self._pools(item):
+        for pool in self._pools(item, within):
             per_node = requests.copies_in(pool.free)
             if per_node <= 0:
                 continue
@@ -169,14 +181,16 @@ class _Packer:
                 return 0
         return need
 
-    def _place_by_fragmentation(self, item: Item, mix: WorkloadMix) -> int:
+    def _place_by_fragmentation(
+        self, item: Item, mix: WorkloadMix, within: Collection[Signature] | None = None
+    ) -> int:
         """FGD: each step takes the pool whose nodes the item's pods fragment least (per pod,
         filling each node as far as the item allows); ties go to the smaller free accelerator
         amount, then the tighter CPU and memory, then the first found."""
         requests, accel = item.requests, self.accel
         demand_accel = requests.get(accel, 0)
         identity = item.constraints.needs_node_identity(self.snapshot.identity_label_keys)
-        sigs = [s for s in self.snapshot.signatures() if s.rejection(item.constraints) is None]
+        sigs = [s for s in self._signatures(within) if s.rejection(item.constraints) is None]
         need = item.count
         parts = list(item.parts)
         delta = mix.delta
@@ -185,7 +199,7 @@ class _Packer:
             best_key = (0.0, 0)
             best_pods = 0
             pools = (
-                self._pools_per_node(item, demand_accel)
+                self._pools_per_node(item, demand_accel, within)
                 if identity
                 else self._fragmentation_pools(sigs, demand_accel)
             )
@@ -225,7 +239,10 @@ class _Packer:
                     if names and free.get(accel, 0) >= demand_accel:
                         yield _Pool(free, sig, None, names)
 
-    def _pools(self, item: Item) -> Iterator[_Pool]:
+    def _signatures(self, within: Collection[Signature] | None) -> Iterable[Signature]:
+        return self.snapshot.signatures() if within is None else within
+
+    def _pools(self, item: Item, within: Collection[Signature] | None = None) -> Iterator[_Pool]:
         snapshot, accel = self.snapshot, self.accel
         demand_accel = item.requests.get(accel, 0)
         order = [r for r in (CPU, MEMORY) if r in item.requests] + sorted(
@@ -237,12 +254,12 @@ class _Packer:
             return tuple(free.get(r, 0) for r in order)
 
         if item.constraints.needs_node_identity(snapshot.identity_label_keys):
-            pools = self._pools_per_node(item, demand_accel)
+            pools = self._pools_per_node(item, demand_accel, within)
             pools.sort(key=lambda p: (p.free.get(accel, 0), tightness(p)))
             yield from pools
             return
 
-        sigs = [s for s in snapshot.signatures() if s.rejection(item.constraints) is None]
+        sigs = [s for s in self._signatures(within) if s.rejection(item.constraints) is None]
         values: set[int] = set()
         for sig in sigs:
             values.update(v for v in sig.buckets if v >= demand_accel)
@@ -266,7 +283,9 @@ class _Packer:
                 batch.sort(key=tightness)
             yield from batch
 
-    def _pools_per_node(self, item: Item, demand_accel: int) -> list[_Pool]:
+    def _pools_per_node(
+        self, item: Item, demand_accel: int, within: Collection[Signature] | None = None
+    ) -> list[_Pool]:
         snapshot, constraints = self.snapshot, item.constraints
         pools: list[_Pool] = []
 
@@ -276,7 +295,7 @@ class _Packer:
                 constraints.rejection(info.labels, info.taints, info.unschedulable, name) is None
             )
 
-        for sig in snapshot.signatures():
+        for sig in self._signatures(within):
             for value, bucket in sig.buckets.items():
                 if value < demand_accel:
                     continue

@@ -41,6 +41,7 @@ from fleet.core.scoring import Score, Scorer, best_fit, fragmentation_text
 from fleet.core.selectors import LabelSelector, Requirement
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, Toleration, untolerated
+from fleet.core.topology import level_word
 from fleet.core.workload import Gang
 
 NOT_READY = "NotReady"
@@ -111,7 +112,17 @@ class Placement:
     @property
     def why(self) -> str:
         """Why this cluster won, in numbers: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`,
-        `hole fit 100% vs 50% on member-2`, or `the only cluster that may fit`."""
+        `hole fit 100% vs 50% on member-2`, or `the only cluster that may fit`; with a
+        topology, the domain first (`rack r7 holds the gang; hole fit ...`)."""
+        where = "; ".join(
+            f"{level_word(d.level)} {d.value} holds "
+            f"{'the gang' if not d.components else ' + '.join(d.components)}"
+            for d in self.assignment.domains
+        )
+        return f"{where}; {self._why}" if where else self._why
+
+    @property
+    def _why(self) -> str:
         if self.runner_up is None:
             if self.score.fragmentation is not None:
                 alone = (
@@ -254,13 +265,12 @@ def place(
     seen: set[str] = set()
     # Only the built-in estimators and best fit are known to be pure functions of aggregates
     # (a simulator's random scorer is not).
+    demand = gang.demand_key + ((gang.topology,) if gang.topology else ())
     memo_key = (
-        _MemoKey(estimator.name, gang.demand_key)
-        if scorer is best_fit and estimator in _PURE
-        else None
+        _MemoKey(estimator.name, demand) if scorer is best_fit and estimator in _PURE else None
     )
     fit_key = (
-        _MemoKey("nodes+fragmentation", (gang.demand_key, _constraints_of(gang), mix))
+        _MemoKey("nodes+fragmentation", (demand, _constraints_of(gang), mix))
         if fragmented
         else None
     )
@@ -325,7 +335,25 @@ def place(
         return _choose_least_fragmenting(gang, candidates, rejections, mix, fit_key, explain_all)
     ranked.sort(key=lambda entry: (entry[0], entry[1]))
     chosen: Placement | None = None
+    # A preferred topology: the first cluster in rank order that holds the gang in one domain
+    # wins; the clusters ranked above it could not (their sentence says so). Only when none
+    # can is the gang placed as if it had no preference.
+    no_domain: dict[str, Reason] = {}
+    if estimator is NODES and any(not rule.required for rule in gang.topology):
+        for _, name, score, cluster in ranked:
+            result = NODES.check(gang, cluster, preferred=True)
+            if isinstance(result, Assignment):
+                chosen = _placement(gang, name, result, score, estimator, ranked)
+                break
+            no_domain[name] = result
     for _, name, score, cluster in ranked:
+        if chosen is not None and name == chosen.cluster:
+            continue
+        if chosen is not None and name in no_domain:
+            rejections.append(
+                Rejection(name, Sentence(_no_preferred_domain, no_domain[name]), OUTRANKED)
+            )
+            continue
         if chosen is not None and not explain_all:
             rejections.append(
                 Rejection(
@@ -339,15 +367,7 @@ def place(
         if not isinstance(result, Assignment):
             rejections.append(Rejection(name, result, INSUFFICIENT))
         elif chosen is None:
-            chosen = Placement(
-                cluster=name,
-                components=tuple((c.name, c.replicas) for c in gang.components),
-                multi_role=gang.multi_role,
-                assignment=result,
-                score=score,
-                estimator=estimator.name,
-                runner_up=_runner_up(ranked, name),
-            )
+            chosen = _placement(gang, name, result, score, estimator, ranked)
         else:
             rejections.append(
                 Rejection(
@@ -358,6 +378,29 @@ def place(
             )
     rejections.sort(key=lambda r: r.cluster)
     return Decision(chosen, tuple(rejections))
+
+
+def _placement(
+    gang: Gang,
+    name: str,
+    assignment: Assignment,
+    score: Score,
+    estimator: Estimator,
+    ranked: list[tuple[tuple[float, float], str, Score, ClusterSnapshot]],
+) -> Placement:
+    return Placement(
+        cluster=name,
+        components=tuple((c.name, c.replicas) for c in gang.components),
+        multi_role=gang.multi_role,
+        assignment=assignment,
+        score=score,
+        estimator=estimator.name,
+        runner_up=_runner_up(ranked, name),
+    )
+
+
+def _no_preferred_domain(why: Reason) -> str:
+    return clip(f"ranked after a member with one domain for the gang (preferred): {why}")
 
 
 def _runner_up(
@@ -376,8 +419,11 @@ def _constraints_of(gang: Gang) -> tuple[object, ...]:
 def _fragmentation_fit(
     gang: Gang, cluster: ClusterSnapshot, mix: WorkloadMix, score: Score
 ) -> tuple[Assignment | Reason, Score]:
-    """The gang packed with the mix, and its score with the fragmentation it adds."""
-    result = NODES.check(gang, cluster, mix=mix)
+    """The gang packed with the mix, and its score with the fragmentation it adds. A
+    preferred topology is tried first (the choice then puts in-domain fits first)."""
+    result = NODES.check(gang, cluster, mix=mix, preferred=True)
+    if not isinstance(result, Assignment) and any(not r.required for r in gang.topology):
+        result = NODES.check(gang, cluster, mix=mix)
     if not isinstance(result, Assignment):
         return result, score
     frees = []
@@ -408,7 +454,7 @@ def _choose_least_fragmenting(
     all with `explain_all`), and choose the measured fit that adds least fragmentation; the
     other fits are outranked with both exact figures, the unmeasured by their estimates."""
     candidates.sort(key=lambda entry: (entry[0], entry[1]))
-    fits: list[tuple[tuple[float, float, float, float], str, Score, Assignment]] = []
+    fits: list[tuple[tuple[int, float, float, float, float], str, Score, Assignment]] = []
     done = 0
     while done < len(candidates) and (not fits or explain_all):
         for estimate, name, score, cluster in candidates[done : done + MEASURED_PER_ROUND]:
@@ -419,7 +465,13 @@ def _choose_least_fragmenting(
             result, exact = found
             if isinstance(result, Assignment):
                 assert exact.fragmentation is not None
-                key = (exact.fragmentation, -exact.hole_fit, -exact.share, estimate[0])
+                key = (
+                    _preferred_missed(gang, result),
+                    exact.fragmentation,
+                    -exact.hole_fit,
+                    -exact.share,
+                    estimate[0],
+                )
                 fits.append((key, name, exact, result))
             else:
                 rejections.append(Rejection(name, result, INSUFFICIENT))
@@ -470,6 +522,13 @@ def _choose_least_fragmenting(
             )
     rejections.sort(key=lambda r: r.cluster)
     return Decision(chosen, tuple(rejections))
+
+
+def _preferred_missed(gang: Gang, assignment: Assignment) -> int:
+    """How many preferred topology rules `assignment` does not keep (0: all kept)."""
+    wanted = sum(1 for rule in gang.topology if not rule.required)
+    kept = sum(1 for domain in assignment.domains if not domain.required)
+    return wanted - kept
 
 
 def _unmeasured(chosen: str, estimate: float, chosen_estimate: float) -> str:

@@ -177,6 +177,11 @@ class ClusterSnapshot:
         self._seq = itertools.count(1)
         self._memo: dict[object, object] = {}
         self._memo_version = 0
+        self._per_version: dict[object, object] = {}
+        self._per_version_version = 0
+        #: Bumped when a signature appears or goes: what the domain index depends on.
+        self._signature_version = 0
+        self._domains: dict[str, tuple[int, dict[str, list[Signature]]]] = {}
 
     @classmethod
     def build(
@@ -269,6 +274,22 @@ class ClusterSnapshot:
     def signatures(self) -> Iterable[Signature]:
         return self._signatures.values()
 
+    def domains(self, level: str) -> Mapping[str, list[Signature]]:
+        """The topology domains of node label `level`: its value -> the signatures of the nodes
+        that carry it (nodes without the label are in none). A level is a signature label (an
+        identity label such as the hostname is not: it is never a domain here). Rebuilt only
+        when a signature appears or goes, so O(1) per decision otherwise."""
+        cached = self._domains.get(level)
+        if cached is not None and cached[0] == self._signature_version:
+            return cached[1]
+        index: dict[str, list[Signature]] = {}
+        for sig in self._signatures.values():
+            value = sig.labels.get(level)
+            if value is not None:
+                index.setdefault(value, []).append(sig)
+        self._domains[level] = (self._signature_version, index)
+        return index
+
     def groups(self) -> Iterator[ShapeGroup]:
         for sig in self._signatures.values():
             for bucket in sig.buckets.values():
@@ -285,6 +306,15 @@ class ClusterSnapshot:
             self._memo.clear()
             self._memo_version = self.version
         return self._memo
+
+    def per_version(self) -> dict[object, object]:
+        """Like `memo`, for the few answers per snapshot (a topology level's domain index) that
+        many demands share: emptied whenever the snapshot changes, never for being full. The
+        caller keeps its keys few."""
+        if self._per_version_version != self.version:
+            self._per_version.clear()
+            self._per_version_version = self.version
+        return self._per_version
 
     # Nodes ------------------------------------------------------------------------------------
     def upsert_node(self, info: NodeInfo) -> None:
@@ -304,6 +334,7 @@ class ClusterSnapshot:
         sig = self._signatures.get(key)
         if sig is None:
             sig = self._signatures[key] = Signature(labels, info.taints, info.unschedulable)
+            self._signature_version += 1
         sig.nodes += 1  # before releasing the old one, so a shared signature survives
         if old is not None:
             self._detach(name, old)
@@ -502,6 +533,7 @@ class ClusterSnapshot:
         sig.nodes -= 1
         if sig.nodes == 0:
             self._signatures.pop(sig.key, None)
+            self._signature_version += 1
 
     def _compute_free(self, name: str, allocatable: Resources) -> Resources:
         used = self._used.get(name)

@@ -12,13 +12,14 @@ belongs to the minimum; placement checks that the minimum fits, and the rest may
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from fleet.core.constraints import ANYWHERE, PodConstraints
 from fleet.core.errors import ObjectError
 from fleet.core.explain import plural
 from fleet.core.resources import EMPTY, Resources, display_rank
+from fleet.core.topology import TopologyRule
 
 
 class WorkloadError(ObjectError):
@@ -64,11 +65,27 @@ class Gang:
     multi_role: bool = True
     #: Where `min_member` came from, for explanations.
     min_source: str = "all replicas"
+    #: Topology rules (Kueue's pod-set annotations, or the policy's whole-gang default).
+    topology: tuple[TopologyRule, ...] = ()
 
     def __post_init__(self) -> None:
         total = self.total_replicas
         if not 0 <= self.min_member <= total:
             raise ValueError(f"{self.ref}: min_member {self.min_member} not in 0..{total}")
+        names = {c.name for c in self.components}
+        for rule in self.topology:
+            unknown = [c for c in rule.components if c not in names]
+            if unknown:
+                raise ValueError(f"{self.ref}: topology names unknown components {unknown}")
+
+    def with_default_topology(self, rule: TopologyRule | None) -> Gang:
+        """The gang with the policy's default `rule` when its templates asked for none."""
+        if rule is None or self.topology:
+            return self
+        return replace(self, topology=(rule,))
+
+    def with_topology(self, *rules: TopologyRule) -> Gang:
+        return replace(self, topology=tuple(rules))
 
     @classmethod
     def of(

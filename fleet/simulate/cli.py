@@ -55,7 +55,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--policies",
         default=None,
-        help="comma list: sum, nodes, random, first, or <best|random|first>@<sum|nodes> "
+        help="comma list: sum, nodes, fgd, fgd-fleet, random, first, or "
+        "<best|random|first>@<sum|nodes>, each optionally +reserve (Koordinator Reservations) "
         f"(default {','.join(DEFAULT_POLICIES)}; nodes alone with a quota tree)",
     )
     p.add_argument(
@@ -66,7 +67,51 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--queue-policies",
         default="none,Priority,Block",
-        help="queue modes compared with a quota tree: none (fleet FIFO), Priority, Block, FIFO",
+        help="queue modes compared with a quota tree: none (fleet FIFO), Priority, Block, "
+        "FIFO, Priority+reclaim (Priority with reclaim on; the others run without it)",
+    )
+    p.add_argument(
+        "--queue-hold",
+        choices=("on", "off"),
+        default="on" if AdmissionSettings.hold else "off",
+        help="with reclaim: the room an eviction frees is held for its claimant until it is "
+        "placed or gives up",
+    )
+    p.add_argument(
+        "--queue-reclaim-unplaced",
+        choices=("on", "off"),
+        default="on" if AdmissionSettings.reclaim_unplaced else "off",
+        help="with reclaim: a dequeued gang no member can place node by node claims too",
+    )
+    p.add_argument(
+        "--queue-reclaim-worth",
+        choices=("on", "off"),
+        default="on" if AdmissionSettings.reclaim_worth else "off",
+        help="with reclaim: evict only when the work lost is worth the wait saved (docs/queue.md)",
+    )
+    p.add_argument(
+        "--queue-reclaim-lookahead",
+        default=str(int(AdmissionSettings.reclaim_lookahead)),
+        help="with the worth rule: wait an eviction saves beyond the claimant's wait so far "
+        "(e.g. 1800, 30m)",
+    )
+    p.add_argument(
+        "--queue-reclaim-min-saving",
+        default=str(int(AdmissionSettings.reclaim_min_saving)),
+        help="with the worth rule: no eviction of victims that all end by their declared "
+        "limits within this (e.g. 300, 5m)",
+    )
+    p.add_argument(
+        "--checkpoint-interval",
+        default="0",
+        help="jobs checkpoint this often and their state is preserved: an evicted or "
+        "failed-over job reruns from its last checkpoint (e.g. 30m; 0: none, rerun from the "
+        "start)",
+    )
+    p.add_argument(
+        "--checkpoint-teams",
+        default="",
+        help="per team checkpoint intervals, overriding --checkpoint-interval: TEAM=30m,...",
     )
     p.add_argument(
         "--queue-timeout",
@@ -85,6 +130,13 @@ def parser() -> argparse.ArgumentParser:
         choices=("wait", "bypass"),
         default="wait",
         help="jobs whose team is in no quota node: wait (default) or bypass the queue",
+    )
+    p.add_argument(
+        "--racks",
+        type=int,
+        default=0,
+        help="give every member's nodes racks, N nodes to a rack in list order (label "
+        "topology.kubernetes.io/rack); policies +required / +preferred keep gangs in one",
     )
     p.add_argument("--out", type=Path, default=Path("out/simulate"), help="report folder")
     p.add_argument("--seed", type=int, default=0, help="seed for random choices and faults")
@@ -182,6 +234,11 @@ def _run(args: argparse.Namespace) -> int:
         backoff_seconds=args.queue_backoff,
         backoff_limit=max(args.queue_backoff, AdmissionSettings.backoff_limit),
         no_quota=args.no_quota,
+        hold=args.queue_hold == "on",
+        reclaim_unplaced=args.queue_reclaim_unplaced == "on",
+        reclaim_worth=args.queue_reclaim_worth == "on",
+        reclaim_lookahead=parse_duration(args.queue_reclaim_lookahead),
+        reclaim_min_saving=parse_duration(args.queue_reclaim_min_saving),
     )
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
@@ -196,6 +253,7 @@ def _run(args: argparse.Namespace) -> int:
         fleet=args.fleet,
         trace=args.trace,
         queue=args.queue,
+        racks=args.racks,
     )
     settings = FailoverSettings(
         toleration_seconds=parse_duration(args.toleration),
@@ -275,7 +333,22 @@ def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSett
         local_load=parse_local_load(args.local_load, args.seed),
         reservation_latency=args.reservation_latency,
         reservation_wait=args.reservation_wait,
+        checkpoint_interval=parse_duration(args.checkpoint_interval),
+        checkpoint_teams=parse_checkpoint_teams(args.checkpoint_teams),
     )
+
+
+def parse_checkpoint_teams(text: str) -> dict[str, float]:
+    """`team=30m,other=0` -> seconds per team."""
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        team, sep, value = part.partition("=")
+        if not sep or not team.strip():
+            raise ValueError(f"--checkpoint-teams: expected TEAM=INTERVAL, got {part!r}")
+        out[team.strip()] = parse_duration(value.strip())
+    return out
 
 
 def replay(
@@ -332,6 +405,11 @@ def _progress(result: RunResult, scenario: str) -> None:
         f"{report.human(s['wait_s']['p90']):>7}  mis-dispatches {s['mis_dispatches']:>6,}  "
         f"never started {s['never_started']:>6,}"
     )
+    if s["multi_node_gangs"]:
+        line += (
+            f"  multi-node gangs in one rack {s['multi_node_in_one_domain']:,}/"
+            f"{s['multi_node_gangs']:,}"
+        )
     start = s["decision_to_start_s"]
     if result.counters["local_started"] or result.counters["reservation_attempts"]:
         line += (
@@ -342,6 +420,13 @@ def _progress(result: RunResult, scenario: str) -> None:
         line += (
             f", reservations {result.counters['reservation_attempts']:,} "
             f"(fallbacks {result.counters['reservation_fallbacks']:,})"
+        )
+    if result.teams:
+        violation = sum(t.get("violation_gpu_hours", 0.0) for t in result.teams.values())
+        line += (
+            f"  violation {violation:,.0f} GPU-h, evictions "
+            f"{result.counters.get('queue_reclaims', 0):,}, work lost {s['lost_gpu_hours']:,.0f} "
+            "GPU-h"
         )
     print(f"{line}  ({result.wall_seconds:.0f} s)", file=sys.stderr, flush=True)
 
@@ -357,11 +442,22 @@ def _settings(
     }
     if args.limit:
         out["limit"] = args.limit
+    if args.racks:
+        out["nodes per rack"] = args.racks
     if args.queue:
         out["quota tree"] = str(args.queue)
     out["queue modes (with a quota tree)"] = args.queue_policies
     out["queue placement timeout (s)"] = args.queue_timeout
     out["queue backoff (s)"] = args.queue_backoff
+    if "Priority+reclaim" in args.queue_policies:
+        out["reclaim: hold"] = args.queue_hold
+        out["reclaim: unplaced gangs claim"] = args.queue_reclaim_unplaced
+        out["reclaim: worth rule"] = args.queue_reclaim_worth
+        out["reclaim: look-ahead (s)"] = parse_duration(args.queue_reclaim_lookahead)
+        out["reclaim: min saving (s)"] = parse_duration(args.queue_reclaim_min_saving)
+    if args.checkpoint_interval not in ("", "0") or args.checkpoint_teams:
+        out["checkpoint interval"] = args.checkpoint_interval
+        out["checkpoint intervals per team"] = args.checkpoint_teams
     if args.local_load:
         out["member-local load"] = args.local_load
         out["dispatch latency (s)"] = args.dispatch_latency

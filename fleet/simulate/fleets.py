@@ -23,6 +23,8 @@ from fleet.simulate.errors import DataError
 #: The kubelet's default `maxPods`.
 DEFAULT_POD_SLOTS = 110
 GPU_MODEL_LABEL = "fleet.dev/gpu-model"
+#: The node label racks are given under (`with_racks`), the level topology runs ask for.
+RACK_LABEL = "topology.kubernetes.io/rack"
 _MIB = 1 << 20
 
 
@@ -49,6 +51,30 @@ class FleetSpec:
     def describe(self) -> str:
         nodes = sum(len(m.nodes) for m in self.members)
         return f"{len(self.members)} members, {nodes} nodes, {self.total(GPU)} GPUs"
+
+
+def with_racks(fleet: FleetSpec, per_rack: int = 8, label: str = RACK_LABEL) -> FleetSpec:
+    """The fleet with a rack on every node: each member's nodes, in list order, `per_rack` to
+    a rack (`<member>-r000`, `<member>-r001`, ...; the last rack of a member may be smaller).
+    A node that already has the label keeps it."""
+    if per_rack < 1:
+        raise ValueError(f"nodes per rack must be at least 1, got {per_rack}")
+    members = []
+    for member in fleet.members:
+        nodes = tuple(
+            node
+            if label in node.labels
+            else NodeInfo(
+                node.name,
+                node.allocatable,
+                {**node.labels, label: f"{member.name}-r{i // per_rack:03d}"},
+                node.taints,
+                node.unschedulable,
+            )
+            for i, node in enumerate(member.nodes)
+        )
+        members.append(MemberSpec(member.name, nodes, member.labels))
+    return FleetSpec(tuple(members), fleet.source)
 
 
 def _node(name: str, gpu: int, extra: Mapping[str, int], labels: Mapping[str, str]) -> NodeInfo:

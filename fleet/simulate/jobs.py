@@ -17,6 +17,7 @@ from collections.abc import Hashable
 from enum import Enum
 
 from fleet.core import lifecycle
+from fleet.core.assignment import Domain
 from fleet.simulate.trace import JobSpec
 
 
@@ -59,6 +60,8 @@ class SimJob:
         "attempt",
         "copy",
         "dispatched_at",
+        "domains",
+        "domains_used",
         "end",
         "first_decision",
         "first_start",
@@ -69,8 +72,10 @@ class SimJob:
         "member",
         "mis_dispatches",
         "misdispatched",
+        "nodes_used",
         "pending_since",
         "pending_total",
+        "progress",
         "queue_key",
         "sat",
         "seq",
@@ -109,11 +114,26 @@ class SimJob:
         #: Bumped whenever scheduled failover checks become stale.
         self.gen = 0
         self.lost_gpu_seconds = 0.0
+        #: Seconds of its work kept by checkpoints across evictions and failovers (its state
+        #: preserved): a new copy runs only what is left.
+        self.progress = 0.0
         self.queue_key: Hashable = spec.shape
+        #: The topology domains of the fleet's last placement (the copy is pinned to them).
+        self.domains: tuple[Domain, ...] = ()
+        #: At its first start: how many nodes, and how many domains of the topology level,
+        #: its pods were bound on (0 when the nodes have no such label).
+        self.nodes_used = 0
+        self.domains_used = 0
 
     @property
     def gpus(self) -> int:
         return self.spec.shape.gpus
+
+    @property
+    def member_key(self) -> Hashable:
+        """The line it waits in at its member: its shape, and the domains its copy is pinned
+        to (two gangs of one shape pinned to different racks are not interchangeable)."""
+        return (self.spec.shape, self.domains) if self.domains else self.spec.shape
 
     @property
     def failovers(self) -> int:

@@ -44,6 +44,7 @@ from fleet.core.admission import (
     UnitSpec,
     unit_end,
 )
+from fleet.core.admission.hold import Hold
 from fleet.core.quota import QuotaTree, check_tree
 from fleet.core.resources import GPU, Resources
 from fleet.core.snapshot import ClusterSnapshot
@@ -185,6 +186,8 @@ class Reclaimer(Protocol):
         self, job: SimJob, *, preempted: bool, by: str, message: str, grace: float
     ) -> None: ...
 
+    def sync_holds(self, holds: dict[str, Hold]) -> None: ...
+
 
 class QuotaQueue:
     """The fleet queue with Kube Queue admission in front of placement (see module docstring)."""
@@ -220,6 +223,7 @@ class QuotaQueue:
                 "bypassed",
                 "reclaims",
                 "preemptions",
+                "holds",
             ),
             0,
         )
@@ -378,11 +382,24 @@ class QuotaQueue:
             return True
 
         self._account(now)
+        self._sync_holds()
         self._released.drain(place)
         if self._sim is not None and now >= self._next_reclaim and self._unplaced:
             self._next_reclaim = now + RECLAIM_INTERVAL
             if self._reclaim(now):
+                self._sync_holds()
                 self._released.drain(place)
+        self._sync_holds()
+
+    def _sync_holds(self) -> None:
+        """The simulation's views hold what the admission holds (as the controller's do)."""
+        if self._sim is not None:
+            self._sim.sync_holds(dict(self.admission.room_held()))
+
+    def member_lost(self, name: str, now: float) -> None:
+        """A member went down: the room held in it for claimants is given up."""
+        self.admission.member_lost(name, now)
+        self._sync_holds()
 
     def _reclaim(self, now: float) -> bool:
         """Evict as the core decides (`Admission.reclaim`), through the simulation."""
@@ -415,7 +432,14 @@ class QuotaQueue:
         for dequeue in plan.dequeue:
             self.counters["dequeues"] += 1
             self._release(self._jobs[dequeue.key])
-        return bool(plan.dequeue)
+        for hold in plan.hold:
+            # A claimant is no longer interchangeable with gangs of its shape (the room held
+            # is its own): it waits in a line of its own, so theirs failing does not block it.
+            job = self._jobs[hold.claimant]
+            self._withdraw(job)
+            self._release(job, line=("held", hold.claimant))
+        self.counters["holds"] += len(plan.hold)
+        return bool(plan.dequeue or plan.hold)
 
     def finished(self, job: SimJob, now: float) -> None:
         """The job's copy completed: the simulation's jobs only complete by succeeding."""
@@ -435,12 +459,13 @@ class QuotaQueue:
         self._jobs.pop(key, None)
         self.admission.remove(key)
 
-    def _release(self, job: SimJob) -> None:
+    def _release(self, job: SimJob, line: object = None) -> None:
         key = job.spec.id
         if key in self._released_under:
             return
-        self._released_under[key] = job.queue_key
-        self._released.push(job, job.queue_key, job.seq)
+        under = job.queue_key if line is None else line
+        self._released_under[key] = under
+        self._released.push(job, under, job.seq)
 
     def _withdraw(self, job: SimJob) -> None:
         under = self._released_under.pop(job.spec.id, None)

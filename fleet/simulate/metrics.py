@@ -156,7 +156,15 @@ def summarize(result: RunResult) -> dict[str, Any]:
             entry["never_started"] = float(sum(1 for j in members if j.first_start is None))
             by_class[name] = entry
     window_end = last_submit if last_submit > first_submit else end
+    # Topology: of the gangs of 2+ pods whose pods were bound on 2+ nodes, how many sat in one
+    # domain of the run's level (one rack).
+    multi = [j for j in jobs if j.first_start is not None and j.nodes_used > 1]
+    in_one = sum(1 for j in multi if j.domains_used == 1)
     return {
+        "multi_node_gangs": len(multi),
+        "multi_node_in_one_domain": in_one,
+        "multi_node_in_one_domain_share": in_one / len(multi) if multi else math.nan,
+        "multi_node_wait_s": stats(wait_of(j, end) for j in multi),
         "policy": result.policy,
         "jobs": len(jobs),
         "started": len(jobs) - len(never),

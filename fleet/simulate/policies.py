@@ -34,7 +34,9 @@ from fleet.core.fragmentation import WorkloadMix
 from fleet.core.placement import Decision, place
 from fleet.core.scoring import Score, Scorer, best_fit
 from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.topology import PREFERRED, REQUIRED, TopologyRule
 from fleet.core.workload import Gang
+from fleet.simulate.fleets import RACK_LABEL
 
 DEFAULT_POLICIES = ("sum", "nodes", "random", "first")
 #: The comparison of issue 21: ACK's rule, today's node-level rule, and fragmentation-aware.
@@ -83,6 +85,8 @@ class EnginePolicy:
     arrivals: RecentArrivals | None = None
     #: With `arrivals`: the members bind pods by the same fragmentation measure.
     members_by_fragmentation: bool = True
+    #: The policy's gangTopology: applied to every gang (a policy-wide default).
+    topology: TopologyRule | None = None
 
     def observe(self, gang: Gang) -> None:
         if self.arrivals is not None:
@@ -105,7 +109,7 @@ class EnginePolicy:
         if self.arrivals is not None:
             mix = self.arrivals.mix() or mix_of(gang)
         return place(
-            gang,
+            gang.with_default_topology(self.topology),
             clusters,
             estimator=self.estimator,
             scorer=self.scorer,
@@ -134,21 +138,38 @@ def random_rank(rng: random.Random) -> Scorer:
     return score
 
 
-def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPolicy:
+#: Policy options (`nodes+required`): reserve first, and the whole-gang topology modes.
+OPTIONS = ("reserve", REQUIRED.lower(), PREFERRED.lower())
+
+
+def make_policy(
+    spec: str, members: Sequence[str], seed: int = 0, *, level: str = RACK_LABEL
+) -> PlacementPolicy:
     """`sum`, `nodes`, `fgd`, `random`, `first`, or `<best|random|first>@<sum|nodes>`; any of
-    them with `+reserve`."""
+    them with `+reserve`, and with `+required` or `+preferred` (every gang in one domain of
+    `level`, as a policy's gangTopology: the members are pinned to the domain chosen)."""
     name = spec.strip()
-    text, plus, option = name.partition("+")
-    if plus and option != "reserve":
-        raise ValueError(f"unknown policy option {option!r} in {spec!r} (expected +reserve)")
+    text, *options = name.split("+")
+    for option in options:
+        if option not in OPTIONS:
+            raise ValueError(
+                f"unknown policy option {option!r} in {spec!r} (expected "
+                f"{', '.join('+' + o for o in OPTIONS)})"
+            )
+    if REQUIRED.lower() in options and PREFERRED.lower() in options:
+        raise ValueError(f"{spec!r}: +required or +preferred, not both")
+    reserve = "reserve" in options
+    mode = next((m for m in (REQUIRED, PREFERRED) if m.lower() in options), None)
+    topology = TopologyRule(level, mode, source="simulated policy") if mode else None
     if text in ("fgd", "fgd-fleet"):
         return EnginePolicy(
             name,
             NODES,
             best_fit,
-            reserve=bool(plus),
+            reserve=reserve,
             arrivals=RecentArrivals(),
             members_by_fragmentation=text == "fgd",
+            topology=topology,
         )
     if text in ("sum", "nodes"):
         chooser, estimator_name = "best", text
@@ -168,7 +189,7 @@ def make_policy(spec: str, members: Sequence[str], seed: int = 0) -> PlacementPo
         scorer = first_in_list(members)
     else:
         scorer = random_rank(random.Random(seed))
-    return EnginePolicy(name, estimator, scorer, reserve=bool(plus))
+    return EnginePolicy(name, estimator, scorer, reserve=reserve, topology=topology)
 
 
 def parse_policies(text: str) -> list[str]:

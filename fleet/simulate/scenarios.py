@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from fleet.simulate.csvio import locate
-from fleet.simulate.fleets import FleetSpec, alibaba_fleet, load_fleet, philly_fleet
+from fleet.simulate.fleets import (
+    FleetSpec,
+    alibaba_fleet,
+    load_fleet,
+    philly_fleet,
+    with_racks,
+)
 from fleet.simulate.kubequeue import fleet_vcs, load_tree, philly_teams_tree
 from fleet.simulate.trace import (
     JobSpec,
@@ -85,6 +91,9 @@ class Options:
     fleet: Path | None = None
     trace: Path | None = None
     queue: Path | None = None
+    #: Nodes per rack (0: no racks): each member's nodes, in list order, 8 to a rack by
+    #: default (`fleets.with_racks`).
+    racks: int = 0
 
 
 _SUFFIX = re.compile(r"^(?P<base>[a-z-]+?)(?:-x(?P<scale>\d+(?:\.\d+)?))?$")
@@ -115,6 +124,8 @@ def build(name: str, options: Options) -> Scenario:
     scenario = _build(name, options)
     if options.queue is not None:
         scenario = replace(scenario, quota=load_tree(options.queue))
+    if options.racks:
+        scenario = replace(scenario, fleet=with_racks(scenario.fleet, options.racks))
     return scenario
 
 

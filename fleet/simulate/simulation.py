@@ -32,13 +32,16 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from fleet.core import lifecycle
 from fleet.core.admission import Placed
+from fleet.core.admission.hold import Hold, placement_order, sync
+from fleet.core.assignment import Assignment
+from fleet.core.domains import pinned
 from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
 from fleet.core.inventory import PodInfo
 from fleet.core.reservation import (
@@ -52,7 +55,7 @@ from fleet.core.reservation import (
 )
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.simulate.faults import FailoverJudge, Faults, core_judge
-from fleet.simulate.fleets import FleetSpec
+from fleet.simulate.fleets import RACK_LABEL, FleetSpec
 from fleet.simulate.jobs import Copy, SimJob, State
 from fleet.simulate.localload import HORIZON_AFTER_LAST_ARRIVAL, ArrivalStream, LocalSource
 from fleet.simulate.member import Member
@@ -97,6 +100,19 @@ class SimConfig:
     reservation_wait: float = DEFAULT_WAIT_SECONDS
     #: How long a member whose reservation failed is avoided by that gang.
     reservation_retry: float = DEFAULT_RETRY_AFTER_SECONDS
+    #: Seconds between a job's checkpoints, its state preserved across evictions and failovers
+    #: (its policy's statePreservation carries the checkpoint to the next copy): a new copy
+    #: resumes from the last one. 0: no checkpoint, every new copy reruns from the start.
+    checkpoint_interval: float = 0.0
+    #: Per team, overriding `checkpoint_interval`.
+    checkpoint_teams: Mapping[str, float] = field(default_factory=dict)
+
+    def checkpoint_of(self, team: str) -> float:
+        """The checkpoint interval of `team`'s jobs (0: none)."""
+        return self.checkpoint_teams.get(team, self.checkpoint_interval)
+
+    #: The node label the report counts domains by (racks from `fleets.with_racks`).
+    topology_level: str = RACK_LABEL
 
     def __post_init__(self) -> None:
         if self.member_order not in ("backfill", "strict"):
@@ -108,6 +124,8 @@ class SimConfig:
                 raise ValueError(f"{name.replace('_', ' ')} must not be negative")
         if self.reservation_wait <= 0:
             raise ValueError("reservation wait must be positive")
+        if self.checkpoint_interval < 0 or any(v < 0 for v in self.checkpoint_teams.values()):
+            raise ValueError("checkpoint interval must not be negative")
 
 
 class Simulation:
@@ -147,6 +165,9 @@ class Simulation:
         self._freed = False
         self._zombies: dict[SimJob, list[Copy]] = {}
         self._allocated = 0
+        #: Room held for claimants of a reclaim (`fleet.core.admission.hold`), as reserved in
+        #: the views: by claimant (the queue's unit key, the job's id).
+        self._held: dict[str, Hold] = {}
         #: When a job last changed state; the run "ends" there (bookkeeping events after it,
         #: such as a reservation expiring with nothing left to place, do not count).
         self._last_change = 0.0
@@ -273,12 +294,27 @@ class Simulation:
         now = self.now
         self.counters["decisions"] += 1
         failed_over = job.life.excluded(now)
-        decision = self.policy.decide(
-            job.spec.shape.gang, self._view_list, not_ready=self._down, failed_over=failed_over
-        )
-        placement = decision.placement
+        hold = self._held.get(job.spec.id)
+        taken = None
+        if hold is not None:  # the claimant: its held room is its own, and tried first
+            taken = self.views[hold.cluster].hold_back(hold.key)
+        placement = None
+        for names in placement_order(hold, list(self.views)):
+            views = self._view_list if len(names) > 1 else [self.views[names[0]]]
+            decision = self.policy.decide(
+                job.spec.shape.gang, views, not_ready=self._down, failed_over=failed_over
+            )
+            placement = decision.placement
+            if placement is not None:
+                break
         if placement is None:
+            if hold is not None and taken is not None:
+                self.views[hold.cluster].put_back(taken)
             return False
+        if hold is not None:
+            del self._held[job.spec.id]  # the queue ends it when it hears of the placement
+            if placement.cluster != hold.cluster:
+                self._freed = True
         name = placement.cluster
         config = self.config
         self.views[name].reserve(job.key, placement.assignment, now + config.reservation_ttl)
@@ -286,6 +322,7 @@ class Simulation:
         if job.first_decision is None:
             job.first_decision = now
         job.member = name
+        job.domains = placement.assignment.domains
         self._last_change = now
         if self.policy.reserve:
             job.state = State.RESERVING
@@ -314,7 +351,7 @@ class Simulation:
 
     def _arrive(self, job: SimJob, member: Member) -> None:
         job.arrived = True
-        member.waiting.push(job, job.spec.shape, job.seq)
+        member.waiting.push(job, job.member_key, job.seq)
         if not member.down:
             member.waiting.drain(partial(self._try_start, member))
         if job.state is State.WAITING:
@@ -343,9 +380,11 @@ class Simulation:
 
     def _try_reserve(self, member: Member, job: SimJob) -> bool:
         """All or nothing: every Reservation of the gang binds now, or all stay Pending."""
-        assignment = member.fits(job.spec.shape.gang, self.policy.member_mix())
+        assignment = self._member_fit(member, job)
         if assignment is None:
             return False
+        if job.first_start is None:
+            self._record_spread(member, job, assignment)
         now = self.now
         since = job.life.reserving_since
         assert since is not None
@@ -430,13 +469,39 @@ class Simulation:
             self._freed = True
 
     # Member side ------------------------------------------------------------------------------
+    def _member_fit(self, member: Member, job: SimJob) -> Assignment | None:
+        """Where the member binds the gang now. The copy is pinned to the domain(s) the fleet
+        chose (`domains.pinned`): required node affinity for a required rule; for a preferred
+        one the member tries the domain first, then anywhere."""
+        gang, mix = job.spec.shape.gang, self.policy.member_mix()
+        if job.domains:
+            assignment = member.fits(pinned(gang, job.domains), mix)
+            if assignment is not None or any(d.required for d in job.domains):
+                return assignment
+        return member.fits(gang, mix)
+
     def _try_start(self, member: Member, job: SimJob) -> bool:
-        assignment = member.fits(job.spec.shape.gang, self.policy.member_mix())
+        assignment = self._member_fit(member, job)
         if assignment is None:
             return False
+        if job.first_start is None:
+            self._record_spread(member, job, assignment)
         copy, pods = member.bind(job, assignment, self.now)
         self._run(member, job, copy, pods, start=self.now)
         return True
+
+    def _record_spread(self, member: Member, job: SimJob, assignment: Assignment) -> None:
+        """How many nodes and domains (of `config.topology_level`) the gang's pods use."""
+        nodes = {slot.node for slot in assignment if slot.node is not None}
+        level = self.config.topology_level
+        values = set()
+        for name in nodes:
+            info = member.snapshot.node(name)
+            value = info.labels.get(level) if info is not None else None
+            if value is not None:
+                values.add(value)
+        job.nodes_used = len(nodes)
+        job.domains_used = len(values)
 
     def _run(
         self, member: Member, job: SimJob, copy: Copy, pods: list[PodInfo], *, start: float
@@ -457,7 +522,7 @@ class Simulation:
         if job.first_start is None:
             job.first_start = start
         self._allocate(copy.gpus)
-        duration = job.spec.duration
+        duration = job.spec.duration - job.progress
         if math.isfinite(duration):
             point = self.config.faults.failure_point(job.spec.id, job.attempt)
             if point is not None:
@@ -512,8 +577,23 @@ class Simulation:
         job = copy.job
         job.state = State.FAILED
         job.copy = None
-        job.lost_gpu_seconds += (self.now - copy.started) * copy.gpus
+        self._stop(job, copy)
         self._judge(job)
+
+    def _stop(self, job: SimJob, copy: Copy) -> None:
+        """The copy stops before its end: the work since its last checkpoint is lost; what the
+        checkpoints kept (state preserved) is the next copy's head start."""
+        ran = max(self.now - copy.started, 0.0)
+        saved = self._checkpointed(job, ran)
+        job.progress += saved
+        job.lost_gpu_seconds += (ran - saved) * copy.gpus
+
+    def _checkpointed(self, job: SimJob, ran: float) -> float:
+        """Seconds of a copy that has run `ran` kept by its last checkpoint."""
+        interval = self.config.checkpoint_of(job.spec.team)
+        if interval <= 0:
+            return 0.0
+        return min(math.floor(ran / interval) * interval, job.spec.duration - job.progress)
 
     def _leave_member(self, job: SimJob) -> None:
         if job.member is not None:
@@ -575,7 +655,7 @@ class Simulation:
         job.gen += 1
         if job.state is State.WAITING:
             if job.arrived:
-                member.waiting.remove(job, job.spec.shape)
+                member.waiting.remove(job, job.member_key)
             job.arrived = True
             if self.views[member.name].release(job.key):
                 self._freed = True
@@ -586,7 +666,7 @@ class Simulation:
             copy = job.copy
             assert copy is not None
             job.copy = None
-            job.lost_gpu_seconds += (now - copy.started) * copy.gpus
+            self._stop(job, copy)
             copy.zombie = True
             copy.evicted_at = now
             if delete_now:
@@ -603,7 +683,16 @@ class Simulation:
         for member in self.members.values():
             for copy in member.copies.values():
                 if copy.alive and not copy.zombie and copy.job.copy is copy:
-                    out[copy.job.spec.id] = Placed(member.name, copy.key, copy.started)
+                    job = copy.job
+                    ran = max(self.now - copy.started, 0.0)
+                    saved = self._checkpointed(job, ran)
+                    out[job.spec.id] = Placed(
+                        member.name,
+                        copy.key,
+                        copy.started,
+                        limit=job.spec.limit,
+                        checkpoint=copy.started + saved if saved > 0 else None,
+                    )
         return out
 
     def reclaim_snapshots(self) -> list[ClusterSnapshot]:
@@ -638,6 +727,19 @@ class Simulation:
         job.state = State.PENDING
         job.pending_since = now
         job.queue_key = self._queue_key(job)
+
+    def sync_holds(self, holds: dict[str, Hold]) -> None:
+        """Make the views hold exactly the queue's holds (`hold.sync`): a hold that ended gives
+        its room back to everyone; a new one is reserved under its own key until its bound."""
+        present = {hold.key: claimant for claimant, hold in self._held.items()}
+        release, reserve = sync(present, holds)
+        for key in release:
+            old = self._held.pop(present[key])
+            if self.views[old.cluster].release(key):
+                self._freed = True
+        for hold in reserve:
+            self._held[hold.claimant] = hold
+            self.views[hold.cluster].reserve(hold.key, hold.assignment(), hold.until)
 
     def _purge(self, copy: Copy) -> None:
         """The binding's eviction for this copy decides, as in the controller: no eviction
@@ -690,6 +792,9 @@ class Simulation:
         member = self.members[name]
         member.down = True
         self._down.add(name)
+        lost = getattr(self.queue, "member_lost", None)
+        if lost is not None:
+            lost(name, self.now)  # the holds in it end
         for job in list(member.jobs):
             self._judge(job)
 

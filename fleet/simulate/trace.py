@@ -76,6 +76,9 @@ class JobSpec:
     duration: float
     team: str
     shape: Shape
+    limit: float | None = None
+    """The run time the job declares at most (`activeDeadlineSeconds`), seconds; what the
+    controller may know of its end. None: none (the traces declare none)."""
 
 
 def prepare(

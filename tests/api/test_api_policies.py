@@ -31,6 +31,7 @@ EXPECTED_FILES = {
     "a100-clusters-affinity.yaml",
     "sum-estimator.yaml",
     "fragmentation-scoring.yaml",
+    "rack-topology.yaml",
     "membercluster-example.yaml",
     "elasticquotatree-seed.yaml",
 }
@@ -125,6 +126,37 @@ def test_sum_estimator_example_uses_the_extensions(repo: Path, load_docs: Docs) 
 def test_fragmentation_example_selects_the_score(repo: Path, load_docs: Docs) -> None:
     p = _by_name(repo, load_docs)["inference-jobs-fragmentation"]
     assert p.spec.gang_scoring == "fragmentation" and p.spec.is_gang
+
+
+def test_rack_topology_example_gives_the_whole_gang_rule(repo: Path, load_docs: Docs) -> None:
+    policy = _by_name(repo, load_docs)["training-jobs-one-rack"]
+    assert isinstance(policy, PropagationPolicy)
+    rule = placement_rules(policy.spec).topology
+    assert rule is not None
+    assert (rule.level, rule.mode, rule.components) == (
+        "topology.kubernetes.io/rack",
+        "Required",
+        (),
+    )
+    assert policy.spec.not_acted_on() == []
+    summed = PropagationPolicy.from_dict(
+        {
+            **policy.to_dict(),
+            "spec": {
+                **policy.spec.to_dict(),
+                "placement": {
+                    "replicaScheduling": {
+                        "customSchedulingType": "Gang",
+                        "gangEstimator": "sum",
+                        "gangTopology": {"level": "topology.kubernetes.io/rack"},
+                    }
+                },
+            },
+        }
+    )
+    assert summed.spec.placement is not None
+    assert placement_rules(summed.spec).topology is not None
+    assert any("gangTopology" in line for line in summed.spec.not_acted_on())
 
 
 def test_membercluster_example_refers_to_its_secret(repo: Path, load_docs: Docs) -> None:

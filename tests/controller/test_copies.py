@@ -6,6 +6,7 @@ import copy
 
 from fleet.api import constants as c
 from fleet.controller import copies
+from fleet.core.assignment import Domain
 from fleet.core.kinds import adapter_for
 from fleet.testing.workloads import batch_job, pytorchjob
 
@@ -238,3 +239,25 @@ def test_a_dependency_patch_tests_fleets_mark_first_and_writes_the_data_whole():
     created = copies.stamped_dependency(dependency)
     assert created["metadata"]["annotations"][c.APPLIED_DIGEST_ANNOTATION] == digest
     assert created["type"] == "Opaque"
+
+
+def test_a_required_domain_pins_its_templates_and_a_preferred_one_does_not():
+    rack = "topology.kubernetes.io/rack"
+    job = _fleet_job()
+    out = copies.member_copy(
+        job,
+        PYTORCH,
+        min_member=3,
+        binding="b",
+        fleet_id="f",
+        pin=(Domain(rack, "r7", ("worker",)), Domain(rack, "r9", ("master",), required=False)),
+    )
+    specs = {
+        role: spec["template"]["spec"] for role, spec in out["spec"]["pytorchReplicaSpecs"].items()
+    }
+    terms = specs["Worker"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": rack, "operator": "In", "values": ["r7"]}]}]
+    assert "affinity" not in specs["Master"]
+    assert "affinity" not in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]

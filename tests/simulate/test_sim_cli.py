@@ -16,7 +16,7 @@ from fleet.simulate import (
     simulate,
     summarize,
 )
-from fleet.simulate.cli import main
+from fleet.simulate.cli import main, parse_checkpoint_teams, parser
 from fleet.simulate.csvio import locate
 from fleet.simulate.scenarios import (
     ALIBABA_NODES,
@@ -171,3 +171,30 @@ def test_data_dir_reads_uncompressed_copies(tmp_path):
     philly = json.loads((out / "metrics.json").read_text())["scenarios"]["philly"]
     assert philly["fleet"] == "2 members, 3 nodes, 24 GPUs"
     assert philly["policies"]["sum"]["jobs"] == 2
+
+
+def test_help_lists_every_policy_queue_mode_and_reclaim_knob():
+    text = " ".join(parser().format_help().split())
+    for word in (
+        "fgd,",
+        "fgd-fleet",
+        "+reserve",
+        "Priority+reclaim",
+        "Block",
+        "FIFO",
+        "--queue-hold",
+        "--queue-reclaim-unplaced",
+        "--queue-reclaim-worth",
+        "--queue-reclaim-lookahead",
+        "--queue-reclaim-min-saving",
+        "--checkpoint-interval",
+        "--checkpoint-teams",
+    ):
+        assert word in text, word
+
+
+def test_checkpoint_teams_parse_and_name_a_bad_entry():
+    assert parse_checkpoint_teams("a=30m, b=600") == {"a": 1800.0, "b": 600.0}
+    assert parse_checkpoint_teams("") == {}
+    with pytest.raises(ValueError, match="TEAM=INTERVAL"):
+        parse_checkpoint_teams("a30m")

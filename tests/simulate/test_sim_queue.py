@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +283,86 @@ def test_reclaim_gives_a_team_its_min_back_and_counts_what_it_cost():
     assert 8 * 0.9 < reclaimed.teams["root/a"]["lost_gpu_hours"] < 8 * 1.1  # a2 ran ~1 h
     assert reclaimed.counters["queue_reclaims"] == 1
     assert by_reclaim["a1"].first_start == 0 and by_reclaim["a1"].end == 10_000  # never touched
+
+
+def _hold_case() -> tuple[Any, list[JobSpec], dict[str, Any]]:
+    """a borrows the whole member; c's gang is dequeued (the root's max exceeds the fleet) and
+    waits for nodes; b's gang, within b's min, reclaims a's younger gang."""
+    fleet = fleet_of({"m": [8, 8]})
+    trace = [
+        job("a1", "a", 0, 10_000, 1, 8),
+        job("a2", "a", 10, 10_000, 1, 8),
+        job("c1", "c", 3_500, 1_000, 1, 8),
+        job("b1", "b", 3_600, 1_000, 1, 8),
+    ]
+    spec = tree(a=(8, 16), b=(8, 16), c=(0, 8))
+    spec["root"]["max"] = {GPU: 24}
+    return fleet, trace, spec
+
+
+def test_the_room_a_reclaim_frees_is_held_for_the_claimant():
+    """With the hold, b1 gets the room its eviction freed although c1, older and dequeued, fits
+    it too; without it, c1 takes it and b1 waits on."""
+    fleet, trace, spec = _hold_case()
+    held = by_id(run(fleet, trace, spec, "Priority+reclaim"))
+    assert held["b1"].first_start is not None and held["b1"].first_start < 3_600 + 120
+    assert held["c1"].first_start is None or held["c1"].first_start > held["b1"].first_start
+    loose = by_id(run(fleet, trace, spec, "Priority+reclaim", hold=False))
+    assert loose["c1"].first_start is not None and loose["c1"].first_start < 3_600 + 120
+    assert loose["b1"].first_start is None or loose["b1"].first_start > loose["c1"].first_start
+
+
+def test_no_eviction_of_gangs_about_to_finish_by_their_declared_limit():
+    """The worth rule: a2 declares it ends within 1 h 2 min of its start (activeDeadlineSeconds),
+    so when b1 claims, a2 ends within 5 min by its limit: waiting is cheaper than evicting. The
+    same a2 with no declared limit is evicted (the test above), and so is one that declares a
+    limit far away."""
+    fleet = fleet_of({"m": [8, 8]})
+    spec = tree(a=(8, 16), b=(8, 16))
+
+    def case(limit: float | None) -> Any:
+        trace = [
+            job("a1", "a", 0, 10_000, 1, 8),
+            replace(job("a2", "a", 10, 3_700, 1, 8), limit=limit),
+            job("b1", "b", 3_600, 1_000, 1, 8),
+        ]
+        return run(fleet, trace, spec, "Priority+reclaim", reclaim_worth=True)
+
+    soon = case(3_720.0)
+    assert soon.counters["queue_reclaims"] == 0
+    assert by_id(soon)["b1"].first_start == 3_710  # when a2 ended
+    later = case(20_000.0)
+    assert later.counters["queue_reclaims"] == 1
+    assert by_id(later)["b1"].first_start < 3_600 + 120
+
+
+def test_checkpoints_with_state_preserved_cut_the_work_an_eviction_loses():
+    """a2 checkpoints every 10 min and its state is carried over: its eviction after ~1 h loses
+    only the minutes since its last checkpoint, and its next copy resumes from there."""
+    fleet, trace, spec = fleet_of({"m": [8, 8]}), [], tree(a=(8, 16), b=(8, 16))
+    trace = [
+        job("a1", "a", 0, 10_000, 1, 8),
+        job("a2", "a", 10, 10_000, 1, 8),
+        job("b1", "b", 3_600, 1_000, 1, 8),
+    ]
+    policy = make_policy("nodes", [m.name for m in fleet.members])
+    results = {
+        interval: replay_queued(
+            fleet,
+            trace,
+            policy,
+            SimConfig(checkpoint_interval=interval),
+            tree=quota_tree(spec, "test"),
+            mode="Priority+reclaim",
+        )
+        for interval in (0.0, 600.0)
+    }
+    plain, kept = results[0.0], results[600.0]
+    assert plain.counters["queue_reclaims"] == kept.counters["queue_reclaims"] == 1
+    lost_plain = plain.teams["root/a"]["lost_gpu_hours"]
+    lost_kept = kept.teams["root/a"]["lost_gpu_hours"]
+    assert lost_plain > 8 * 0.9 and lost_kept <= 8 * 600 / 3600 + 0.01
+    a2_plain, a2_kept = by_id(plain)["a2"], by_id(kept)["a2"]
+    assert a2_kept.end is not None and a2_plain.end is not None
+    assert a2_kept.end < a2_plain.end - 3_000  # it resumed from its checkpoint at 1 h
+    assert a2_kept.lost_gpu_seconds == lost_kept * 3600

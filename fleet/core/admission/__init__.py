@@ -8,13 +8,19 @@ One concept per module:
 * `decisions`: what a pass decides (dequeue, backoff, requeue, notices) and why a unit waits;
 * `usage`: what a quota node holds;
 * `unit`, `line`, `fit`: the in-memory unit, a quota node's waiting line, the fit test;
-* `admission`: `Admission`, the queue's state and its decisions (docs/queue.md);
+* `admission`: `Admission`, the queue's events and its dequeue pass (docs/queue.md);
+* `bookkeeping`: its state: units, what each quota node holds, lines, timers, notices;
+* `minimum`: every way the queue asks "within min", each named for its question;
+* `claims`: reclaim's orchestration (who claims, what an eviction changes in the books);
+* `explain`: why a unit waits, in words and numbers;
 * `ending`: when a job's unit ends (the one rule the controller and the simulator share);
 * `restore`: how a persisted unit is read back after a restart;
 * `recharge`: whether a gang that runs though its unit is not Dequeued (placed late, or a
   reclaim's victim that had moved) holds its quota again;
 * `reasons`: which condition reason a waiting unit's job carries;
-* `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption).
+* `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption);
+* `hold`: the room an eviction frees, held for its claimant until it is placed or gives up;
+* `worth`: whether an eviction is worth its cost, from what the controller knows.
 
 Everything the shell and the simulator use is re-exported here.
 """

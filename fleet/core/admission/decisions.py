@@ -4,7 +4,10 @@ and act on."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from fleet.core.admission.hold import Hold, HoldEnd
 
 WaitKind = Literal["NoQuota", "NeverFits", "Quota", "Behind", "Backoff", "Ready", "NoTree"]
 NoticeKind = Literal["NoQuota", "NeverFits", "Queued"]
@@ -86,8 +89,21 @@ class Plan:
     requeue: list[Requeue] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     evict: list[Evict] = field(default_factory=list)
+    hold: list[Hold] = field(default_factory=list)
+    """Room held for claimants from now on (module `hold`): the shell reserves each in its
+    view of the member (and as Koordinator Reservations where the member takes them)."""
+    unhold: list[tuple[Hold, HoldEnd]] = field(default_factory=list)
+    """Holds that ended since the last plan, and why: the shell releases them."""
     wake_at: float | None = None
     """When to call `plan` again even if nothing happens (next timeout or backoff end)."""
 
     def __bool__(self) -> bool:
-        return bool(self.dequeue or self.backoff or self.requeue or self.notices or self.evict)
+        return bool(
+            self.dequeue
+            or self.backoff
+            or self.requeue
+            or self.notices
+            or self.evict
+            or self.hold
+            or self.unhold
+        )

@@ -40,15 +40,20 @@ Pure: snapshots are copied, never changed; time is passed in.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from fleet.core.admission.minimum import (
+    Usage,
+    fits_within_min,
+    fragile_depth,
+    stays_at_min,
+)
 from fleet.core.assignment import Assignment
 from fleet.core.inventory import PodInfo
 from fleet.core.packing import pack
-from fleet.core.quota import MAX_JOBS, QuotaTree
+from fleet.core.quota import QuotaTree
 from fleet.core.resources import GPU, Resources
 from fleet.core.snapshot import ClusterSnapshot, Reservation
 from fleet.core.workload import Gang
@@ -60,9 +65,6 @@ PREEMPT: Final = "Preempt"
 #: The most gangs one eviction takes in a member: room that needs more is not worth what it
 #: destroys, and the search stays bounded (bench/queue.py --reclaim).
 MAX_VICTIMS: Final = 16
-
-#: Used per quota path, per resource (what the admission holds).
-Usage = Mapping[str, Mapping[str, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +84,19 @@ class Runner:
     """The owner key its pods carry in the member's snapshot."""
     protected: bool = False
     """Its policy or namespace opted out of being reclaimed."""
+    limit: float | None = None
+    """The run time it declares at most, in seconds from its start (`activeDeadlineSeconds`
+    or the kind's equivalent); None: none."""
+    checkpoint: float | None = None
+    """When it last reported a checkpoint its next copy resumes from (None: none)."""
 
     def lost(self, now: float) -> float:
-        """GPU-hours of work an eviction now throws away."""
-        return int(self.demand.get(GPU, 0)) * max(now - self.started, 0.0) / 3600.0
+        """GPU-hours of work an eviction now throws away: since its last checkpoint (one taken
+        in this run), else since it started."""
+        since = self.started
+        if self.checkpoint is not None and self.checkpoint > since:
+            since = min(self.checkpoint, now)
+        return int(self.demand.get(GPU, 0)) * max(now - since, 0.0) / 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +108,10 @@ class Placed:
     owner: str
     started: float
     protected: bool = False
+    limit: float | None = None
+    """Its declared run-time limit in seconds (`activeDeadlineSeconds`...), if any."""
+    checkpoint: float | None = None
+    """When it last reported a checkpoint (with state preserved), if ever."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +125,8 @@ class Claim:
     gang: Gang
     holds: bool = False
     """It already holds its quota (Dequeued, not placed): only the nodes stand in the way."""
+    waited: float = 0.0
+    """Seconds it has waited (since its submission): what the eviction's worth weighs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,23 +145,6 @@ class Choice:
 def victim_order(runner: Runner, now: float) -> tuple[int, float, float, str]:
     """Lowest priority, then least work lost, then the most recent start (then the key)."""
     return (runner.priority, runner.lost(now), -runner.started, runner.key)
-
-
-def fits_within_min(tree: QuotaTree, used: Usage, path: str, demand: Mapping[str, int]) -> bool:
-    """Whether node `path`, holding `used` plus `demand`, stays within its min in every
-    resource its min lists and `demand` asks (and `demand` asks at least one): the unit would
-    run on the node's guarantee, not on borrowed capacity."""
-    minimum = tree.nodes[path].min
-    have = used.get(path, {})
-    asked = False
-    for resource, amount in demand.items():
-        low = minimum.get(resource, None)
-        if resource == MAX_JOBS or low is None or amount <= 0:
-            continue
-        if have.get(resource, 0) + amount > low:
-            return False
-        asked = True
-    return asked
 
 
 def _released(tree: QuotaTree, victims: Sequence[Runner]) -> dict[str, dict[str, int]]:
@@ -175,16 +175,8 @@ def keeps_min(
         released = _released(tree, victims)
     for victim in victims:
         assert victim.quota is not None
-        for path in tree.nodes[victim.quota].lineage:
-            if path in shared:
-                break
-            have = used.get(path, {})
-            gone = released.get(path, {})
-            for resource, low in tree.nodes[path].min.items():
-                if resource == MAX_JOBS or low <= 0:
-                    continue
-                if have.get(resource, 0) - gone.get(resource, 0) < low:
-                    return False
+        if not stays_at_min(tree, used, released, victim.quota, shared):
+            return False
     return True
 
 
@@ -288,22 +280,6 @@ class _WhatIf:
         return result if isinstance(result, Assignment) else None
 
 
-def _fragile_depth(tree: QuotaTree, used: Usage, runner: Runner) -> float:
-    """How far up `runner`'s lineage lies the first node its eviction alone would take below
-    its min (inf: none)."""
-    assert runner.quota is not None
-    for i, path in enumerate(tree.nodes[runner.quota].lineage):
-        have = used.get(path, {})
-        if any(
-            resource != MAX_JOBS
-            and low > 0
-            and have.get(resource, 0) - runner.demand.get(resource, 0) < low
-            for resource, low in tree.nodes[path].min.items()
-        ):
-            return float(i)
-    return math.inf
-
-
 class Scratch:
     """Member copies shared by the claims of one reclaim, made only when a claim needs one.
     A choice that is made is kept in them (`commit`): its victims' pods are gone and the
@@ -333,7 +309,7 @@ class Scratch:
                 shape = (runner.quota, runner.demand)
                 found = alike.get(shape)
                 if found is None:
-                    found = alike[shape] = _fragile_depth(tree, used, runner)
+                    found = alike[shape] = fragile_depth(tree, used, runner.quota, runner.demand)
                 self._fragile[runner.key] = found
         return self._fragile
 
@@ -464,31 +440,6 @@ def choose(
     return best
 
 
-def _keeps_min_adding(
-    tree: QuotaTree,
-    used: Usage,
-    shared: set[str],
-    released: Mapping[str, Mapping[str, int]],
-    runner: Runner,
-) -> bool:
-    """`keeps_min` after adding `runner` to victims that kept it (with `released` counting it
-    already): only the nodes on its own side of the tree changed."""
-    assert runner.quota is not None
-    for path in tree.nodes[runner.quota].lineage:
-        if path in shared:
-            break
-        have = used.get(path, {})
-        gone = released.get(path, {})
-        for resource, low in tree.nodes[path].min.items():
-            if (
-                resource != MAX_JOBS
-                and low > 0
-                and have.get(resource, 0) - gone.get(resource, 0) < low
-            ):
-                return False
-    return True
-
-
 def _node_first(
     candidates: Sequence[Runner],
     where: Mapping[str, Sequence[tuple[str, int]]],
@@ -583,7 +534,8 @@ def _in_member(
         if runner.owner not in whatif.pods and runner.owner not in whatif.snapshot.reservations():
             continue  # already gone (an earlier choice of this reclaim)
         _add(tree, released, runner, +1)
-        if kind == RECLAIM and not _keeps_min_adding(tree, used, shared, released, runner):
+        assert runner.quota is not None
+        if kind == RECLAIM and not stays_at_min(tree, used, released, runner.quota, shared):
             _add(tree, released, runner, -1)
             continue
         chosen.append(runner)

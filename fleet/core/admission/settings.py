@@ -22,14 +22,31 @@ class AdmissionSettings:
     preemption: bool = False
     """A unit evicts lower-priority gangs of its own queue (off by default: PriorityClass
     `preemptionPolicy` is the user's opt-in, and evicting a team's own work is its call)."""
-    reclaim_unplaced: bool = False
+    reclaim_unplaced: bool = True
     """Also let a unit that holds its quota but that placement cannot place (no member has the
-    nodes) claim node capacity from borrowers. Off by default: on the Philly replay it made
-    evictions whose room other gangs took, and cost more guarantee than it gave
-    (docs/queue.md, "Simulated: reclaim")."""
+    nodes) claim node capacity from borrowers. On by default since the hold keeps the freed
+    room for the claimant: it cut the min-guarantee violation on both replays
+    (docs/queue.md, "Simulated: reclaim"); without the hold it thrashed (other gangs took the
+    room). A shell that does not carry the hold must keep it off."""
     reclaim_delay: float = 10.0
     """With `reclaim_unplaced`: a dequeued unit that placement has not placed for this long may
     claim (before that, placement may simply not have run yet)."""
+    hold: bool = True
+    """The room an eviction frees is held for its claimant (module `hold`) until it is placed or
+    gives up, so no other gang of the fleet takes it."""
+    hold_seconds: float = 360.0
+    """A hold ends after this long at the latest (victims that never leave, room that never
+    becomes the claimant's): the grace period plus the placement timeout, by default."""
+    reclaim_worth: bool = False
+    """An eviction is made only when it is worth its cost (module `worth`): the work the
+    victims lose since their last checkpoint against the claimant's wait it saves. Off by
+    default: it cut the work lost on both replays but let the `lenders` violation rise far
+    above what reclaim gives without it (docs/queue.md)."""
+    reclaim_lookahead: float = 1800.0
+    """Seconds of wait an eviction is taken to save on top of the claimant's wait so far, when
+    a victim declares no run-time limit."""
+    reclaim_min_saving: float = 300.0
+    """No eviction when every victim ends by its declared limit within this many seconds."""
     reclaim_claims_per_pass: int = 4
     """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
     pass must stay cheap with thousands of units waiting (bench/queue.py)."""
@@ -42,6 +59,8 @@ class AdmissionSettings:
             raise ValueError(f"placement_timeout must be positive, got {self.placement_timeout}")
         if self.backoff_seconds < 0 or self.backoff_limit < self.backoff_seconds:
             raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
+        if not self.hold_seconds > 0:
+            raise ValueError(f"hold_seconds must be positive, got {self.hold_seconds}")
         if self.no_quota not in ("wait", "bypass"):
             raise ValueError(f"no_quota must be wait or bypass, got {self.no_quota!r}")
 

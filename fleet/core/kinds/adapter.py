@@ -42,6 +42,7 @@ from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState, first_true
 from fleet.core.requests import pod_requests
 from fleet.core.resources import EMPTY, Resources
+from fleet.core.topology import rules_from_templates
 from fleet.core.workload import Component, Gang, WorkloadRef
 
 #: Objects a kind's gang is read from besides the job itself, as the shell fetched them from
@@ -267,7 +268,9 @@ class KindAdapter:
             )
         total = sum(c.replicas for c in components)
         min_member, source = self.min_member(obj, templates, total)
-        return Gang(ref, tuple(components), min_member, self.multi_role, source)
+        # Kueue's topology annotations on the templates: each template is one pod set.
+        topology = rules_from_templates([(t.component, t.field, t.template) for t in templates])
+        return Gang(ref, tuple(components), min_member, self.multi_role, source, topology)
 
     # -- the member copy -------------------------------------------------------------------
 

@@ -1,0 +1,187 @@
+"""The hold: the room an eviction frees is the claimant's until it is placed or gives up.
+
+Without it, the room a reclaim frees goes to whichever gang placement tries first once the
+victims' copies are gone, and the claimant, still waiting, claims again: on the Philly replay
+node-level claims thrashed that way (docs/queue.md, "Simulated: reclaim"). The anchors: the
+Kubernetes scheduler nominates a node for a preemptor (`nominatedNodeName`) and keeps it for it;
+Kueue keeps a preempting workload's quota until its victims are gone.
+
+A `Hold` is made at the eviction decision (`hold_for`): the member, and per node what the
+claimant's proven assignment takes there. Until it ends:
+
+* **fleet's placement does not give it to another gang**: the shell keeps it in its view of the
+  member as an in-flight reservation under `hold_key(claimant)` (`ClusterSnapshot.reserve`, so
+  every other placement sees that room taken, exactly as two placements a moment apart never
+  count the same GPUs twice);
+* **the claimant is placed to that member first**: its own placement takes the hold out of the
+  view (`ClusterSnapshot.hold_back`), tries `hold.cluster` alone, then every member
+  (`placement_order`); placed anywhere, the hold ends;
+* on a member that takes Koordinator Reservations the shell reserves the same assignment there
+  for the claimant, so member-local pods do not take it either.
+
+It ends (`ended`, and the `Admission` events that call it) on every exit: the claimant is placed,
+deleted or ends, backs off (its placement timed out: it gave up for now), its member is lost, or
+the bound runs out (`until`: the victims' copies never left, or the room never became the
+claimant's). A hold is plain values (`record` / `from_record`): the shell persists it beside
+the victims' eviction records, and a restart rebuilds the same holds (`restore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from fleet.core.assignment import Assignment, Slot
+from fleet.core.resources import Resources
+
+#: Owner key of a hold's reservation in the fleet's view of a member (never a pod's owner).
+HOLD_PREFIX: Final = "hold/"
+
+#: Why a hold ended.
+HoldEnd = Literal["Placed", "Gone", "BackedOff", "MemberLost", "Expired"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Room held in `cluster` for `claimant` from `since` until `until` at the latest."""
+
+    claimant: str
+    cluster: str
+    slots: tuple[tuple[str, str | None, int, Resources], ...]
+    """The claimant's proven assignment: (component, node, pods, requests per pod)."""
+    victims: tuple[str, ...]
+    """The units evicted for it (what the shell's records name)."""
+    since: float
+    until: float
+
+    @property
+    def key(self) -> str:
+        return hold_key(self.claimant)
+
+    def assignment(self) -> Assignment:
+        """What to reserve in the view of `cluster` (and as Koordinator Reservations)."""
+        return Assignment(tuple(Slot(*slot) for slot in self.slots))
+
+    def record(self) -> dict[str, Any]:
+        """Plain values for the shell to persist (JSON-safe)."""
+        return {
+            "claimant": self.claimant,
+            "cluster": self.cluster,
+            "slots": [
+                {"component": component, "node": node, "pods": pods, "requests": dict(requests)}
+                for component, node, pods, requests in self.slots
+            ],
+            "victims": list(self.victims),
+            "since": self.since,
+            "until": self.until,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Hold:
+        """The hold `record()` wrote (a restart)."""
+        return cls(
+            str(record["claimant"]),
+            str(record["cluster"]),
+            tuple(
+                (
+                    str(n["component"]),
+                    None if n.get("node") is None else str(n["node"]),
+                    int(n["pods"]),
+                    Resources({str(k): int(v) for k, v in n["requests"].items()}),
+                )
+                for n in record["slots"]
+            ),
+            tuple(str(v) for v in record["victims"]),
+            float(record["since"]),
+            float(record["until"]),
+        )
+
+
+def hold_key(claimant: str) -> str:
+    """The reservation key a hold for `claimant` takes in a member's view."""
+    return f"{HOLD_PREFIX}{claimant}"
+
+
+def hold_for(
+    claimant: str,
+    cluster: str,
+    assignment: Assignment,
+    victims: Iterable[str],
+    now: float,
+    bound: float,
+) -> Hold:
+    """The hold made at an eviction decision: the claimant's proof of fit, for `bound` seconds."""
+    return Hold(
+        claimant,
+        cluster,
+        tuple((slot.component, slot.node, slot.pods, slot.requests) for slot in assignment),
+        tuple(victims),
+        now,
+        now + bound,
+    )
+
+
+def placement_order(hold: Hold | None, clusters: Sequence[str]) -> list[list[str]]:
+    """The member sets a claimant's placement tries, in order: its held member alone, then all
+    (no hold: all at once)."""
+    if hold is None or hold.cluster not in clusters:
+        return [list(clusters)]
+    return [[hold.cluster], list(clusters)]
+
+
+def ended(
+    hold: Hold,
+    now: float,
+    *,
+    placed: bool = False,
+    gone: bool = False,
+    backed_off: bool = False,
+    lost_members: Iterable[str] = (),
+) -> HoldEnd | None:
+    """Whether (and why) the hold ends now; None: it holds on."""
+    if placed:
+        return "Placed"
+    if gone:
+        return "Gone"
+    if backed_off:
+        return "BackedOff"
+    if hold.cluster in set(lost_members):
+        return "MemberLost"
+    if now >= hold.until:
+        return "Expired"
+    return None
+
+
+def sync(present: Iterable[str], holds: Mapping[str, Hold]) -> tuple[list[str], list[Hold]]:
+    """What a shell's views must change so they hold exactly `holds` (`Admission.room_held()`):
+    the reservation keys to release (holds that ended) and the holds to reserve (new ones).
+    `present`: the hold keys the views reserve now (`HOLD_PREFIX` reservations)."""
+    wanted = {hold.key: hold for hold in holds.values()}
+    have = {key for key in present if key.startswith(HOLD_PREFIX)}
+    release = sorted(have - wanted.keys())
+    reserve = [hold for key, hold in sorted(wanted.items()) if key not in have]
+    return release, reserve
+
+
+def restore(records: Iterable[Mapping[str, Any]], now: float) -> dict[str, Hold]:
+    """The holds still in force after a restart, by claimant (expired ones are dropped)."""
+    out: dict[str, Hold] = {}
+    for record in records:
+        hold = Hold.from_record(record)
+        if ended(hold, now) is None:
+            out[hold.claimant] = hold
+    return out
+
+
+__all__ = [
+    "HOLD_PREFIX",
+    "Hold",
+    "HoldEnd",
+    "ended",
+    "hold_for",
+    "hold_key",
+    "placement_order",
+    "restore",
+    "sync",
+]

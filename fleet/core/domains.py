@@ -1,0 +1,398 @@
+"""Placing a gang's pod sets each inside one topology domain of a member, node by node.
+
+The rules are the gang's (`Gang.topology`, see `fleet.core.topology`). For each rule, the
+domains of its level (`ClusterSnapshot.domains`) are sized from their nodes' free vectors: how
+many of the rule's pods each has room for, counting for each pod shape the nodes whose
+signature admits it (an upper bound of what packing can do, so a domain it rules out surely
+cannot hold them). Domains with room for every pod are packed in best-fit order (fewest free
+accelerators first, so whole racks stay whole for the big gangs) with the same packer as the
+whole member (`packing`), restricted to the domain's signatures; the first domain where every
+pod gets a node wins. Rules are placed largest first and each sees what the previous ones took;
+the gang's components under no rule are placed anywhere after them.
+
+Costs: the domains' free vectors are indexed once per snapshot version and level (O(groups),
+in `ClusterSnapshot.memo`); sizing is lazy: domains without the accelerators the rule needs in
+total are skipped at a comparison each, and the first domain with room ends the search. The
+largest domain (for the sentence) is found by branch and bound on free accelerators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import cast
+
+from fleet.core.assignment import Assignment, Domain
+from fleet.core.explain import Reason, Sentence, clip, roster
+from fleet.core.fragmentation import WorkloadMix
+from fleet.core.packing import Item, Unplaced, _Packer
+from fleet.core.resources import CPU, MEMORY, Resources
+from fleet.core.snapshot import ClusterSnapshot, Signature
+from fleet.core.topology import TopologyRule, level_word
+from fleet.core.workload import Component, Gang
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """How many of a rule's `pods` one domain has room for, by its nodes' free vectors."""
+
+    value: str
+    holds: int
+    pods: int
+    accelerator_free: int
+
+    @property
+    def fits(self) -> bool:
+        return self.holds >= self.pods
+
+
+@dataclass(frozen=True, slots=True)
+class DomainMiss:
+    """No domain of `rule`'s level holds its pods: the largest room, and how many domains had
+    room by their free vectors but failed node by node."""
+
+    rule: TopologyRule
+    parts: tuple[tuple[str, int], ...]
+    largest: Room | None
+    domains: int
+    packed_and_failed: int
+
+
+def rule_items(gang: Gang, rule: TopologyRule) -> list[Item]:
+    """The minimum set's pods under `rule`, as items (largest accelerator demand first)."""
+    return _items([(c, n) for c, n in gang.minimum if rule.covers(c.name)])
+
+
+def _items(pairs: Sequence[tuple[Component, int]]) -> list[Item]:
+    merged: dict[tuple[Resources, object], list[tuple[str, int]]] = {}
+    keys: dict[tuple[Resources, object], Component] = {}
+    for component, count in pairs:
+        key = (component.requests, component.constraints)
+        merged.setdefault(key, []).append((component.name, count))
+        keys[key] = component
+    items = [Item(keys[k].requests, keys[k].constraints, tuple(p)) for k, p in merged.items()]
+    return items
+
+
+def _size(item: Item, accel: str) -> tuple[int, int, int]:
+    r = item.requests
+    return (r.get(accel, 0), r.get(CPU, 0), r.get(MEMORY, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class _Domain:
+    """One domain's free capacity: its free accelerators and (signature, free vector, nodes)."""
+
+    value: str
+    accelerator_free: int
+    entries: tuple[tuple[Signature, Resources, int], ...]
+
+
+def _index(snapshot: ClusterSnapshot, level: str) -> tuple[_Domain, ...]:
+    """Every domain of `level`, fewest free accelerators first (then by name): built once per
+    snapshot version and level."""
+    table = snapshot.per_version()
+    key = ("topology-domains", level)
+    found = table.get(key)
+    if found is not None:
+        return cast(tuple[_Domain, ...], found)
+    out = []
+    for value, sigs in snapshot.domains(level).items():
+        entries = []
+        total = 0
+        for sig in sigs:
+            for amount, bucket in sig.buckets.items():
+                for free, group in bucket.items():
+                    n = len(group)
+                    entries.append((sig, free, n))
+                    total += amount * n
+        out.append(_Domain(value, total, tuple(entries)))
+    out.sort(key=lambda d: (d.accelerator_free, d.value))
+    result = tuple(out)
+    table[key] = result
+    return result
+
+
+#: Distinct pod shapes whose per-domain room a snapshot keeps per version (then it starts over).
+_SHAPES_PER_VERSION = 256
+
+
+def _shape_room(
+    snapshot: ClusterSnapshot, level: str, item: Item
+) -> tuple[dict[str, int], tuple[tuple[int, _Domain], ...]]:
+    """For pods shaped like `item` (requests and constraints): per domain, how many its nodes
+    could hold at most, each node a separate bin and only nodes whose signature admits them
+    (every node when the constraints look at node identity, judged node by node in packing);
+    and the domains by that room, most first. Once per snapshot version, level and shape,
+    shared by every gang with pods of that shape."""
+    table = snapshot.per_version()
+    key = ("topology-room", level, item.requests, item.constraints)
+    found = table.get(key)
+    if found is not None:
+        return cast(tuple[dict[str, int], tuple[tuple[int, _Domain], ...]], found)
+    if len(table) >= _SHAPES_PER_VERSION:
+        table.clear()
+    requests, constraints = item.requests, item.constraints
+    identity = constraints.needs_node_identity(snapshot.identity_label_keys)
+    room: dict[str, int] = {}
+    ranked = []
+    for domain in _index(snapshot, level):
+        total = 0
+        for sig, free, nodes in domain.entries:
+            copies = requests.copies_in(free)
+            if copies > 0 and (identity or sig.rejection(constraints) is None):
+                total += copies * nodes
+        room[domain.value] = total
+        ranked.append((total, domain))
+    ranked.sort(key=lambda e: (-e[0], -e[1].accelerator_free, e[1].value))
+    result = (room, tuple(ranked))
+    table[key] = result
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Demand:
+    """A rule's pods as the sizing needs them: its items (the largest first), their pod
+    counts, their per-domain room, and what they need in total."""
+
+    items: tuple[Item, ...]
+    counts: tuple[int, ...]
+    rooms: tuple[dict[str, int], ...]
+    #: The first item's domains by its room, most first.
+    ranked: tuple[tuple[int, _Domain], ...]
+    pods: int
+    need: Mapping[str, int]
+    need_accelerator: int
+
+
+def _demand(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> _Demand:
+    accel = snapshot.accelerator
+    items = sorted(rule_items(gang, rule), key=lambda item: _size(item, accel), reverse=True)
+    need: dict[str, int] = {}
+    for item in items:
+        for name, amount in item.requests.items():
+            need[name] = need.get(name, 0) + amount * item.count
+    counts = tuple(item.count for item in items)
+    shaped = [_shape_room(snapshot, rule.level, item) for item in items]
+    return _Demand(
+        tuple(items),
+        counts,
+        tuple(room for room, _ in shaped),
+        shaped[0][1] if shaped else (),
+        sum(counts),
+        need,
+        need.get(accel, 0),
+    )
+
+
+def _room(demand: _Demand, domain: _Domain) -> Room:
+    """How many of the rule's pods the domain has room for: per item, what its nodes could
+    hold (`_shape_room`), each item counted on its own; and no more than the pods minus one
+    when the domain's free totals cannot cover them all at once. An upper bound of what
+    packing can place there."""
+    value = domain.value
+    held = sum(
+        min(room[value], count) for room, count in zip(demand.rooms, demand.counts, strict=True)
+    )
+    if held >= demand.pods:
+        for name, amount in demand.need.items():
+            if sum(free.get(name, 0) * n for _, free, n in domain.entries) < amount:
+                held = demand.pods - 1  # each shape has room alone, not all together
+                break
+    return Room(value, held, demand.pods, domain.accelerator_free)
+
+
+def _bounded(demand: _Demand) -> Iterator[tuple[int, _Domain]]:
+    """(upper bound of the pods it holds, domain), highest bound first: the first item's room
+    plus every pod of the other items."""
+    if not demand.items:
+        return
+    first, others = demand.counts[0], demand.pods - demand.counts[0]
+    for room, domain in demand.ranked:
+        yield min(room, first) + others, domain
+
+
+def fitting(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Iterator[Room]:
+    """The domains with room for every pod of the rule, best fit first (fewest free
+    accelerators, then name), sized lazily: a domain is looked at only when the previous ones
+    did not do, and one without the accelerators the rule needs in total is skipped unseen."""
+    demand = _demand(snapshot, gang, rule)
+    for domain in _index(snapshot, rule.level):
+        if domain.accelerator_free < demand.need_accelerator:
+            continue
+        room = _room(demand, domain)
+        if room.fits:
+            yield room
+
+
+def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
+    """Whether some domain has room for every pod of the rule: domains by their upper bound,
+    stopping at the first with room or when the bound falls short (usually at once)."""
+    demand = _demand(snapshot, gang, rule)
+    for bound, domain in _bounded(demand):
+        if bound < demand.pods:
+            return False
+        if _room(demand, domain).fits:
+            return True
+    return False
+
+
+def largest(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Room | None:
+    """The domain with room for the most of the rule's pods (then the most free accelerators,
+    then name); None when the level has no domain. Domains are looked at by their upper bound,
+    stopping when the bound cannot reach the best found."""
+    demand = _demand(snapshot, gang, rule)
+    best: Room | None = None
+    for bound, domain in _bounded(demand):
+        if best is not None and bound < best.holds:
+            break  # bounds come highest first: no later domain can do better
+        room = _room(demand, domain)
+        key = (-room.holds, -room.accelerator_free, room.value)
+        if best is None or key < (-best.holds, -best.accelerator_free, best.value):
+            best = room
+    return best
+
+
+def _domain_count(snapshot: ClusterSnapshot, level: str) -> int:
+    return len(_index(snapshot, level))
+
+
+def applicable(gang: Gang, preferred: bool) -> tuple[TopologyRule, ...]:
+    """The rules a check enforces: the required ones, and the preferred ones if `preferred`;
+    largest pod count first."""
+    rules = [r for r in gang.topology if r.required or preferred]
+    counts = {c.name: n for c, n in gang.minimum}
+    return tuple(
+        sorted(
+            rules,
+            key=lambda r: -sum(n for name, n in counts.items() if r.covers(name)),
+        )
+    )
+
+
+def screen(gang: Gang, snapshot: ClusterSnapshot, preferred: bool = False) -> Reason | None:
+    """Why no domain of some rule can hold its pods, judged on free vectors (never rejects what
+    `pack_in_domains` would place); None when every rule has a domain with room."""
+    for rule in applicable(gang, preferred):
+        if not any_fits(snapshot, gang, rule):
+            return miss_sentence(
+                DomainMiss(
+                    rule,
+                    _parts(gang, rule),
+                    largest(snapshot, gang, rule),
+                    _domain_count(snapshot, rule.level),
+                    0,
+                )
+            )
+    return None
+
+
+def _parts(gang: Gang, rule: TopologyRule) -> tuple[tuple[str, int], ...]:
+    return tuple((c.name, n) for c, n in gang.minimum if rule.covers(c.name))
+
+
+def pack_in_domains(
+    snapshot: ClusterSnapshot,
+    gang: Gang,
+    rules: Sequence[TopologyRule],
+    mix: WorkloadMix | None = None,
+) -> Assignment | Unplaced | DomainMiss:
+    """The minimum set on nodes with each rule's pods inside one domain of its level, or why
+    not (the rule no domain holds, or the unconstrained item left without nodes)."""
+    accel = snapshot.accelerator
+    packer = _Packer(snapshot, mix)
+    placed: list[Domain] = []
+    covered: set[str] = set()
+    index = snapshot.domains
+    for rule in rules:
+        items = [
+            item
+            for item in rule_items(gang, rule)
+            if not any(name in covered for name, _ in item.parts)
+        ]
+        covered.update(c.name for c, _ in gang.minimum if rule.covers(c.name))
+        if not items:
+            continue
+        items.sort(key=lambda item: _size(item, accel), reverse=True)
+        tried = 0
+        chosen: _Packer | None = None
+        value = ""
+        domains = index(rule.level)
+        for room in fitting(snapshot, gang, rule):
+            tried += 1
+            sigs: Collection[Signature] = domains.get(room.value, ())
+            trial = packer.fork()
+            if all(trial.place(item, sigs) == 0 for item in items):
+                chosen, value = trial, room.value
+                break
+        if chosen is None:
+            return DomainMiss(
+                rule,
+                _parts(gang, rule),
+                largest(snapshot, gang, rule),
+                _domain_count(snapshot, rule.level),
+                tried,
+            )
+        packer = chosen
+        placed.append(Domain(rule.level, value, rule.components, rule.required))
+    rest = [(c, n) for c, n in gang.minimum if c.name not in covered]
+    free_items = _items(rest)
+    free_items.sort(key=lambda item: _size(item, accel), reverse=True)
+    for item in free_items:
+        missing = packer.place(item)
+        if missing:
+            return Unplaced(item, missing)
+    return Assignment(tuple(packer.slots), tuple(placed))
+
+
+def miss_sentence(miss: DomainMiss) -> Sentence:
+    rule, room = miss.rule, miss.largest
+    facts: dict[str, int | str] = {
+        "topologyLevel": rule.level,
+        "topologyMode": rule.mode,
+        "pods": sum(n for _, n in miss.parts),
+        "domains": miss.domains,
+    }
+    if room is not None:
+        facts["largestDomain"] = room.value
+        facts["podsThatFit"] = room.holds
+    return Sentence(_miss_text, miss, facts=facts)
+
+
+def _miss_text(miss: DomainMiss) -> str:
+    rule, room = miss.rule, miss.largest
+    word = level_word(rule.level)
+    pods = sum(n for _, n in miss.parts)
+    head = f"needs {roster(miss.parts)} in one {word} ({rule.level}, {rule.mode.lower()})"
+    if miss.domains == 0:
+        return clip(f"{head}; no node has the label {rule.level}")
+    if miss.packed_and_failed:
+        return clip(
+            f"{head}; {miss.packed_and_failed} of {miss.domains} {word}s have room by their free "
+            "totals but none holds them node by node"
+        )
+    assert room is not None
+    what = miss.parts[-1][0] if len(miss.parts) == 1 else "pods"
+    what = what if what.endswith("s") else f"{what}s"
+    return clip(
+        f"{head}; largest {word} ({room.value}) holds {room.holds} of {pods} {what} "
+        f"(of {miss.domains} {word}{'s' if miss.domains != 1 else ''})"
+    )
+
+
+def pinned(gang: Gang, placed: Sequence[Domain]) -> Gang:
+    """`gang` as the member sees its pinned copy: each placed domain's components (all, for a
+    whole-gang domain) carry a node selector on the domain's label value, which is what
+    `topology.pin_pod_spec` writes as required node affinity. What the simulator's members
+    schedule; a member honouring the affinity cannot place the pods anywhere else."""
+    if not placed:
+        return gang
+    components = []
+    for component in gang.components:
+        selector = dict(component.constraints.node_selector)
+        for domain in placed:
+            if not domain.components or component.name in domain.components:
+                selector[domain.level] = domain.value
+        constraints = replace(component.constraints, node_selector=tuple(sorted(selector.items())))
+        components.append(replace(component, constraints=constraints))
+    return replace(gang, components=tuple(components), topology=())
