@@ -34,6 +34,7 @@ from fleet.testing.workloads import (
 )
 
 from .conftest import FLEET_ID, Fleet
+from .test_reservation import foreign_reservation
 
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -128,46 +129,6 @@ def _uid(live: Fleet, namespace: str, name: str, kind: tuple[str, str]) -> str:
     return str(job["metadata"]["uid"])
 
 
-def _foreign_reservation(member: ClusterClient, namespace: str, gpus: int) -> str:
-    """A member-local Reservation holding `gpus` GPUs of the test's nodes: capacity fleet's
-    snapshot (pods and nodes) cannot see. Deleted by the caller (cluster-scoped)."""
-    name = f"hold-{namespace}"
-    member.create(
-        {
-            "apiVersion": RESERVATION[0],
-            "kind": RESERVATION[1],
-            "metadata": {"name": name},
-            "spec": {
-                "template": {
-                    "metadata": {"namespace": namespace},
-                    "spec": {
-                        "nodeSelector": {"test": namespace},
-                        "containers": [
-                            {
-                                "name": "hold",
-                                "resources": {
-                                    "requests": {"nvidia.com/gpu": gpus},
-                                    "limits": {"nvidia.com/gpu": gpus},
-                                },
-                            }
-                        ],
-                    },
-                },
-                "owners": [{"labelSelector": {"matchLabels": {"nobody": namespace}}}],
-                "ttl": "600s",
-            },
-        }
-    )
-    wait_until(
-        lambda: (
-            ((member.get(*RESERVATION, name) or {}).get("status") or {}).get("phase") == "Available"
-        ),
-        timeout=60,
-        what="the member-local Reservation Available",
-    )
-    return name
-
-
 def _marked(pod: dict[str, Any], uid: str) -> dict[str, str]:
     """The pod's labels, once checked for fleet's own (what the dashboard's job page and
     `kubectl amc` find a job's pods by)."""
@@ -191,7 +152,7 @@ def test_a_trainjob_on_the_koordinator_member_runs_as_one_koordinator_gang(
             "plain", namespace=namespace, gpus=1, coscheduling=False, node_selector=here
         )
     )
-    hold = _foreign_reservation(koordinator, namespace, gpus=2)  # 2 of the 4 GPUs: 2 pods fit
+    hold = foreign_reservation(koordinator, namespace, gpus=2)  # 2 of the 4 GPUs: 2 pods fit
     try:
         live.api.create(trainjob("tj", "plain", namespace=namespace, nodes=3))
         uid = _uid(live, namespace, "tj", TRAINJOB)

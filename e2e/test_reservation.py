@@ -118,7 +118,7 @@ def _reasons(live: Fleet, namespace: str, name: str = "job") -> list[str]:
     return [reason for reason, _m, _c in live.events(namespace, name)]
 
 
-def _foreign_reservation(member: ClusterClient, namespace: str, gpus: int) -> str:
+def foreign_reservation(member: ClusterClient, namespace: str, gpus: int) -> str:
     """A member-local Reservation holding `gpus` GPUs of the test's nodes: capacity fleet's
     snapshot (pods and nodes) cannot see. Deleted by the caller (cluster-scoped)."""
     name = f"local-{namespace}"
@@ -242,7 +242,7 @@ def test_capacity_taken_after_the_decision_makes_fleet_fall_back_to_the_next_mem
 ):
     add_nodes(KOORDINATOR_MEMBER, count=1, gpu=4, labels={"test": namespace})
     add_nodes("member-1", count=1, gpu=4, labels={"test": namespace})
-    local = _foreign_reservation(koordinator, namespace, gpus=4)
+    local = foreign_reservation(koordinator, namespace, gpus=4)
     try:
         live.api.create(_policy(namespace))
         live.api.create(_job(namespace))
@@ -269,7 +269,7 @@ def test_reservations_that_expire_while_no_controller_runs_are_replaced_after_a_
     _member_settings(live.api, ttl=5, wait=300)
     add_nodes(KOORDINATOR_MEMBER, count=1, gpu=4, labels={"test": namespace})
     add_nodes("member-1", count=1, gpu=4, labels={"test": namespace})
-    local = _foreign_reservation(koordinator, namespace, gpus=4)
+    local = foreign_reservation(koordinator, namespace, gpus=4)
     try:
         live.api.create(_policy(namespace))
         live.api.create(_job(namespace))
@@ -304,7 +304,7 @@ def test_deleting_a_job_while_it_reserves_deletes_its_reservations(
 ):
     _member_settings(live.api, wait=300)
     add_nodes(KOORDINATOR_MEMBER, count=1, gpu=4, labels={"test": namespace})
-    local = _foreign_reservation(koordinator, namespace, gpus=4)
+    local = foreign_reservation(koordinator, namespace, gpus=4)
     try:
         live.api.create(_policy(namespace))
         live.api.create(_job(namespace))

@@ -88,31 +88,19 @@ def move_jobs(
     timeout: float,
     say: Callable[[str], None],
     sleep: Callable[[float], None],
+    *,
+    leave: bool = False,
 ) -> None:
-    """Have the controller fail every gang in `member` over (reason MemberUnjoined) and wait
-    until none has a copy there."""
+    """Have the controller take every gang off `member` and wait until it has: failed over
+    (reason MemberUnjoined), or with `leave` released (phase Released: the copies run on there,
+    unmanaged, and none is started elsewhere)."""
     name = member["metadata"]["name"]
-    _taint(fleet, member, None)
-    say(f"fleet: membercluster/{name} tainted {c.UNJOINING_TAINT_KEY}:NoExecute; moving its jobs")
-    _wait_unbound(fleet, name, timeout, "moved", sleep)
-
-
-def _leave_jobs(
-    fleet: SyncKubeClient,
-    member: Mapping[str, Any],
-    timeout: float,
-    say: Callable[[str], None],
-    sleep: Callable[[float], None],
-) -> None:
-    """Have the controller release every gang in `member` (phase Released: the copies run on
-    there, unmanaged, and none is started elsewhere) and wait until it has."""
-    name = member["metadata"]["name"]
-    _taint(fleet, member, c.UNJOINING_LEAVE)
-    say(
-        f"fleet: membercluster/{name} tainted {c.UNJOINING_TAINT_KEY}={c.UNJOINING_LEAVE}:"
-        "NoExecute; releasing its jobs"
-    )
-    _wait_unbound(fleet, name, timeout, "released", sleep)
+    value = c.UNJOINING_LEAVE if leave else None
+    _taint(fleet, member, value)
+    taint = f"{c.UNJOINING_TAINT_KEY}{'=' + value if value else ''}:NoExecute"
+    doing = "releasing" if leave else "moving"
+    say(f"fleet: membercluster/{name} tainted {taint}; {doing} its jobs")
+    _wait_unbound(fleet, name, timeout, "released" if leave else "moved", sleep)
 
 
 def _left_note(name: str, namespace: str, why: str) -> str:
@@ -157,7 +145,7 @@ def unjoin(
     if bound and move:
         move_jobs(fleet, member, timeout, say, sleep)
     elif bound:
-        _leave_jobs(fleet, member, timeout, say, sleep)
+        move_jobs(fleet, member, timeout, say, sleep, leave=True)
         say(f"fleet: left {', '.join(bound)} running in {name}, no longer managed by fleet")
     ref = (member.get("spec") or {}).get("kubeconfigSecretRef") or {}
     secret = previous.secret
