@@ -94,7 +94,8 @@ def _what() -> str:
     """`secrets ns/name` (or `namespaces name`) of the request, for the messages."""
     return (
         "request.resource.resource + ' ' + "
-        "(request.namespace != '' ? request.namespace + '/' : '') + request.name"
+        "(has(request.namespace) && request.namespace != '' ? request.namespace + '/' : '') + "
+        "request.name"
     )
 
 
@@ -126,7 +127,8 @@ def admission_policy(namespace: str, fleet_id: str) -> dict[str, Any]:
             ],
             "validations": [
                 {
-                    "expression": f"!(request.namespace in {protected})",
+                    # A cluster-scoped request (a Reservation, a Namespace) has no namespace key.
+                    "expression": f"!has(request.namespace) || !(request.namespace in {protected})",
                     "reason": "Forbidden",
                     "messageExpression": (
                         f"'fleet ({fleet_id}) may not write in namespace ' + request.namespace"

@@ -60,6 +60,9 @@ def test_it_applies_to_fleets_service_account_only_and_checks_this_fleets_mark()
     for namespace in (*PROTECTED_NAMESPACES, "fleet-member"):
         assert f"'{namespace}'" in validations
     assert "kubernetes.io/service-account-token" in validations
+    # A cluster-scoped request (a Reservation, a Namespace) has no namespace key at all: the
+    # expression must not fail on it (with failurePolicy Fail, an error is a refusal).
+    assert "!has(request.namespace) ||" in validations
     assert all(v["reason"] == "Forbidden" for v in policy["spec"]["validations"])
 
 
