@@ -270,10 +270,13 @@ def test_the_reservations_of_a_gang_on_the_koordinator_member(
     story = threading.Thread(target=run, daemon=True)
     story.start()
     try:
+        # fleet makes one Reservation per pod, one after the other, and the watch shows each
+        # as it comes: wait for all of them, not the first.
         rows = browser.wait(
-            "return [...document.querySelectorAll("
+            "const rows = [...document.querySelectorAll("
             "  \"[data-member='member-4'] tr[data-reservation]\")]"
-            "  .map((r) => [r.dataset.reservation, r.children[1].textContent])",
+            "  .map((r) => [r.dataset.reservation, r.children[1].textContent]);"
+            f"return rows.length === {reservation.PODS} ? rows : null",
             "member-4's Reservations for the gang on the Reservations view",
         )
         _shot(browser, "reservations")
