@@ -2,6 +2,11 @@
 
 Events are posted on state transitions, and an identical event for the same object is not
 repeated within `quiet` seconds, so a job waiting for capacity does not flood the namespace.
+
+An event that tells of one recorded fact (an eviction on a binding) is posted `once`: its name
+is derived from that fact, so the controller that recorded it and a restarted one that finds
+the record (the first was killed in between) post the same Event, and the API server keeps
+one (the second create is refused as AlreadyExists).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class EventRecorder:
         self.quiet = quiet
         self.clock = clock
         self._last: dict[tuple[str, str], tuple[str, float]] = {}
+        self._posted: set[tuple[str, str]] = set()
 
     async def record(
         self,
@@ -40,20 +46,33 @@ class EventRecorder:
         *,
         warning: bool = False,
         component: str = "fleet-controller",
+        once: str | None = None,
     ) -> None:
+        """Post an Event on `obj`. `once`: the event's identity (a DNS label, e.g. a digest of
+        the fact it tells); an Event of that identity is posted at most once per object,
+        whichever controller posts it, and is not subject to `quiet`."""
         meta = obj["metadata"]
-        key = (meta["uid"], reason)
-        now = self.clock.monotonic()
-        last = self._last.get(key)
-        if last is not None and last[0] == message and now - last[1] < self.quiet:
-            return
-        self._last[key] = (message, now)
+        if once is not None:
+            posted = (meta["uid"], once)
+            if posted in self._posted:
+                return
+        else:
+            key = (meta["uid"], reason)
+            now = self.clock.monotonic()
+            last = self._last.get(key)
+            if last is not None and last[0] == message and now - last[1] < self.quiet:
+                return
+            self._last[key] = (message, now)
         stamp = format_time(self.clock.now())
         event = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "generateName": f"{meta['name']}.",
+                **(
+                    {"name": f"{meta['name']}.{once}"}
+                    if once is not None
+                    else {"generateName": f"{meta['name']}."}
+                ),
                 "namespace": meta.get("namespace") or "default",
             },
             "involvedObject": {
@@ -76,9 +95,19 @@ class EventRecorder:
         }
         try:
             await self.fleet.create(event)
-        except (ApiError, Unreachable) as e:
+        except ApiError as e:
+            if once is not None and e.status == 409:
+                self._posted.add(posted)  # posted before (by us, or a controller before us)
+                return
             log.warning("could not post event %s on %s: %s", reason, meta["name"], e)
+            return
+        except Unreachable as e:
+            log.warning("could not post event %s on %s: %s", reason, meta["name"], e)
+            return
+        if once is not None:
+            self._posted.add(posted)
 
     def forget(self, uid: str) -> None:
         for key in [k for k in self._last if k[0] == uid]:
             del self._last[key]
+        self._posted = {p for p in self._posted if p[0] != uid}

@@ -102,7 +102,7 @@ class Reconciler:
         await gate.refresh(shell, job)
         await gate.carry_out_eviction(shell, job)
         await failovers.purge_old_copies(shell, job)
-        gate.evictions_settled(shell, job)
+        await gate.evictions_settled(shell, job)
         if job.life.cluster is not None and not await failovers.judge(shell, job):
             return
 

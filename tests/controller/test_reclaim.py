@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.queue.units import key_of_job
@@ -168,15 +169,23 @@ async def test_a_controller_killed_after_the_record_finishes_it_and_never_evicts
     b = await start(world, "b1", "b")
 
     # The victim's reconcile records the eviction on the binding, then the process dies
-    # before the queue writes the unit (the unit still says Running).
-    async def killed(_key: str, _now: float) -> None:
-        raise SystemExit("SIGKILL")
+    # before its Events are posted and the queue writes the unit (the unit still says Running).
+    post = world.events_recorder.record
 
-    world.kube_queue.evicted = killed  # type: ignore[method-assign]
+    async def killed(obj: Any, reason: str, *args: Any, **kwargs: Any) -> None:
+        if reason == "Reclaimed":
+            raise SystemExit("SIGKILL")
+        await post(obj, reason, *args, **kwargs)
+
+    world.events_recorder.record = killed  # type: ignore[method-assign]
     with pytest.raises(SystemExit):
         await world.reconcile(second)
+    world.events_recorder = world.shell.events = EventRecorder(
+        world.fleet, instance="restarted", clock=world.clock
+    )
     assert world.binding(second)["spec"]["gracefulEvictionTasks"]  # type: ignore[index]
     assert phase(world, second) == "Running" and phase(world, b) == "Enqueued"
+    assert not world.events("Reclaimed", second)
 
     restarted = KubeQueue(
         world.fleet,
@@ -205,6 +214,13 @@ async def test_a_controller_killed_after_the_record_finishes_it_and_never_evicts
     await work(world)
     assert admission.phase(key_of_job(first)) == "Running"
     assert not world.events("Reclaimed", first)
+    # The Events the killed controller owed are posted by the restarted one, once, even by a
+    # third controller that finds the record again.
+    await world.reconcile(second)
+    assert len(world.events("Reclaimed", second)) == 1
+    world.shell.events = EventRecorder(world.fleet, instance="third", clock=world.clock)
+    await world.reconcile(second)
+    assert len(world.events("Reclaimed", second)) == 1
 
 
 async def test_with_reclaim_off_a_borrower_keeps_what_it_borrowed():

@@ -20,10 +20,11 @@ Every decision is the core's (`fleet.core.admission`); this module reads and wri
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 
 from fleet.api import constants as c
-from fleet.api import rules_of_placement
+from fleet.api import format_time, rules_of_placement
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.kubequeue import KubeQueue
@@ -155,9 +156,9 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
             ),
         )
         await set_scheduled_condition(shell, job.workload, "False", reason, message)
-        await shell.events.record(job.workload, reason, evict.message, warning=True)
-    if moved is None:
-        await kq.evicted(key, now)
+        once = eviction_event_name(lifecycle.queue_evictions(life)[-1])
+        await shell.events.record(job.workload, reason, evict.message, warning=True, once=once)
+        await kq.evicted(key, now, message=moved, once=once)
     else:
         await kq.evicted(key, now, message=moved)
 
@@ -286,18 +287,38 @@ async def _reclaimable(shell: Shell, kq: KubeQueue, job: Job) -> bool:
     return labels.get(c.RECLAIMABLE_LABEL) != "false"
 
 
-def evictions_settled(shell: Shell, job: Job) -> None:
+async def evictions_settled(shell: Shell, job: Job) -> None:
     """After the purge: while a queue eviction is left on the binding, the gang it made room for
     waits for it (kept from the binding itself); once none is left, the victim's old copy is
-    gone and the gang it made room for may claim again."""
+    gone and the gang it made room for may claim again. A pending eviction's Events are posted
+    (once: a controller killed between the record and its Events leaves them to this one)."""
     key = key_of_job(job.key)
     pending = [e for e in lifecycle.queue_evictions(job.life) if e.evicted_for]
     if pending:
         # Read from the binding on every reconcile, so a restarted controller knows it even
         # before its caches have every binding.
         shell.kube_queue.copy_pending(key, pending[-1].evicted_for or "")
+        for eviction in pending:
+            once = eviction_event_name(eviction)
+            await shell.events.record(
+                job.workload, eviction.reason, eviction.message, warning=True, once=once
+            )
+            unit = shell.kube_queue.unit(key)
+            if unit is not None:
+                await shell.events.record(
+                    unit, eviction.reason, eviction.message, warning=True, once=once
+                )
     else:
         shell.kube_queue.copy_gone(key)
+
+
+def eviction_event_name(eviction: lifecycle.Eviction) -> str:
+    """The identity of a queue eviction's Events: a digest of what its record on the binding
+    holds (cluster, claimant, creation second), the same before and after a restart."""
+    fact = "|".join(
+        (eviction.from_cluster, eviction.evicted_for or "", format_time(eviction.created_at))
+    )
+    return "evicted-" + hashlib.sha256(fact.encode()).hexdigest()[:12]
 
 
 def _eviction_reason(kind: str) -> str:

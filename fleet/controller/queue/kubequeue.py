@@ -414,10 +414,13 @@ class KubeQueue:
         """A reclaim or preemption decided for this unit, not yet recorded on its binding."""
         return self.passes.evictions.get(key)
 
-    async def evicted(self, key: str, now: float, message: str | None = None) -> None:
+    async def evicted(
+        self, key: str, now: float, message: str | None = None, once: str | None = None
+    ) -> None:
         """The unit's binding records its eviction: its unit is written (Enqueued, who
-        reclaimed it and why, or `message`), its job and unit get an Event, and the gang that
-        reclaimed is released once every one of its victims is on record."""
+        reclaimed it and why, or `message`), its job and unit get an Event (`once`: the
+        eviction's identity, see `EventRecorder.record`), and the gang that reclaimed is
+        released once every one of its victims is on record."""
         evict = self.passes.recorded(key)
         if evict is None:
             return
@@ -427,8 +430,8 @@ class KubeQueue:
         unit = self.units.get(key)
         if unit is not None:
             reason = "Reclaimed" if evict.kind == "Reclaim" else "Preempted"
-            await self.events.record(involved(unit), reason, text, warning=True)
-            await self.events.record(unit, reason, text, warning=True)
+            await self.events.record(involved(unit), reason, text, warning=True, once=once)
+            await self.events.record(unit, reason, text, warning=True, once=once)
         await self.passes.save(self.admission, now)
 
     async def kept(self, key: str, now: float) -> None:
