@@ -27,6 +27,7 @@ from fleet.api._policy import (
     GangEstimator,
     NormalizedPurgeMode,
     Placement,
+    StatePreservation,
     Suspension,
     normalize_purge_mode,
 )
@@ -203,6 +204,12 @@ class BindingFailover(KubeModel):
     cluster_purge_mode: NormalizedPurgeMode | None = None
     """`failover.cluster.purgeMode`: how copies in lost or tainted clusters go; absent = as
     purgeMode."""
+    state_preservation: StatePreservation | None = None
+    """`failover.application.statePreservation`: what an application failover (and an
+    eviction by the queue) reads from the old copy's status for the next copy."""
+    cluster_state_preservation: StatePreservation | None = None
+    """`failover.cluster.statePreservation`: the same for a move off a lost, tainted or
+    unjoined cluster (and an eviction by the queue when the application's is absent)."""
 
     @classmethod
     def from_policy(cls, failover: FailoverBehavior | None) -> BindingFailover | None:
@@ -223,6 +230,8 @@ class BindingFailover(KubeModel):
             cluster_purge_mode=normalize_purge_mode(cluster.purge_mode)
             if cluster is not None and cluster.purge_mode
             else None,
+            state_preservation=app.state_preservation if app else None,
+            cluster_state_preservation=cluster.state_preservation if cluster else None,
         )
 
 
@@ -244,6 +253,9 @@ class GracefulEvictionTask(KubeModel):
     evicted_for: str | None = None
     """fleet extension: the QueueUnit (`<namespace>/<name>`) a reclaim or a preemption evicted
     this copy to make room for; absent for a failover's eviction."""
+    preserved_label_state: dict[str, str] | None = None
+    """Label -> value read from the old copy's status by the policy's statePreservation rules
+    before it was removed (Karmada's field): the labels the next copy carries."""
 
 
 class GangBindingSpec(KubeModel):
@@ -271,6 +283,10 @@ class GangBindingSpec(KubeModel):
     failover after the policy was deleted still honours it."""
     conflict_resolution: Literal["Abort", "Overwrite"] | None = None
     """The policy's conflictResolution: Overwrite adopts a member object fleet did not create."""
+    preserved_labels: dict[str, str] | None = None
+    """fleet extension: the labels the gang's copies carry (statePreservation), as its last
+    move preserved them; kept after that move's eviction task is gone, until a move preserves
+    anew, so every later copy (and a restarted controller) has them."""
 
 
 class AggregatedStatusItem(KubeModel):

@@ -481,11 +481,6 @@ class PropagationSpec(KubeModel):
                 f"spec.schedulerName: fleet places Gang workloads itself; {self.scheduler_name!r} "
                 "only names the source of its ScheduleBinding events"
             )
-        failover = self.failover
-        if (failover and failover.application and failover.application.state_preservation) or (
-            failover and failover.cluster and failover.cluster.state_preservation
-        ):
-            out.append("spec.failover.*.statePreservation: no state is carried to the new cluster")
         return out
 
 

@@ -86,6 +86,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
                 if t.grace_period_seconds is None
                 else float(t.grace_period_seconds),
                 evicted_for=t.evicted_for,
+                preserved=tuple(sorted((t.preserved_label_state or {}).items())),
             )
             for t in binding.spec.graceful_eviction_tasks or ()
         ),
@@ -99,6 +100,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
         if healthy is not None and healthy.reason == lifecycle.RELEASED_REASON
         else None,
         reserving_since=_epoch(status.reserving_since) if status else None,
+        carried=tuple(sorted((binding.spec.preserved_labels or {}).items())),
     )
 
 
@@ -138,6 +140,7 @@ def _evictions(life: lifecycle.Binding) -> list[dict[str, Any]] | None:
             if e.grace_period_seconds is None
             else int(e.grace_period_seconds),
             evicted_for=e.evicted_for,
+            preserved_label_state=dict(e.preserved) or None,
         ).to_dict()
         for e in life.evictions
     ]
@@ -309,6 +312,8 @@ class BindingStore:
         if life is not None:
             desired_spec["clusters"] = _target(life, components, multi_role)
             desired_spec["gracefulEvictionTasks"] = _evictions(life)
+            # In the spec with the eviction that read them: one write holds both.
+            desired_spec["preservedLabels"] = dict(life.carried) or None
             desired_status |= persisted_status(life)
         if conditions is not None:
             desired_status["conditions"] = conditions

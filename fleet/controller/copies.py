@@ -41,6 +41,7 @@ def member_copy(
     scheduler_name: str | None = None,
     needed: Needed | None = None,
     pin: Sequence[Domain] = (),
+    carried: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The object fleet creates in the chosen member for `workload`.
 
@@ -53,18 +54,25 @@ def member_copy(
     required ones are written as required node affinity on their templates, for a member
     whose gang scheduler has no topology of its own (coscheduling, Koordinator), so it cannot
     scatter the gang (a preferred domain is not pinned: the member may still spread it).
+    `carried`: the labels statePreservation carries to this copy (`lifecycle.carried_labels`),
+    put on the copy, as Karmada does, and on its pods' templates, since no operator passes a
+    job's own labels to its pods (docs/queue.md, "State carried over"). They win over the
+    user's labels of the same key (the value read from the old copy is the newer); fleet's own
+    labels win over them.
     """
     uid = workload["metadata"]["uid"]
+    state = dict(carried or {})
     out = kind.member_copy(
         workload,
         min_member=min_member,
         gang_scheduler=gang_scheduler,
         scheduler_name=scheduler_name,
-        pod_labels={c.FLEET_UID_LABEL: uid},
+        pod_labels={**state, c.FLEET_UID_LABEL: uid},
         role_label=c.ROLE_LABEL,
         needed=needed,
     )
     meta = out["metadata"]
+    meta["labels"].update(state)
     meta["labels"].update(member_labels(uid, fleet_id))
     for key in _DROP_ANNOTATIONS:
         meta["annotations"].pop(key, None)

@@ -12,7 +12,7 @@ import logging
 
 from fleet.api import constants as c
 from fleet.api import rules_of_placement
-from fleet.controller import copies, dependencies
+from fleet.controller import copies, dependencies, preservation
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.member_copy import delete_copy, release_copy
 from fleet.controller.status_mirror import (
@@ -224,6 +224,10 @@ async def _release(shell: Shell, job: Job, target: str, verdict: failover.Releas
 async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move) -> None:
     member = shell.members.get(target)
     reachable = member is not None and member.ready and member.client is not None
+    # Read before the old copy can go (statePreservation): the next copy carries it.
+    preserved = await preservation.preserve(
+        shell, job, target, preservation.move_kind(verdict.reason)
+    )
     now = shell.clock.now()
     moved = lifecycle.failed_over(
         job.life,
@@ -231,6 +235,7 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
         job.failover or failover.NO_FAILOVER,
         now,
         old_cluster_reachable=reachable,
+        preserved=preserved,
     )
     if moved.delete_old_copy and member is not None:
         await delete_copy(member, job.key, job.uid)

@@ -85,6 +85,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         gang_scheduler=member.gang_scheduler,
         scheduler_name=member.scheduler_name,
         needed=job.needed,
+        carried=lifecycle.carried_labels(job.life),
     )
     deps = await dependencies.wanted(shell, job)
     if seen is not None and copies.is_ours(seen, job.uid) and copies.is_current(seen, desired):

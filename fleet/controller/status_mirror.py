@@ -17,6 +17,7 @@ from typing import Any
 from fleet.api import ConditionStatus
 from fleet.api import constants as c
 from fleet.api.conditions import condition_of, upsert_condition
+from fleet.controller import preservation
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
@@ -223,15 +224,21 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     )
     health = lifecycle.health_of(state)
     unhealthy = health == "Unhealthy"
+    item: dict[str, Any] = {
+        "clusterName": member.name,
+        "applied": True,
+        "health": health,
+        "jobState": state,
+    }
+    if member_status and preservation.wants_status(job.binding):
+        # Karmada's AggregatedStatusItem.status: what statePreservation reads when the member
+        # can no longer be asked (a lost cluster, a restarted controller).
+        item["status"] = member_status
     await save(
         shell,
         job,
         life,
-        status={
-            "aggregatedStatus": [
-                {"clusterName": member.name, "applied": True, "health": health, "jobState": state}
-            ]
-        },
+        status={"aggregatedStatus": [item]},
         conditions=binding_conditions(
             shell,
             job,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fleet.api import (
+    BindingFailover,
     ClusterPropagationPolicy,
     MemberCluster,
     PropagationPolicy,
@@ -174,3 +175,31 @@ def test_membercluster_example_refers_to_its_secret(repo: Path, load_docs: Docs)
     assert [p.field for p in validate_kubeconfig(text)] == [
         "clusters[0].cluster.certificate-authority-data"
     ]
+
+
+def test_state_preservation_is_acted_on_and_copied_into_the_binding() -> None:
+    rules = {"rules": [{"aliasLabelName": "ckpt/step", "jsonPath": "{ .checkpoint.step }"}]}
+    policy = PropagationPolicy.from_dict(
+        {
+            "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+            "kind": "PropagationPolicy",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "resourceSelectors": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}],
+                "placement": {"replicaScheduling": {"customSchedulingType": "Gang"}},
+                "failover": {
+                    "application": {
+                        "decisionConditions": {"tolerationSeconds": 30},
+                        "statePreservation": rules,
+                    },
+                    "cluster": {"statePreservation": rules},
+                },
+            },
+        }
+    )
+    assert not any("statePreservation" in line for line in policy.spec.not_acted_on())
+    copied = BindingFailover.from_policy(policy.spec.failover)
+    assert copied is not None
+    assert copied.state_preservation is not None and copied.cluster_state_preservation is not None
+    assert copied.to_dict()["statePreservation"] == rules
+    assert copied.to_dict()["clusterStatePreservation"] == rules

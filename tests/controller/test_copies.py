@@ -47,6 +47,32 @@ def test_member_copy_carries_ownership_and_every_gang_dialect():
         assert labels[c.FLEET_UID_LABEL] == "0b1c-uid"
 
 
+def test_carried_labels_go_on_the_copy_and_its_pods_and_fleets_own_labels_win():
+    job = _fleet_job()
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"].setdefault("metadata", {})[
+        "labels"
+    ] = {"ckpt/step": "from-the-template"}
+    out = copies.member_copy(
+        job,
+        PYTORCH,
+        min_member=3,
+        binding="team-a/pj",
+        fleet_id="fleet-test",
+        carried={"ckpt/step": "1200", "team": "b", c.FLEET_UID_LABEL: "forged"},
+    )
+    labels = out["metadata"]["labels"]
+    # The carried value wins over the user's label of the same key; fleet's own labels win.
+    assert labels["ckpt/step"] == "1200" and labels["team"] == "b"
+    assert labels[c.FLEET_UID_LABEL] == "0b1c-uid"
+    for spec in out["spec"]["pytorchReplicaSpecs"].values():
+        pod = spec["template"]["metadata"]["labels"]
+        assert pod["ckpt/step"] == "1200" and pod[c.FLEET_UID_LABEL] == "0b1c-uid"
+    plain = copies.member_copy(
+        _fleet_job(), PYTORCH, min_member=3, binding="team-a/pj", fleet_id="fleet-test"
+    )
+    assert not copies.is_current(plain, out)  # a carried label changes what is applied
+
+
 def test_the_fleet_object_is_not_modified():
     job = _fleet_job()
     before = copy.deepcopy(job)

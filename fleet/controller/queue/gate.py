@@ -25,6 +25,7 @@ import logging
 
 from fleet.api import constants as c
 from fleet.api import format_time, rules_of_placement
+from fleet.controller import preservation
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.kubequeue import KubeQueue
@@ -137,6 +138,8 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
         )
         evict = dataclasses.replace(evict, cluster=cluster, message=moved)
     if job.life.cluster == evict.cluster:
+        # Read before the copy is deleted (statePreservation): its next placement carries it.
+        preserved = await preservation.preserve(shell, job, evict.cluster, "queue")
         life = lifecycle.evicted_by_queue(
             job.life,
             preempted=evict.kind == "Preempt",
@@ -144,6 +147,7 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
             message=evict.message,
             now=now,
             grace_period_seconds=shell.settings.queue_reclaim_grace,
+            preserved=preserved,
         )
         reason = _eviction_reason(evict.kind)
         message = f"{QUEUED_MESSAGE}: {evict.message}"
