@@ -71,7 +71,7 @@ def _policy(namespace: str, **labels: str) -> dict[str, Any]:
 
 def _job(namespace: str, name: str, team: str, **kw: Any) -> dict[str, Any]:
     job = pytorchjob(
-        name, namespace=namespace, workers=1, gpus=2, node_selector={"test": namespace}
+        name, namespace=namespace, workers=1, gpus=2, node_selector={"test": namespace}, **kw
     )
     if team == "b":
         job["metadata"]["labels"] = {QUOTA_LABEL: "b"}
@@ -94,8 +94,8 @@ def _wait_phase(live: Fleet, namespace: str, name: str, phase: str, timeout: flo
     )
 
 
-def _start(live: Fleet, namespace: str, name: str, team: str) -> str:
-    live.api.create(_job(namespace, name, team))
+def _start(live: Fleet, namespace: str, name: str, team: str, **kw: Any) -> str:
+    live.api.create(_job(namespace, name, team, **kw))
     _wait_phase(live, namespace, name, "Running")
     member = wait_until(lambda: live.target(namespace, name), what=f"{name} placed")
     live.wait_running(namespace, name, member)

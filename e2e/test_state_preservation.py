@@ -93,7 +93,8 @@ def test_a_failover_and_a_reclaim_each_carry_the_old_copys_checkpoint(
         add_nodes(member, count=1, gpu=4, labels={"test": namespace})
     live.api.create(_policy(namespace))
     other = _start(live, namespace, "a1", "a")  # team a's first gang, within its min
-    first = _start(live, namespace, "job", "a")  # the second borrows: the later start
+    # The second borrows (the later start); restartPolicy Never: a failing pod fails the job.
+    first = _start(live, namespace, "job", "a", restart_policy="Never")
     assert first != other
 
     # 1. Application failover: the copy reports step-100 and fails; the next copy carries it.
