@@ -103,6 +103,7 @@ class Controller:
             metrics=self.metrics,
             members=self.members,
         )
+        self.triggers.member_lost = self.kube_queue.member_lost
         self.shell = Shell(
             fleet=fleet,
             members=self.members,

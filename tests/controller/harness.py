@@ -203,6 +203,7 @@ class World:
             metrics=self.metrics,
             members=self.registry,
         )
+        self.triggers.member_lost = self.kube_queue.member_lost
         self.shell = Shell(
             fleet=self.fleet,
             members=self.registry,
