@@ -15,6 +15,7 @@ from fleet.api import constants as c
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.queue.units import key_of_job
+from fleet.controller.reserving import RESERVATION
 from fleet.core.admission.hold import hold_key
 from fleet.core.inventory import PodInfo
 from fleet.core.resources import Resources
@@ -207,3 +208,51 @@ async def test_a_restart_rebuilds_the_hold_from_its_record():
     assert placed_on(world, b) == "member-1"
     await work(world)
     assert record(world, b) is None and hold_key(claimant) not in reserved(world)
+
+
+def koordinator(world: World) -> None:
+    """member-1 takes Koordinator Reservations from now on (A's gangs already run there)."""
+    fake = world.members["member-1"]
+    fake.member.declared_gang_scheduler = "Koordinator"
+    fake.member.reservation = (600, 60.0)
+
+
+def reservations(world: World) -> set[str]:
+    return {o["metadata"]["name"] for o in world.members["member-1"].api.list(*RESERVATION)}
+
+
+async def test_on_a_koordinator_member_the_held_room_is_reserved_for_the_claimant():
+    world = await reclaim_world()
+    _, second = await borrowed_fleet(world)
+    koordinator(world)
+    world.clock.advance(3600)
+    b = await start(world, "b1", "b")
+    await world.reconcile(second)
+    await work(world)
+    await world.reconcile(b)  # its victim still leaving: its room is reserved for it already
+    uid = world.workload(b)["metadata"]["uid"]  # type: ignore[index]
+    made = reservations(world)
+    assert made == {f"fleet-{uid}-master-0", f"fleet-{uid}-worker-0"}
+    assert placed_on(world, b) is None
+
+    # The hold runs out (the victim never left): the Reservations go with it.
+    world.clock.advance(world.kube_queue.admission.settings.hold_seconds + 1)
+    await world.kube_queue.run_pass()
+    await work(world)
+    assert world.kube_queue.admission.hold_of(key_of_job(b)) is None
+    assert reservations(world) == set()
+
+
+async def test_the_claimant_placed_on_its_koordinator_member_keeps_the_reservations_made():
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    koordinator(world)
+    await world.reconcile(b)
+    made = reservations(world)
+    assert len(made) == 2
+    await victim_leaves(world, victim)
+    await world.reconcile(b)  # placed: Reserving, the same Reservations adopted
+    assert placed_on(world, b) == "member-1"
+    await work(world)  # the hold ends (Placed): they are the placement's now
+    assert reservations(world) == made
+    assert released(world, b) == ["room held in member-1 released: the claimant was placed"]

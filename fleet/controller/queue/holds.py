@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from fleet.api import constants as c
@@ -97,6 +97,10 @@ class Holds:
         self.ended: dict[str, HoldEnd] = {}
         #: The claimant's job, for Events after its unit is gone.
         self._jobs: dict[str, Obj] = {}
+        #: Undo what a hold made in its member beyond the view (Koordinator Reservations,
+        #: `reserving.release_held`): (hold, why it ended, the claimant's job). Set by the
+        #: operator (the queue knows nothing of members' objects).
+        self.unreserve: Callable[[Hold, HoldEnd | None, Obj], Awaitable[None]] | None = None
 
     def clear(self) -> None:
         """A restart: records are read again; the views are re-reserved by `follow`."""
@@ -107,9 +111,7 @@ class Holds:
         self.ended.clear()
         self._jobs.clear()
 
-    def restored(
-        self, units: Iterable[Obj], held: Mapping[str, Hold], now: float
-    ) -> None:
+    def restored(self, units: Iterable[Obj], held: Mapping[str, Hold], now: float) -> None:
         """After a restart: every record on the units is on record already; those the
         admission did not take back (`held`) are removed, with why, by the next `follow`."""
         for unit in units:
@@ -201,6 +203,9 @@ class Holds:
         told = WHY[why] if why is not None else "it ended while the controller was away"
         message = f"room held in {hold.cluster} released: {told}"
         log.info("%s: %s", claimant, message)
+        job = self._jobs.get(claimant) or (involved(unit) if unit is not None else None)
+        if self.unreserve is not None and job is not None:
+            await self.unreserve(hold, why, job)
         await self._tell(claimant, unit, "HoldReleased", message)
         self._jobs.pop(claimant, None)
 
