@@ -8,8 +8,12 @@ removed and a HoldReleased Event saying why.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fleet.api import constants as c
 from fleet.controller.keys import WorkloadKey
@@ -256,3 +260,71 @@ async def test_the_claimant_placed_on_its_koordinator_member_keeps_the_reservati
     await work(world)  # the hold ends (Placed): they are the placement's now
     assert reservations(world) == made
     assert released(world, b) == ["room held in member-1 released: the claimant was placed"]
+
+
+STEPS = ("pass", "restart", "leave", "place", "delete", "lose", "back", "time")
+
+
+async def restart(world: World) -> None:
+    """A new controller process: its views start empty, the queue is rebuilt from its objects."""
+    world.kube_queue.holds.clear()
+    restarted = KubeQueue(
+        world.fleet,
+        world.events_recorder,
+        world.clock,
+        world.settings,
+        world.queue,
+        bindings=world.triggers.bindings,
+        workloads=world.triggers.workloads,
+        members=world.registry,
+    )
+    restarted.holds.unreserve = world.kube_queue.holds.unreserve
+    world.kube_queue = restarted
+    world.shell.kube_queue = restarted
+    world.triggers.member_lost = restarted.member_lost
+    await restarted.process(restarted.RESTORE)
+
+
+async def _orders(steps: list[str]) -> None:
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+    fake = world.members["member-1"]
+    for step in steps:
+        if step == "restart":
+            await restart(world)
+        elif step == "leave":
+            await victim_leaves(world, victim)
+        elif step == "place":
+            await world.reconcile(b)
+        elif step == "delete":
+            await world.delete(b)
+            await world.reconcile(b)
+        elif step == "lose":
+            fake.set_ready(False)
+            world.triggers.health_changed("member-1", False)
+        elif step == "back":
+            fake.set_ready(True)
+        elif step == "time":
+            world.clock.advance(120)
+        await work(world)
+        await world.kube_queue.run_pass()
+        await work(world)
+        # The hold stands exactly where the queue says it does: in the view, on record.
+        held = world.kube_queue.admission.hold_of(claimant)
+        assert (hold_key(claimant) in reserved(world)) == (held is not None), step
+        if world.kube_queue.units.get(claimant) is not None:
+            assert (record(world, b) is not None) == (held is not None), step
+        if held is not None:
+            assert held.until > world.clock.now() and fake.member.ready
+            assert placed_on(world, b) is None
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(st.sampled_from(STEPS), max_size=7))
+def test_the_hold_stands_exactly_until_one_of_its_exits_whatever_the_order(steps: list[str]):
+    asyncio.run(_orders(steps))

@@ -35,7 +35,6 @@ from fleet.core.admission.hold import (
     Hold,
     HoldEnd,
     ended,
-    hold_key,
     restore,
     sync,
 )
@@ -159,12 +158,11 @@ class Holds:
             await self._remove(claimant)
 
     def _views(self, holds: Mapping[str, Hold]) -> None:
-        # A hold whose member's snapshot was rebuilt (or is gone) is no longer reserved.
-        for claimant, (_, snapshot) in list(self.reserved.items()):
-            hold = holds.get(claimant)
-            if hold is None or self.snapshot_of(hold.cluster) is not snapshot:
+        # A hold whose member's snapshot was rebuilt (or is gone) is no longer reserved there.
+        for claimant, (hold, snapshot) in list(self.reserved.items()):
+            if self.snapshot_of(hold.cluster) is not snapshot:
                 del self.reserved[claimant]
-                snapshot.release(hold_key(claimant))
+                snapshot.release(hold.key)
         present = [hold.key for hold, _ in self.reserved.values()]
         release, reserve = sync(present, holds)
         for key in release:
