@@ -153,6 +153,8 @@ class Holds:
         self._views(holds)
         for claimant, hold in sorted(holds.items()):
             if self.saved.get(claimant) != hold:
+                if claimant in self.saved:  # an earlier hold ended, and a new one was made
+                    await self._remove(claimant)
                 await self._save(hold)
         for claimant in sorted(set(self.saved) - set(holds)):
             await self._remove(claimant)
