@@ -448,9 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     ctl.add_argument(
         "--queue-reclaim-unplaced",
         choices=("on", "off"),
-        default="off",
-        help="a job holding its quota that no member can place may reclaim node capacity too "
-        "(default off)",
+        default="on",
+        help="a job holding its quota that no member can place may reclaim node capacity too, "
+        "the room it frees held for it (default on)",
     )
     ctl.add_argument(
         "--queue-reclaim-grace",

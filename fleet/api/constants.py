@@ -65,6 +65,9 @@ the binding's spec.policy; the annotation shows it on the workload."""
 APPLIED_DIGEST_ANNOTATION: Final = "fleet.dev/applied-digest"
 """Annotation on a member copy: digest of what fleet last applied, so unchanged copies are not
 re-applied on every reconcile."""
+HOLD_ANNOTATION: Final = "fleet.dev/hold"
+"""Annotation on a claimant's QueueUnit: the room a reclaim holds for it (`Hold.record()` as
+JSON), read back at a restart (docs/queue.md, "The hold")."""
 FINALIZER: Final = "fleet.dev/cleanup"
 """Finalizer fleet puts on a dispatched workload until its member copies are purged."""
 

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import dataclasses
 import datetime
+import functools
 import logging
 import os
 import socket
@@ -25,7 +26,7 @@ from aiohttp import web
 
 from fleet.api import constants as c
 from fleet.api.membership import default_fleet_id
-from fleet.controller import arrivals
+from fleet.controller import arrivals, reserving
 from fleet.controller.bindings import BindingStore, key_of_binding
 from fleet.controller.clock import SYSTEM_CLOCK, Clock
 from fleet.controller.context import Shell
@@ -103,6 +104,7 @@ class Controller:
             metrics=self.metrics,
             members=self.members,
         )
+        self.triggers.member_lost = self.kube_queue.member_lost
         self.shell = Shell(
             fleet=fleet,
             members=self.members,
@@ -117,6 +119,7 @@ class Controller:
             kube_queue=self.kube_queue,
         )
         self.reconciler = Reconciler(self.shell)
+        self.kube_queue.holds.unreserve = functools.partial(reserving.release_held, self.shell)
         self.metrics.request_counts = self._request_counts
         self.metrics.request_seconds = self._request_seconds
         self.leading = asyncio.Event()

@@ -17,16 +17,18 @@ from fleet.api import constants as c
 from fleet.controller import reserving
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.metrics import seconds_since_created
+from fleet.controller.queue.units import key_of_job
 from fleet.controller.status_mirror import (
     binding_conditions,
     mark_created,
     set_scheduled_condition,
 )
 from fleet.core import lifecycle
+from fleet.core.admission.hold import place_claimant
 from fleet.core.arrivals import mix_of
 from fleet.core.estimate import estimator_named
 from fleet.core.fragmentation import WorkloadMix
-from fleet.core.placement import Decision, place_in_groups
+from fleet.core.placement import Decision, GroupDecision, place_in_groups
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +46,30 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     started = time.perf_counter()
     # The policy's gangTopology applies to a gang whose templates ask for none.
     gang = job.gang.with_default_topology(rules.topology)
-    result = place_in_groups(
-        gang,
-        members.snapshots(),
-        rules.groups,
-        start_at=job.life.affinity_group,
-        affinity=rules.affinity,
-        estimator=estimator,
-        failed_over=job.life.excluded(now),
-        not_ready=members.not_ready(),
-        taints=members.taints(),
-        tolerations=rules.tolerations,
-        mix=mix,
-        lacking=_cannot_run(shell, job),
-        refused=job.life.refusals(now),
-    )
+    # A claimant of a reclaim: the room held for it is its own, its member tried first
+    # (`hold.place_claimant`, the simulator's rule); every other gang sees that room taken.
+    claimant = key_of_job(job.key)
+    hold = shell.kube_queue.admission.hold_of(claimant) if shell.kube_queue.ready else None
+    views = {snapshot.name: snapshot for snapshot in members.snapshots()}
+
+    def decide(names: list[str]) -> GroupDecision:
+        return place_in_groups(
+            gang,
+            [views[name] for name in names],
+            rules.groups,
+            start_at=job.life.affinity_group,
+            affinity=rules.affinity,
+            estimator=estimator,
+            failed_over=job.life.excluded(now),
+            not_ready=members.not_ready(),
+            taints=members.taints(),
+            tolerations=rules.tolerations,
+            mix=mix,
+            lacking=_cannot_run(shell, job),
+            refused=job.life.refusals(now),
+        )
+
+    result = place_claimant(hold, views, decide, _chosen)
     shell.metrics.decision_seconds.observe(time.perf_counter() - started)
     decision = result.decision
     chosen = decision.placement
@@ -107,6 +118,8 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         )
     except Exception:
         target.snapshot.release(job.uid)
+        if hold is not None:
+            shell.kube_queue.holds.taken(claimant)  # held again by the next pass
         raise
     shell.triggers.track(job.key, cluster=chosen.cluster, evicting=_evicting(life))
     shell.metrics.dispatches.inc(chosen.cluster)
@@ -120,6 +133,11 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     )
     log.info("%s: %s", job.key, result_message)
     return chosen.cluster
+
+
+def _chosen(result: GroupDecision) -> str | None:
+    placement = result.decision.placement
+    return placement.cluster if placement is not None else None
 
 
 def _cannot_run(shell: Shell, job: Job) -> dict[str, str]:

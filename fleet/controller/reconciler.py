@@ -25,6 +25,7 @@ from fleet.controller.bindings import BindingGone, lifecycle_of
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue import gate
+from fleet.controller.queue.units import key_of_job
 from fleet.core.kinds import adapter_for
 from fleet.kube import Obj, Unreachable
 
@@ -109,6 +110,9 @@ class Reconciler:
         # 4. Placed, or held by the queue (suspension.scheduling), or waiting for capacity.
         cluster = job.life.cluster
         if cluster is None:
+            held = shell.kube_queue.admission.hold_of(key_of_job(key))
+            if held is not None:  # room a reclaim holds for it: reserved in the member too
+                await reserving.hold_room(shell, job, held)
             if not await gate.admit(shell, job):
                 return
             unplaced = job.life

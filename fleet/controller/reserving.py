@@ -31,9 +31,11 @@ from typing import Any
 from fleet.api import constants as c
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.copies import member_labels
+from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.controller.status_mirror import binding_conditions
 from fleet.core import lifecycle
+from fleet.core.admission.hold import Hold
 from fleet.core.gangmarks import KOORDINATOR
 from fleet.core.reservation import (
     DEFAULT_RETRY_AFTER_SECONDS,
@@ -215,6 +217,53 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
     timed_out = now >= since + wait
     await _fall_back(shell, job, member, verdict.reason, "Timeout" if timed_out else "Failed")
     return False
+
+
+async def hold_room(shell: Shell, job: Job, hold: Hold) -> None:
+    """While a reclaim holds room for this gang (`fleet.core.admission.hold`) in a member that
+    takes Reservations, reserve it there for the gang now: the same Reservations its placement
+    makes (same names, so `reserve` adopts them), so member-local pods do not take the room
+    its victims free. Deleted when the hold ends without the gang placed (`release`)."""
+    member = shell.members.get(hold.cluster)
+    terms = job.binding.spec.placement
+    strategy = terms.replica_scheduling if terms else None
+    policy = strategy.gang_reservation if strategy else None
+    if not wanted(member, policy, reservable=job.kind.reservable):
+        return
+    assert member is not None
+    client = member.client
+    if client is None or not member.ready:
+        return
+    ttl, _ = member.reservation or (DEFAULT_TTL_SECONDS, DEFAULT_WAIT_SECONDS)
+    plan = plan_reservations(job.gang, job.uid, ttl_seconds=ttl)
+    existing = await _ours(member, job.uid)
+    created = 0
+    for body in reservation_objects(job, plan, shell.settings.fleet_id):
+        if body["metadata"]["name"] in existing:
+            continue
+        with contextlib.suppress(Conflict):  # not fleet's: the placement's reserve says so
+            await client.create(body)
+            created += 1
+    if created:
+        await shell.events.record(
+            job.workload,
+            "Reserving",
+            f"reserving {len(plan.names)} pods in {member.name} for the room held for this "
+            f"gang (Reservations {plan.prefix}-*, TTL {ttl}s)",
+        )
+
+
+async def release_held(shell: Shell, hold: Hold, why: str | None, job: Obj) -> None:
+    """A hold ended (`why`): the Reservations `hold_room` made for it in its member are deleted,
+    unless the gang was placed there (its placement adopted them; `release_after_use` deletes
+    them once it runs). `job`: the claimant's job (an Event's involved object)."""
+    member = shell.members.get(hold.cluster)
+    uid = str((job.get("metadata") or {}).get("uid") or "")
+    if member is None or not uid:
+        return
+    if why == "Placed" and shell.triggers.placed.get(WorkloadKey.of(job)) == hold.cluster:
+        return
+    await release(member, uid)
 
 
 async def _fall_back(shell: Shell, job: Job, member: Member, reason: str, kind: str) -> None:

@@ -66,8 +66,9 @@ class Settings:
     #: Kube Queue: a job evicts lower-priority gangs of its own queue (off by default).
     queue_preemption: bool = False
     #: Kube Queue: a job that holds its quota but finds no member with the nodes may reclaim
-    #: node capacity too (off by default; docs/queue.md says why).
-    queue_reclaim_unplaced: bool = False
+    #: node capacity too (on by default since the controller holds the freed room for it:
+    #: docs/queue.md, "Simulated: reclaim", measures it on every dataset).
+    queue_reclaim_unplaced: bool = True
     #: Seconds between recording a reclaim or preemption on the victim's binding and deleting
     #: its member copy (0: at once). 30 s is Kubernetes' default terminationGracePeriodSeconds:
     #: a job that checkpoints on SIGTERM already fits in it, and it is a tenth of the placement

@@ -9,7 +9,7 @@ member, which left copies in one) are updated by each reconcile from the binding
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from fleet.controller.cache import Newest
 from fleet.controller.keys import WorkloadKey
@@ -42,6 +42,8 @@ class Triggers:
         #: Newest copies of workloads and their bindings (watch events and our own writes).
         self.workloads: Newest[WorkloadKey] = Newest()
         self.bindings: Newest[WorkloadKey] = Newest()
+        #: Told when a member goes NotReady or leaves (the queue gives up room held there).
+        self.member_lost: Callable[[str], None] | None = None
         #: What each workload's decision-relevant fields last were (see workload_changed).
         self._fingerprints: dict[WorkloadKey, tuple[object, ...]] = {}
         self._capacity_scheduled = False
@@ -109,6 +111,8 @@ class Triggers:
             self.queue.add(key)
 
     def health_changed(self, member: str, ready: bool) -> None:
+        if not ready and self.member_lost is not None:
+            self.member_lost(member)
         for key, cluster in list(self.placed.items()):
             if cluster == member:
                 self.queue.add(key)

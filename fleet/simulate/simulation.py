@@ -39,11 +39,12 @@ from typing import Any
 
 from fleet.core import lifecycle
 from fleet.core.admission import Placed
-from fleet.core.admission.hold import Hold, placement_order, sync
+from fleet.core.admission.hold import Hold, place_claimant, sync
 from fleet.core.assignment import Assignment
 from fleet.core.domains import pinned
 from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
 from fleet.core.inventory import PodInfo
+from fleet.core.placement import Decision
 from fleet.core.reservation import (
     DEFAULT_RETRY_AFTER_SECONDS,
     DEFAULT_WAIT_SECONDS,
@@ -295,21 +296,17 @@ class Simulation:
         self.counters["decisions"] += 1
         failed_over = job.life.excluded(now)
         hold = self._held.get(job.spec.id)
-        taken = None
-        if hold is not None:  # the claimant: its held room is its own, and tried first
-            taken = self.views[hold.cluster].hold_back(hold.key)
-        placement = None
-        for names in placement_order(hold, list(self.views)):
-            views = self._view_list if len(names) > 1 else [self.views[names[0]]]
-            decision = self.policy.decide(
+
+        def decide(names: list[str]) -> Decision:
+            views = self._view_list if len(names) > 1 else [self.views[n] for n in names]
+            return self.policy.decide(
                 job.spec.shape.gang, views, not_ready=self._down, failed_over=failed_over
             )
-            placement = decision.placement
-            if placement is not None:
-                break
+
+        # The claimant's held room is its own, and its member tried first (as the controller).
+        decision = place_claimant(hold, self.views, decide, _chosen_cluster)
+        placement = decision.placement
         if placement is None:
-            if hold is not None and taken is not None:
-                self.views[hold.cluster].put_back(taken)
             return False
         if hold is not None:
             del self._held[job.spec.id]  # the queue ends it when it hears of the placement
@@ -824,3 +821,7 @@ def simulate(
 ) -> RunResult:
     """Replay `trace` on `fleet` under `policy`; see the module docstring."""
     return Simulation(fleet, trace, policy, config, queue=queue, judge=judge).run()
+
+
+def _chosen_cluster(decision: Decision) -> str | None:
+    return decision.placement.cluster if decision.placement is not None else None

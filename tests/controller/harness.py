@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fleet.api import binding_name, cluster_fields
 from fleet.api import constants as c
+from fleet.controller import reserving
 from fleet.controller.bindings import BindingStore, key_of_binding
 from fleet.controller.context import Shell
 from fleet.controller.events import EventRecorder
@@ -203,6 +205,7 @@ class World:
             metrics=self.metrics,
             members=self.registry,
         )
+        self.triggers.member_lost = self.kube_queue.member_lost
         self.shell = Shell(
             fleet=self.fleet,
             members=self.registry,
@@ -217,6 +220,7 @@ class World:
             kube_queue=self.kube_queue,
         )
         self.reconciler = Reconciler(self.shell)
+        self.kube_queue.holds.unreserve = functools.partial(reserving.release_held, self.shell)
         self.members: dict[str, FakeMember] = {}
         self.fleet_api.watchers.append(self._fleet_event)
 

@@ -31,12 +31,15 @@ from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members.registry import MemberRegistry
 from fleet.controller.metrics import Metrics
-from fleet.controller.queue.passes import WAKE_SLACK_SECONDS, Passes, involved
+from fleet.controller.queue.holds import Holds
+from fleet.controller.queue.holds import restored as restored_holds
+from fleet.controller.queue.passes import WAKE_SLACK_SECONDS, Passes
 from fleet.controller.queue.queues import QUEUE, Queues
 from fleet.controller.queue.tree import TREE, Trees
 from fleet.controller.queue.units import (
     UNIT,
     Units,
+    involved,
     job_of,
     key_of,
     placed_copy,
@@ -109,6 +112,8 @@ class KubeQueue:
         self.queues = Queues(fleet)
         self.units = Units(fleet)
         self.passes = Passes(self.units, events, jobs, self.queues.name_of, metrics)
+        #: The room reclaims hold for their claimants: views, records, Events.
+        self.holds = Holds(self.units, events, clock, members)
         #: PriorityClass name -> value, and Namespace name -> labels (its opt-out of reclaim):
         #: kept current by their watches (and by the gate's reads of ones not seen yet), so a
         #: unit's priority and opt-out follow them (the gate's `refresh`).
@@ -212,13 +217,24 @@ class KubeQueue:
 
     async def run_pass(self) -> None:
         now = self.clock.now()
+        # Room held in a member that is not Ready or left the fleet is given up.
+        for cluster in sorted(self.holds.lost(self.admission.room_held())):
+            self.holds.ending(self.admission.member_lost(cluster, now).unhold)
         # A gang whose victims are still leaving keeps its quota past the placement timeout.
         self.admission.awaiting_room(set(self._in_flight.values()))
         delay = await self.passes.run(self.admission, now)
         if delay is not None:
             self.work.add_after(self.PASS, delay)
         await self._reclaim(now)
+        self.holds.ending(self.passes.unheld)
+        self.passes.unheld.clear()
+        await self.holds.follow(self.admission.room_held())
         await self.queues.write_status(self.admission, self.passes.waiting(self.admission))
+
+    def member_lost(self, member: str) -> None:
+        """A member went NotReady or left: a pass gives up the room held there."""
+        if any(h.cluster == member for h in self.admission.room_held().values()):
+            self.request_pass()
 
     async def _reclaim(self, now: float) -> None:
         """Evictions that let a waiting gang start (the core's `Admission.reclaim`): each is
@@ -260,6 +276,7 @@ class KubeQueue:
         )
         if plan.wake_at is not None:  # a dequeued gang may claim once its reclaim delay ends
             self.work.add_after(self.PASS, plan.wake_at - now + WAKE_SLACK_SECONDS)
+        self.holds.ending(plan.unhold)
         if not plan:
             return
         for evict in plan.evict:
@@ -376,7 +393,10 @@ class KubeQueue:
         phase = self.admission.phase(key)
         if phase is None or phase in TERMINAL:
             return None
+        held = self.admission.hold_of(key) is not None
         charge = self.admission.charge_running(key, now)
+        if held and self.admission.hold_of(key) is None:
+            self.request_pass()  # its hold ended (Placed): the pass releases its record
         if not charge.granted:
             log.info("%s: not charged in %s: %s", key, cluster, charge.message)
             return charge
@@ -506,6 +526,7 @@ class KubeQueue:
     async def restore(self) -> None:
         self.admission = self._fresh_admission()
         self.passes.clear()
+        self.holds.clear()
         self.trees.reset(await self._list(TREE))
         self.queues.reset(await self._list(QUEUE, c.QUEUE_NAMESPACE))
         self.units.reset()
@@ -526,11 +547,16 @@ class KubeQueue:
             for eviction in queue_evictions_of(self.bindings.get(job_of(unit))):
                 if eviction.evicted_for:
                     self._in_flight[key_of(unit)] = eviction.evicted_for
+        # The claimants' holds, from their records (`hold.restore`); a record whose hold
+        # ended while the controller was down is removed by the next pass.
+        self.admission.restore_holds(restored_holds(units, now).values(), now)
+        self.holds.restored(units, self.admission.room_held(), now)
         in_force = self.trees.in_force
         log.info(
-            "queue restored: %d units (%d holding quota), tree %s",
+            "queue restored: %d units (%d holding quota, %d holding room), tree %s",
             restored,
             sum(1 for k in self.admission if self.admission.holds(k)),
+            len(self.admission.room_held()),
             f"{in_force.name} generation {in_force.generation}" if in_force else "none",
         )
 

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.metrics import Metrics, seconds_since_created
-from fleet.controller.queue.units import Units, job_of
+from fleet.controller.queue.units import Units, involved, job_of
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.admission import ENQUEUED, TIMEOUT_BACKOFF, Admission, Evict, Notice, Plan
-from fleet.kube import Obj
+from fleet.core.admission.hold import Hold, HoldEnd
 
 #: The Queue name of a quota path (the Queues' index, read when a unit is written).
 QueueName = Callable[[str | None], str | None]
@@ -61,8 +61,11 @@ class Passes:
         #: A claimant's decision, held until every victim's eviction is recorded: nothing is
         #: written for the gang that reclaims before its room is on record.
         self.held: dict[str, tuple[Decided, set[str]]] = {}
+        #: Holds the passes' plans ended, and why (`Plan.unhold`), for `Holds.ending`.
+        self.unheld: list[tuple[Hold, HoldEnd]] = []
 
     def clear(self) -> None:
+        self.unheld.clear()
         self.unsaved.clear()
         self.notices.clear()
         self.evictions.clear()
@@ -119,6 +122,7 @@ class Passes:
         """Plan, write every decision, requeue the decided jobs; the delay to the next pass
         (None: only when something happens)."""
         plan = admission.plan(now)
+        self.unheld.extend(plan.unhold)
         # In the order the core decided them: a unit back from backoff may be dequeued again.
         for requeue in plan.requeue:
             self.unsaved[requeue.key] = ("Requeued", requeue.message, False)
@@ -168,17 +172,3 @@ class Passes:
                 if quota is not None:
                     out[quota] = out.get(quota, 0) + 1
         return out
-
-
-def involved(unit: Obj) -> Obj:
-    """The unit's job as an Event's involved object (from its consumerRef)."""
-    ref = (unit.get("spec") or {}).get("consumerRef") or {}
-    return {
-        "apiVersion": ref.get("apiVersion"),
-        "kind": ref.get("kind"),
-        "metadata": {
-            "name": ref.get("name"),
-            "namespace": ref.get("namespace"),
-            "uid": ref.get("uid"),
-        },
-    }

@@ -298,3 +298,17 @@ class Units:
         return await self.fleet.patch(
             *UNIT, meta["name"], {"status": dict(status)}, meta["namespace"], subresource="status"
         )
+
+
+def involved(unit: Obj) -> Obj:
+    """The unit's job as an Event's involved object (from its consumerRef)."""
+    ref = (unit.get("spec") or {}).get("consumerRef") or {}
+    return {
+        "apiVersion": ref.get("apiVersion"),
+        "kind": ref.get("kind"),
+        "metadata": {
+            "name": ref.get("name"),
+            "namespace": ref.get("namespace"),
+            "uid": ref.get("uid"),
+        },
+    }

@@ -28,12 +28,15 @@ the victims' eviction records, and a restart rebuilds the same holds (`restore`)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from fleet.core.assignment import Assignment, Slot
 from fleet.core.resources import Resources
+from fleet.core.snapshot import ClusterSnapshot
+
+T = TypeVar("T")
 
 #: Owner key of a hold's reservation in the fleet's view of a member (never a pod's owner).
 HOLD_PREFIX: Final = "hold/"
@@ -130,6 +133,32 @@ def placement_order(hold: Hold | None, clusters: Sequence[str]) -> list[list[str
     return [[hold.cluster], list(clusters)]
 
 
+def place_claimant(
+    hold: Hold | None,
+    views: Mapping[str, ClusterSnapshot],
+    decide: Callable[[list[str]], T],
+    chosen: Callable[[T], str | None],
+) -> T:
+    """One placement of a gang, its hold honored (the controller's and the simulator's): the
+    hold's room is taken out of its member's view for the claimant alone (`hold_back`), the
+    member sets of `placement_order` are tried in turn (`decide` over member names; `chosen`:
+    the member a result picked, or None). Placed, the hold's reservation stays out of the view
+    (the caller reserves the claimant's own placement, and the queue ends the hold); not
+    placed, it is put back. No hold: one `decide` over every member."""
+    taken = None
+    if hold is not None and hold.cluster in views:
+        taken = views[hold.cluster].hold_back(hold.key)
+    result: T | None = None
+    for names in placement_order(hold, list(views)):
+        result = decide(names)
+        if chosen(result) is not None:
+            return result
+    if hold is not None and taken is not None:
+        views[hold.cluster].put_back(taken)
+    assert result is not None  # placement_order gives at least one set
+    return result
+
+
 def ended(
     hold: Hold,
     now: float,
@@ -181,6 +210,7 @@ __all__ = [
     "ended",
     "hold_for",
     "hold_key",
+    "place_claimant",
     "placement_order",
     "restore",
     "sync",

@@ -27,7 +27,8 @@ class AdmissionSettings:
     nodes) claim node capacity from borrowers. On by default since the hold keeps the freed
     room for the claimant: it cut the min-guarantee violation on both replays
     (docs/queue.md, "Simulated: reclaim"); without the hold it thrashed (other gangs took the
-    room). A shell that does not carry the hold must keep it off."""
+    room). A shell that does not carry the hold must keep it off (the controller and the
+    simulator both carry it)."""
     reclaim_delay: float = 10.0
     """With `reclaim_unplaced`: a dequeued unit that placement has not placed for this long may
     claim (before that, placement may simply not have run yet)."""

@@ -1,0 +1,330 @@
+"""The claimant's hold in the shell (docs/queue.md, "The hold"), on in-memory API servers and a
+fake clock: team A borrows the whole member, team B's job reclaims 4 GPUs of it. The room the
+victim frees is reserved in the member's view for B (a gang outside the queue that would fit it
+is refused it, and B gets it), recorded on B's unit and rebuilt by a restart; the hold ends on
+every exit (placed, deleted, backed off, member lost, expired) with its reservation and record
+removed and a HoldReleased Event saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleet.api import constants as c
+from fleet.controller.keys import WorkloadKey
+from fleet.controller.queue.kubequeue import KubeQueue
+from fleet.controller.queue.units import key_of_job
+from fleet.controller.reserving import RESERVATION
+from fleet.core.admission.hold import hold_key
+from fleet.core.inventory import PodInfo
+from fleet.core.resources import Resources
+from fleet.testing.workloads import gang_policy, pytorchjob
+from tests.controller.harness import World
+from tests.controller.test_queue import phase, placed_on, work
+from tests.controller.test_reclaim import (
+    GPU,
+    borrowed_fleet,
+    pods_gone,
+    reclaim_world,
+    start,
+)
+
+OTHER = "outside"  # a namespace no queue governs: its gangs go straight to placement
+
+
+def reserved(world: World) -> set[str]:
+    return set(world.members["member-1"].member.snapshot.reservations())
+
+
+def unit(world: World, key: WorkloadKey) -> dict[str, Any]:
+    found = world.fleet_api.get(
+        "scheduling.x-k8s.io/v1alpha1", "QueueUnit", f"pytorchjob-{key.name}", key.namespace
+    )
+    assert found is not None
+    return found
+
+
+def record(world: World, key: WorkloadKey) -> dict[str, Any] | None:
+    text = (unit(world, key)["metadata"].get("annotations") or {}).get(c.HOLD_ANNOTATION)
+    return json.loads(text) if text else None
+
+
+def released(world: World, key: WorkloadKey) -> list[str]:
+    """The HoldReleased messages on the claimant's job."""
+    return [e["message"] for e in world.events("HoldReleased", key)]
+
+
+async def reclaimed(world: World) -> tuple[WorkloadKey, WorkloadKey]:
+    """A's second gang is evicted for B; B holds its room. (victim, claimant)"""
+    _, second = await borrowed_fleet(world)
+    world.clock.advance(3600)
+    b = await start(world, "b1", "b")
+    await world.reconcile(second)  # the victim records its eviction
+    await work(world)  # B Dequeued
+    return second, b
+
+
+async def victim_leaves(world: World, victim: WorkloadKey) -> None:
+    world.clock.advance(31)
+    await world.reconcile(victim)  # its copy is deleted after the grace period
+    pods_gone(world, victim)
+
+
+def outsider(world: World, name: str = "x1") -> WorkloadKey:
+    """A gang of 4 GPUs no queue holds back: it would fit the room the victim frees."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER}}
+    world.fleet_api.put(dict(namespace))
+    world.members["member-1"].api.put(dict(namespace))
+    world.apply_policy(gang_policy("outside", OTHER))
+    body = pytorchjob(name, workers=1, gpus=2)
+    body["metadata"]["namespace"] = OTHER
+    return world.submit(body)
+
+
+async def test_the_room_freed_goes_to_the_claimant_not_to_a_gang_that_would_fit_it():
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+
+    # Made with the eviction: in the view, on record, told.
+    assert hold_key(claimant) in reserved(world)
+    held = record(world, b)
+    assert held is not None and held["cluster"] == "member-1"
+    assert held["victims"] == [key_of_job(victim)]
+    assert sum(s["pods"] * s["requests"][GPU] for s in held["slots"]) == 4
+    (event,) = world.events("RoomHeld", b)
+    assert "member-1" in event["message"] and key_of_job(victim) in event["message"]
+
+    await victim_leaves(world, victim)
+    x = outsider(world)
+    await world.reconcile(x)  # the victim's room is free on the member, but held for B
+    assert placed_on(world, x) is None
+    assert world.members["member-1"].copy("x1", namespace=OTHER) is None
+
+    await world.reconcile(b)
+    assert placed_on(world, b) == "member-1" and phase(world, b) == "Running"
+    await work(world)
+    assert hold_key(claimant) not in reserved(world) and record(world, b) is None
+    assert released(world, b) == ["room held in member-1 released: the claimant was placed"]
+
+
+async def test_without_the_hold_the_outsider_takes_the_room():
+    """The check the first test relies on: the outsider does fit the freed room."""
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    await world.kube_queue.forget(key_of_job(b))  # B deleted: the hold ends (Gone)
+    await work(world)
+    assert hold_key(key_of_job(b)) not in reserved(world)
+    assert released(world, b) == [
+        "room held in member-1 released: the claimant was deleted or ended"
+    ]
+    await victim_leaves(world, victim)
+    x = outsider(world)
+    await world.reconcile(x)
+    assert placed_on(world, x) == "member-1"
+
+
+async def test_the_hold_ends_when_its_member_is_lost():
+    world = await reclaim_world()
+    _, b = await reclaimed(world)
+    world.members["member-1"].set_ready(False)
+    world.triggers.health_changed("member-1", False)  # as the registry tells it
+    await work(world)
+    assert hold_key(key_of_job(b)) not in reserved(world) and record(world, b) is None
+    assert released(world, b) == [
+        "room held in member-1 released: the member is not Ready or left the fleet"
+    ]
+
+
+async def test_the_hold_ends_at_its_bound_when_the_victims_never_leave():
+    world = await reclaim_world()
+    _, b = await reclaimed(world)
+    world.clock.advance(world.kube_queue.admission.settings.hold_seconds + 1)
+    await work(world)
+    await world.kube_queue.run_pass()
+    assert world.kube_queue.admission.hold_of(key_of_job(b)) is None
+    assert hold_key(key_of_job(b)) not in reserved(world) and record(world, b) is None
+    assert released(world, b) == ["room held in member-1 released: the hold's bound ran out"]
+
+
+async def test_the_hold_ends_when_the_claimant_backs_off():
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    await victim_leaves(world, victim)
+    await world.reconcile(victim)  # the queue hears its copy is gone
+    # A member-local pod takes the room on one node: B no longer fits anywhere.
+    snapshot = world.members["member-1"].member.snapshot
+    held = world.kube_queue.admission.hold_of(key_of_job(b))
+    assert held is not None
+    node = next(slot.node for slot in held.assignment() if slot.node is not None)
+    snapshot.upsert_pod(PodInfo("local", "default", "local", node, Resources({GPU: 2})))
+    await world.reconcile(b)
+    assert placed_on(world, b) is None
+    world.clock.advance(world.settings.queue_placement_timeout + 1)
+    await world.kube_queue.run_pass()
+    await work(world)
+    assert phase(world, b) == "TimeoutBackoff"
+    assert hold_key(key_of_job(b)) not in reserved(world) and record(world, b) is None
+    assert released(world, b) == [
+        "room held in member-1 released: the claimant's placement timed out (backed off)"
+    ]
+
+
+async def test_a_restart_rebuilds_the_hold_from_its_record():
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+    before = world.kube_queue.admission.hold_of(claimant)
+    assert before is not None
+
+    restarted = KubeQueue(
+        world.fleet,
+        world.events_recorder,
+        world.clock,
+        world.settings,
+        world.queue,
+        bindings=world.triggers.bindings,
+        workloads=world.triggers.workloads,
+        members=world.registry,
+    )
+    world.kube_queue.holds.clear()  # the old process's views are gone with it
+    assert hold_key(claimant) not in reserved(world)
+    world.kube_queue = restarted
+    world.shell.kube_queue = restarted
+    world.triggers.member_lost = restarted.member_lost
+    await restarted.process(restarted.RESTORE)
+    await work(world)
+    assert restarted.admission.hold_of(claimant) == before
+    assert hold_key(claimant) in reserved(world)
+    assert world.events("HoldReleased", b) == []
+
+    # And it still does its work: the outsider is refused the room, B gets it.
+    await victim_leaves(world, victim)
+    x = outsider(world)
+    await world.reconcile(x)
+    assert placed_on(world, x) is None
+    await world.reconcile(b)
+    assert placed_on(world, b) == "member-1"
+    await work(world)
+    assert record(world, b) is None and hold_key(claimant) not in reserved(world)
+
+
+def koordinator(world: World) -> None:
+    """member-1 takes Koordinator Reservations from now on (A's gangs already run there)."""
+    fake = world.members["member-1"]
+    fake.member.declared_gang_scheduler = "Koordinator"
+    fake.member.reservation = (600, 60.0)
+
+
+def reservations(world: World) -> set[str]:
+    return {o["metadata"]["name"] for o in world.members["member-1"].api.list(*RESERVATION)}
+
+
+async def test_on_a_koordinator_member_the_held_room_is_reserved_for_the_claimant():
+    world = await reclaim_world()
+    _, second = await borrowed_fleet(world)
+    koordinator(world)
+    world.clock.advance(3600)
+    b = await start(world, "b1", "b")
+    await world.reconcile(second)
+    await work(world)
+    await world.reconcile(b)  # its victim still leaving: its room is reserved for it already
+    uid = world.workload(b)["metadata"]["uid"]  # type: ignore[index]
+    made = reservations(world)
+    assert made == {f"fleet-{uid}-master-0", f"fleet-{uid}-worker-0"}
+    assert placed_on(world, b) is None
+
+    # The hold runs out (the victim never left): the Reservations go with it.
+    world.clock.advance(world.kube_queue.admission.settings.hold_seconds + 1)
+    await world.kube_queue.run_pass()
+    await work(world)
+    assert world.kube_queue.admission.hold_of(key_of_job(b)) is None
+    assert reservations(world) == set()
+
+
+async def test_the_claimant_placed_on_its_koordinator_member_keeps_the_reservations_made():
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    koordinator(world)
+    await world.reconcile(b)
+    made = reservations(world)
+    assert len(made) == 2
+    await victim_leaves(world, victim)
+    await world.reconcile(b)  # placed: Reserving, the same Reservations adopted
+    assert placed_on(world, b) == "member-1"
+    await work(world)  # the hold ends (Placed): they are the placement's now
+    assert reservations(world) == made
+    assert released(world, b) == ["room held in member-1 released: the claimant was placed"]
+
+
+STEPS = ("pass", "restart", "leave", "place", "delete", "lose", "back", "time")
+
+
+async def restart(world: World) -> None:
+    """A new controller process: its views start empty, the queue is rebuilt from its objects."""
+    world.kube_queue.holds.clear()
+    restarted = KubeQueue(
+        world.fleet,
+        world.events_recorder,
+        world.clock,
+        world.settings,
+        world.queue,
+        bindings=world.triggers.bindings,
+        workloads=world.triggers.workloads,
+        members=world.registry,
+    )
+    restarted.holds.unreserve = world.kube_queue.holds.unreserve
+    world.kube_queue = restarted
+    world.shell.kube_queue = restarted
+    world.triggers.member_lost = restarted.member_lost
+    await restarted.process(restarted.RESTORE)
+
+
+async def _orders(steps: list[str]) -> None:
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+    fake = world.members["member-1"]
+    for step in steps:
+        if step == "restart":
+            await restart(world)
+        elif step == "leave":
+            await victim_leaves(world, victim)
+        elif step == "place":
+            await world.reconcile(b)
+        elif step == "delete":
+            await world.delete(b)
+            await world.reconcile(b)
+        elif step == "lose":
+            fake.set_ready(False)
+            world.triggers.health_changed("member-1", False)
+        elif step == "back":
+            fake.set_ready(True)
+        elif step == "time":
+            world.clock.advance(120)
+        await work(world)
+        await world.kube_queue.run_pass()
+        await work(world)
+        # The hold stands exactly where the queue says it does: in the view, on record.
+        held = world.kube_queue.admission.hold_of(claimant)
+        assert (hold_key(claimant) in reserved(world)) == (held is not None), step
+        if world.kube_queue.units.get(claimant) is not None:
+            assert (record(world, b) is not None) == (held is not None), step
+        if held is not None:
+            assert held.until > world.clock.now() and fake.member.ready
+            assert placed_on(world, b) is None
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(st.lists(st.sampled_from(STEPS), max_size=7))
+def test_the_hold_stands_exactly_until_one_of_its_exits_whatever_the_order(steps: list[str]):
+    asyncio.run(_orders(steps))
