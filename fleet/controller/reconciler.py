@@ -94,8 +94,12 @@ class Reconciler:
         await claims.sync_claim(shell, job)
         await claims.mark_claimed(shell, job)
         if job.life.gave_up is not None or job.life.released is not None:
+            # Failed for good on the fleet (maxFailovers), or let go with its cluster: nothing
+            # places it again, but the copies earlier moves left (a lost member's, fenced until
+            # it answers) are still purged, or a released gang would get company.
+            await failovers.purge_old_copies(shell, job)
             await gate.observe(shell, job)
-            return  # failed for good on the fleet (maxFailovers), or let go with its cluster
+            return
 
         # 3. An eviction the queue decided (reclaim, preemption) is recorded on the binding;
         # old copies a failover or an eviction left behind are purged; then the current

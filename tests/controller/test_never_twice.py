@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleet.api import constants as c
@@ -98,6 +98,10 @@ async def _walk(steps: list[tuple[str, str]]) -> None:
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(st.lists(st.tuples(st.sampled_from(STEPS), st.sampled_from(MEMBERS)), max_size=6))
+# Found by this walk: the gang fails over off a lost member, is released with the next one, and
+# the lost member's fenced copy came back beside it (a released gang's old copies were never
+# purged).
+@example([("lose", "member-1"), ("leave", "member-2"), ("restore", "member-1")])
 def test_at_most_one_member_holds_a_copy_whatever_the_order(steps: list[tuple[str, str]]) -> None:
     asyncio.run(_walk(steps))
 
