@@ -180,10 +180,10 @@ class _ShapeRoom:
     """For pods shaped like one item (requests and constraints): per domain, how many its nodes
     could hold at most, each node a separate bin and only nodes whose signature admits them
     (every node when the constraints look at per-node facts, judged node by node in packing).
-    Sized lazily per domain; `ranked` sizes them all. Once per snapshot version, level and
-    shape, shared by every gang with pods of that shape."""
+    Sized lazily per domain. Once per snapshot version, level and shape, shared by every gang
+    with pods of that shape."""
 
-    __slots__ = ("_ranked", "constraints", "identity", "level", "requests", "room", "snapshot")
+    __slots__ = ("constraints", "identity", "level", "requests", "room", "snapshot")
 
     def __init__(self, snapshot: ClusterSnapshot, level: str, item: Item) -> None:
         self.snapshot = snapshot
@@ -192,7 +192,6 @@ class _ShapeRoom:
         self.constraints = item.constraints
         self.identity = item.constraints.needs_node_identity(snapshot.per_node_label_keys)
         self.room: dict[str, int] = {}
-        self._ranked: tuple[tuple[int, _Domain], ...] | None = None
 
     def of(self, domain: _Domain) -> int:
         found = self.room.get(domain.value)
@@ -206,14 +205,6 @@ class _ShapeRoom:
                 total += copies * nodes
         self.room[domain.value] = total
         return total
-
-    def ranked(self) -> tuple[tuple[int, _Domain], ...]:
-        """The domains by room, most first."""
-        if self._ranked is None:
-            ranked = [(self.of(d), d) for d in _index(self.snapshot, self.level)]
-            ranked.sort(key=lambda e: (-e[0], -e[1].accelerator_free, e[1].value))
-            self._ranked = tuple(ranked)
-        return self._ranked
 
 
 def _shape_room(snapshot: ClusterSnapshot, level: str, item: Item) -> _ShapeRoom:
@@ -280,14 +271,24 @@ def _room(demand: _Demand, domain: _Domain) -> Room:
     return Room(domain.value, held, demand.pods, domain.accelerator_free)
 
 
-def _bounded(demand: _Demand) -> Iterator[tuple[int, _Domain]]:
-    """(upper bound of the pods it holds, domain), highest bound first: the first item's room
-    plus every pod of the other items."""
-    if not demand.items:
-        return
-    first, others = demand.counts[0], demand.pods - demand.counts[0]
-    for room, domain in demand.rooms[0].ranked():
-        yield min(room, first) + others, domain
+def _accelerator_bound(demand: _Demand, free: int) -> int:
+    """How many of the demand's pods `free` accelerators could hold at most (pods without
+    accelerators all count): never less than a domain's room, and growing with `free`."""
+    return sum(
+        count if not per_pod else min(count, free // per_pod)
+        for per_pod, count in zip(demand.accelerators, demand.counts, strict=True)
+    )
+
+
+def _slot_bound(demand: _Demand, slots: Mapping[int, int]) -> int:
+    """How many of the demand's pods an indexed domain's free-accelerator counts allow, each
+    node's free amount counted as whole pods: never less than its room. O(amounts)."""
+    bound = 0
+    for per_pod, count in zip(demand.accelerators, demand.counts, strict=True):
+        if per_pod:
+            count = min(count, sum(n * (a // per_pod) for a, n in slots.items()))
+        bound += count
+    return bound
 
 
 def _fitting(
@@ -340,13 +341,17 @@ def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
 
 def largest(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Room | None:
     """The domain with room for the most of the rule's pods (then the most free accelerators,
-    then name); None when the level has no domain. Domains are looked at by their upper bound,
-    stopping when the bound cannot reach the best found."""
+    then name); None when the level has no domain. Domains are looked at by most free
+    accelerators first, skipped when their free-accelerator counts cannot beat the best found,
+    and the search stops when their free accelerators alone cannot."""
     demand = _demand(snapshot, gang, rule)
     best: Room | None = None
-    for bound, domain in _bounded(demand):
-        if best is not None and bound < best.holds:
-            break  # bounds come highest first: no later domain can do better
+    for domain in reversed(_index(snapshot, rule.level)):
+        if best is not None:
+            if _accelerator_bound(demand, domain.accelerator_free) < best.holds:
+                break  # domains come with fewer free accelerators from here on
+            if domain.slots is not None and _slot_bound(demand, domain.slots) < best.holds:
+                continue
         room = _room(demand, domain)
         key = (-room.holds, -room.accelerator_free, room.value)
         if best is None or key < (-best.holds, -best.accelerator_free, best.value):
