@@ -18,6 +18,7 @@ largest domain (for the sentence) is found by branch and bound on free accelerat
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
@@ -280,6 +281,34 @@ def _accelerator_bound(demand: _Demand, free: int) -> int:
     )
 
 
+def _level_bound(snapshot: ClusterSnapshot, level: str, per_pod: int) -> int:
+    """For an indexed level: the most pods of `per_pod` accelerators any one domain could take
+    by its free-accelerator counts. Once per snapshot version, level and per-pod amount (a
+    handful: 1, 2, 4, 8), shared by every pod shape."""
+    table = snapshot.per_version()
+    key = ("topology-level-bound", level, per_pod)
+    found = table.get(key)
+    if found is not None:
+        return cast(int, found)
+    best = 0
+    for slots in snapshot.domain_slots(level).values():
+        best = max(best, sum(n * (a // per_pod) for a, n in slots.items()))
+    table[key] = best
+    return best
+
+
+def _ceiling(snapshot: ClusterSnapshot, level: str, demand: _Demand) -> int:
+    """An upper bound of the pods of the demand any one domain of `level` holds: for an
+    indexed level, each item no more than the best domain's counts allow for its per-pod
+    accelerators (O(items) once the level's bounds are known); else every pod."""
+    if not snapshot.indexed(level):
+        return demand.pods
+    return sum(
+        count if not per_pod else min(count, _level_bound(snapshot, level, per_pod))
+        for per_pod, count in zip(demand.accelerators, demand.counts, strict=True)
+    )
+
+
 def _slot_bound(demand: _Demand, slots: Mapping[int, int]) -> int:
     """How many of the demand's pods an indexed domain's free-accelerator counts allow, each
     node's free amount counted as whole pods: never less than its room. O(amounts)."""
@@ -291,11 +320,25 @@ def _slot_bound(demand: _Demand, slots: Mapping[int, int]) -> int:
     return bound
 
 
+def _free_keys(snapshot: ClusterSnapshot, level: str) -> list[int]:
+    """The free accelerators of `_index`'s domains, in its order (for bisection)."""
+    table = snapshot.per_version()
+    key = ("topology-free-keys", level)
+    found = table.get(key)
+    if found is None:
+        found = table[key] = [d.accelerator_free for d in _index(snapshot, level)]
+    return cast(list[int], found)
+
+
 def _fitting(
     snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule
 ) -> Iterator[tuple[Room, _Domain]]:
     demand = _demand(snapshot, gang, rule)
-    for domain in _index(snapshot, rule.level):
+    if _ceiling(snapshot, rule.level, demand) < demand.pods:
+        return
+    index = _index(snapshot, rule.level)
+    start = bisect_left(_free_keys(snapshot, rule.level), demand.need_accelerator)
+    for domain in index[start:]:
         if domain.too_small(demand):
             continue
         room = _room(demand, domain)
@@ -327,6 +370,9 @@ def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
     if found is not None:
         return cast(bool, found)
     answer = False
+    if _ceiling(snapshot, rule.level, demand) < demand.pods:
+        table[key] = answer  # no domain's free accelerators could hold them
+        return answer
     for domain in reversed(_index(snapshot, rule.level)):
         if domain.accelerator_free < demand.need_accelerator:
             break
@@ -345,9 +391,12 @@ def largest(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Room |
     accelerators first, skipped when their free-accelerator counts cannot beat the best found,
     and the search stops when their free accelerators alone cannot."""
     demand = _demand(snapshot, gang, rule)
+    ceiling = _ceiling(snapshot, rule.level, demand)
     best: Room | None = None
     for domain in reversed(_index(snapshot, rule.level)):
         if best is not None:
+            if best.holds >= ceiling and domain.accelerator_free < best.accelerator_free:
+                break  # none holds more, and the rest have fewer free accelerators
             if _accelerator_bound(demand, domain.accelerator_free) < best.holds:
                 break  # domains come with fewer free accelerators from here on
             if domain.slots is not None and _slot_bound(demand, domain.slots) < best.holds:
@@ -357,6 +406,37 @@ def largest(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Room |
         if best is None or key < (-best.holds, -best.accelerator_free, best.value):
             best = room
     return best
+
+
+def tightest_room(snapshot: ClusterSnapshot, gang: Gang) -> int | None:
+    """For the gang's largest preferred rule: the free accelerators of the tightest domain
+    with room for its pods by free vectors (the one packing tries first), or None when no
+    domain has room. Lets placement give a preferred gang the member where it leaves the
+    least of a rack unused, so whole racks stay whole for the gangs after it."""
+    rules = [r for r in applicable(gang, True) if not r.required]
+    if not rules:
+        return None
+    rule = rules[0]
+    table = snapshot.per_version()
+    key = (
+        "topology-tightest",
+        rule.level,
+        rule.components,
+        tuple(gang.minimum_parts),
+        _shapes(gang),
+    )
+    if key in table:
+        return cast(int | None, table[key])
+    room = next(fitting(snapshot, gang, rule), None)
+    answer = None if room is None else room.accelerator_free
+    if len(table) >= _SHAPES_PER_VERSION:
+        table.clear()
+    table[key] = answer
+    return answer
+
+
+def _shapes(gang: Gang) -> tuple[object, ...]:
+    return tuple((c.name, c.requests, c.constraints) for c, _ in gang.minimum)
 
 
 def _domain_count(snapshot: ClusterSnapshot, level: str) -> int:

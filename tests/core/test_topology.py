@@ -421,3 +421,19 @@ def test_indexed_racks_decide_as_racks_in_signatures(
         assert len(used_racks) == 1
         if not required:
             assert used_racks == {rack}
+
+
+def test_preferred_takes_the_member_with_the_tightest_rack_that_holds_it():
+    """Best fit across members for a preferred rack: the member whose rack leaves the fewest
+    GPUs unused wins, so a whole big rack elsewhere stays whole for a bigger gang."""
+    roomy = cluster("member-a", *(rack_node(f"a{i}", "ra") for i in range(4)))
+    tight = cluster("member-b", *(rack_node(f"b{i}", "rb") for i in range(2)))
+    for i in range(4):  # more free GPUs in all, so member-a ranks first by share
+        tight.upsert_node(rack_node(f"b-spread{i}", f"rs{i}"))
+    plain = place(workers(2), [roomy, tight])
+    assert plain.placement is not None and plain.placement.cluster == "member-a"
+    for order in ([roomy, tight], [tight, roomy]):
+        decision = place(workers(2, TopologyRule(RACK, PREFERRED)), order)
+        assert decision.placement is not None
+        assert decision.placement.cluster == "member-b"
+        assert [d.value for d in decision.placement.assignment.domains] == ["rb"]
