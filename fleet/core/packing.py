@@ -28,6 +28,7 @@ domain's nodes. A topology domain of an indexed level is given to `place` as `No
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -403,12 +404,20 @@ class _Packer:
             return chosen
         assert pool.group is not None
         taken = self.taken.setdefault(pool.group, set())
-        chosen = []
-        for name in pool.group.nodes:
-            if name not in taken:
-                chosen.append(name)
-                if len(chosen) == count:
-                    break
+        snapshot = self.snapshot
+        if snapshot.has_topology and len(pool.group.nodes) - len(taken) > count:
+            # A group spans racks (topology labels are not in signatures): take its nodes rack
+            # by rack, so a gang's pods land together as they did when each rack was a
+            # signature of its own (and as a member's scheduler would rather).
+            free = (name for name in pool.group.nodes if name not in taken)
+            chosen = heapq.nsmallest(count, free, key=snapshot.topology_key)
+        else:
+            chosen = []
+            for name in pool.group.nodes:
+                if name not in taken:
+                    chosen.append(name)
+                    if len(chosen) == count:
+                        break
         taken.update(chosen)
         return chosen
 

@@ -335,6 +335,15 @@ class ClusterSnapshot:
     def topology_of(self, node: str) -> Mapping[str, str]:
         return dict(self._topology.get(node, ()))
 
+    def topology_key(self, node: str) -> tuple[tuple[str, str], ...]:
+        """The node's topology labels as a sortable tuple (empty when it has none)."""
+        return self._topology.get(node, ())
+
+    @property
+    def has_topology(self) -> bool:
+        """Whether any node carries an indexed topology label."""
+        return bool(self._topology)
+
     def domains(self, level: str) -> Mapping[str, list[Signature]]:
         """The topology domains of node label `level` when it is a signature label: its value
         -> the signatures of the nodes that carry it (nodes without the label are in none). An
