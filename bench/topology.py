@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fleet.simulate.metrics import summarize
+from fleet.simulate.metrics import CLASSES, summarize
 from fleet.simulate.policies import make_policy
 from fleet.simulate.report import human
 from fleet.simulate.scenarios import Options, build
@@ -71,6 +71,20 @@ def main() -> None:
             f"({s['multi_node_in_one_domain_share']:.0%}) | {human(wait['p50'])} | "
             f"{human(wait['p90'])} | {ratio:.2f}x | {human(s['wait_s']['p90'])} |"
         )
+    print()
+    print("| gang class | " + " | ".join(f"{mode}: wait p90" for mode, _ in rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for name in CLASSES:
+        cells = []
+        for _, s in rows:
+            entry = s["wait_by_class_s"].get(name)
+            cells.append(
+                "-"
+                if entry is None
+                else f"{human(entry['p90'])}"
+                + (f" ({entry['never_started']:.0f} never start)" if entry["never_started"] else "")
+            )
+        print(f"| {name} | " + " | ".join(cells) + " |")
     print(f"load average at end {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

@@ -30,6 +30,7 @@ from fleet.api._binding import (
     PolicyRef,
     TargetCluster,
     TargetComponent,
+    TopologyDomain,
     WorkloadReference,
     binding_name,
 )
@@ -226,6 +227,7 @@ __all__ = [
     "TargetCluster",
     "TargetComponent",
     "Toleration",
+    "TopologyDomain",
     "WorkloadRef",
     "WorkloadReference",
     "binding_name",

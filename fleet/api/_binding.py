@@ -165,6 +165,21 @@ class TargetComponent(KubeModel):
     """Replicas of the role in that cluster."""
 
 
+class TopologyDomain(KubeModel):
+    """fleet extension: the topology domain placement chose for the gang (or some of its
+    roles) in the target cluster; the member copy's pods are pinned to it (docs/placement.md)."""
+
+    level: str = Field(min_length=1)
+    """The node label key of the level (e.g. topology.kubernetes.io/rack)."""
+    value: str = Field(min_length=1)
+    """The domain: the label's value."""
+    components: list[str] | None = None
+    """The roles placed in it; absent: the whole gang."""
+    mode: Literal["Required", "Preferred"] = "Required"
+    """Required: the copy carries required node affinity to the domain; Preferred: preferred
+    node affinity (the member tries the domain first)."""
+
+
 class TargetCluster(KubeModel):
     """A chosen cluster (Karmada's spec.clusters entry)."""
 
@@ -174,6 +189,9 @@ class TargetCluster(KubeModel):
     """Total replicas placed there."""
     components: list[TargetComponent] | None = None
     """Per-role replicas."""
+    domains: list[TopologyDomain] | None = None
+    """fleet extension: the topology domains placement chose there, kept so a restarted
+    controller pins the copy to the same ones."""
 
 
 #: How long a lost cluster is tolerated when only `failover.cluster` is set: Karmada's default

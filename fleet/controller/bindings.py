@@ -27,6 +27,7 @@ from fleet.api import constants as c
 from fleet.controller.cache import Newest
 from fleet.controller.keys import WorkloadKey
 from fleet.core import lifecycle
+from fleet.core.assignment import Domain
 from fleet.core.failover import FailoverSettings, Timers
 from fleet.kube import ApiError, KubeClient, Obj
 
@@ -101,6 +102,11 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
         else None,
         reserving_since=_epoch(status.reserving_since) if status else None,
         carried=tuple(sorted((binding.spec.preserved_labels or {}).items())),
+        domains=tuple(
+            Domain(d.level, d.value, tuple(d.components or ()), d.mode == "Required")
+            for target in (binding.spec.clusters or ())[:1]
+            for d in target.domains or ()
+        ),
     )
 
 
@@ -199,6 +205,16 @@ def _target(
                 "name": life.cluster,
                 "replicas": 0 if multi_role else total,
                 "components": [{"name": name, "replicas": n} for name, n in components],
+                "domains": [
+                    {
+                        "level": d.level,
+                        "value": d.value,
+                        "components": list(d.components) or None,
+                        "mode": "Required" if d.required else "Preferred",
+                    }
+                    for d in life.domains
+                ]
+                or None,
             }
         ).to_dict()
     ]

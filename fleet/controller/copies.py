@@ -50,10 +50,12 @@ def member_copy(
     declared or detected), its `scheduler_name`, fleet's UID and role labels, wherever that
     kind's pods get them (`needed`: what the kind reads besides the job, a TrainJob's runtime).
     Fleet's labels and the binding annotation go on the copy itself.
-    `pin`: the topology domains the placement chose (`Placement.assignment.domains`); the
-    required ones are written as required node affinity on their templates, for a member
-    whose gang scheduler has no topology of its own (coscheduling, Koordinator), so it cannot
-    scatter the gang (a preferred domain is not pinned: the member may still spread it).
+    `pin`: the topology domains the placement chose (`Placement.assignment.domains`), for a
+    member whose gang scheduler has no topology of its own (coscheduling, Koordinator): a
+    required one is written as required node affinity on its templates, so the member cannot
+    scatter the gang; a preferred one (present only when placement found one domain for it)
+    as preferred node affinity, so the member tries that domain first and may still spread
+    the gang when it no longer fits there.
     `carried`: the labels statePreservation carries to this copy (`lifecycle.carried_labels`),
     put on the copy, as Karmada does, and on its pods' templates, since no operator passes a
     job's own labels to its pods (docs/queue.md, "State carried over"). They win over the
@@ -78,9 +80,12 @@ def member_copy(
         meta["annotations"].pop(key, None)
     meta["annotations"][c.BINDING_ANNOTATION] = binding
     if pin:
+        templates = [(t.component, t.template) for t in kind.templates(out)]
+        pin_templates(templates, [(d.level, d.value, d.components) for d in pin if d.required])
         pin_templates(
-            [(t.component, t.template) for t in kind.templates(out)],
-            [(d.level, d.value, d.components) for d in pin if d.required],
+            templates,
+            [(d.level, d.value, d.components) for d in pin if not d.required],
+            required=False,
         )
     return stamped(out)
 

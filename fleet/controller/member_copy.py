@@ -86,6 +86,9 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         scheduler_name=member.scheduler_name,
         needed=job.needed,
         carried=lifecycle.carried_labels(job.life),
+        # The topology domains placement chose there (kept on the binding, so a restart pins
+        # the same ones): the member's gang scheduler knows no topology of its own.
+        pin=job.life.domains if job.life.cluster == member.name else (),
     )
     deps = await dependencies.wanted(shell, job)
     if seen is not None and copies.is_ours(seen, job.uid) and copies.is_current(seen, desired):

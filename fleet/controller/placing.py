@@ -87,7 +87,9 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     by_policy = strategy.gang_reservation if strategy else None
     reserve = reserving.wanted(target, by_policy, reservable=job.kind.reservable)
     place = lifecycle.reserving if reserve else lifecycle.scheduled
-    life = place(job.life, chosen.cluster, now, group=result.group)
+    life = place(
+        job.life, chosen.cluster, now, group=result.group, domains=chosen.assignment.domains
+    )
     result_message = lifecycle.result_message(str(chosen))
     # The binding also says why this cluster won, in numbers, and why the others were not
     # chosen.

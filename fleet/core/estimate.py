@@ -253,7 +253,7 @@ def diagnose(snapshot: ClusterSnapshot, gang: Gang, failure: Unplaced) -> str:
     item = failure.item
     requests = item.requests
     constraints = item.constraints
-    identity = constraints.needs_node_identity(snapshot.identity_label_keys)
+    identity = constraints.needs_node_identity(snapshot.per_node_label_keys)
     reasons: dict[str, int] = {}
     nodes = capacity = 0
     totals: dict[str, int] = {}

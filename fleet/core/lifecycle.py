@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from fleet.core.assignment import Domain
 from fleet.core.failover import (
     CLEAR,
     UNCHARGED_REASONS,
@@ -132,6 +133,9 @@ class Binding:
     #: Set when the gang was let go with its cluster (`fleet unjoin --leave`, or its
     #: MemberCluster deleted under it): where it was left, and why.
     released: str | None = None
+    #: The topology domains the current placement chose in `cluster` (what the copy is
+    #: pinned to); kept in the binding so a restart pins the copy the same way.
+    domains: tuple[Domain, ...] = ()
 
     @property
     def failover_count(self) -> int:
@@ -193,8 +197,16 @@ def waiting(binding: Binding) -> Binding:
     return dataclasses.replace(binding, phase="Pending")
 
 
-def scheduled(binding: Binding, cluster: str, now: float, *, group: str | None = None) -> Binding:
-    """The gang was placed in `cluster` (from clusterAffinities group `group`, if any).
+def scheduled(
+    binding: Binding,
+    cluster: str,
+    now: float,
+    *,
+    group: str | None = None,
+    domains: tuple[Domain, ...] = (),
+) -> Binding:
+    """The gang was placed in `cluster` (from clusterAffinities group `group`, if any), inside
+    the topology `domains` placement chose there (if any).
 
     An old copy still waiting to be purged there (the gang came back once its exclusion ran
     out) becomes the new copy: its eviction is dropped, or purging it would delete the copy
@@ -204,15 +216,23 @@ def scheduled(binding: Binding, cluster: str, now: float, *, group: str | None =
         phase="Scheduled",
         cluster=cluster,
         affinity_group=group,
+        domains=domains,
         stays=(*binding.stays, Stay(cluster, now)),
         evictions=tuple(e for e in binding.evictions if e.from_cluster != cluster),
     )
 
 
-def reserving(binding: Binding, cluster: str, now: float, *, group: str | None = None) -> Binding:
+def reserving(
+    binding: Binding,
+    cluster: str,
+    now: float,
+    *,
+    group: str | None = None,
+    domains: tuple[Domain, ...] = (),
+) -> Binding:
     """The gang was placed in `cluster`, whose capacity is reserved for it before it is
     dispatched (Reservations); it is dispatched once they are Available."""
-    placed = scheduled(binding, cluster, now, group=group)
+    placed = scheduled(binding, cluster, now, group=group, domains=domains)
     return dataclasses.replace(placed, phase="Reserving", reserving_since=now)
 
 

@@ -20,12 +20,16 @@ fragmentation per pod, filling a node as far as the item allows; best-fit order 
 
 Bin packing is NP-hard, so this can miss an assignment an exhaustive search would find; the
 property tests measure how often (see docs/placement.md). It never claims a fit it cannot show.
-Constraints that look at per-node identity (node name, hostname label) are judged node by node.
+Constraints that look at per-node facts (node name, hostname label, or an indexed topology label
+such as a rack, which signatures leave out: `ClusterSnapshot.topology_label_keys`) are judged node
+by node; an exact nodeSelector on an indexed topology label (the pin of a copy) looks only at that
+domain's nodes. A topology domain of an indexed level is given to `place` as `NodesIn`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+import heapq
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from fleet.core.assignment import Assignment, Slot
@@ -57,6 +61,29 @@ def items_of(gang: Gang) -> list[Item]:
             (component.name, count)
         )
     return [Item(req, cons, tuple(parts)) for (req, cons), parts in merged.items()]
+
+
+@dataclass(frozen=True, slots=True)
+class NodesIn:
+    """A topology domain of an indexed level, as `_Packer.place` restricts to: its nodes."""
+
+    names: Mapping[str, None]
+
+
+#: Where `place` may put pods: anywhere (None), on the nodes of some signatures (a domain of a
+#: signature label), or on the nodes of an indexed domain.
+Within = Collection[Signature] | NodesIn | None
+
+
+def selector_domain(
+    snapshot: ClusterSnapshot, constraints: PodConstraints
+) -> Mapping[str, None] | None:
+    """The nodes of the indexed topology domain an exact nodeSelector names (a pinned copy's
+    pods), or None when the selector names none: only they can take the pods."""
+    for key, value in constraints.node_selector:
+        if snapshot.indexed(key):
+            return snapshot.domain_nodes(key).get(value, {})
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +132,9 @@ def pack(
 
 
 def _admitted_nodes(snapshot: ClusterSnapshot, constraints: PodConstraints) -> int:
+    if constraints.needs_node_identity(snapshot.per_node_label_keys):
+        domain = selector_domain(snapshot, constraints)
+        return len(domain) if domain is not None else len(snapshot)  # an upper bound: ordering
     return sum(sig.nodes for sig in snapshot.signatures() if sig.rejection(constraints) is None)
 
 
@@ -156,7 +186,7 @@ class _Packer:
         twin.slots = list(self.slots)
         return twin
 
-    def place(self, item: Item, within: Collection[Signature] | None = None) -> int:
+    def place(self, item: Item, within: Within = None) -> int:
         """Place every pod of `item` (only on nodes of the signatures `within`, when given: one
         topology domain); returns how many could not be placed."""
         if self.mix is not None:
@@ -181,16 +211,20 @@ class _Packer:
                 return 0
         return need
 
-    def _place_by_fragmentation(
-        self, item: Item, mix: WorkloadMix, within: Collection[Signature] | None = None
-    ) -> int:
+    def _place_by_fragmentation(self, item: Item, mix: WorkloadMix, within: Within = None) -> int:
         """FGD: each step takes the pool whose nodes the item's pods fragment least (per pod,
         filling each node as far as the item allows); ties go to the smaller free accelerator
         amount, then the tighter CPU and memory, then the first found."""
         requests, accel = item.requests, self.accel
         demand_accel = requests.get(accel, 0)
-        identity = item.constraints.needs_node_identity(self.snapshot.identity_label_keys)
-        sigs = [s for s in self._signatures(within) if s.rejection(item.constraints) is None]
+        identity = isinstance(within, NodesIn) or item.constraints.needs_node_identity(
+            self.snapshot.per_node_label_keys
+        )
+        sigs = (
+            []
+            if identity
+            else [s for s in self._signatures(within) if s.rejection(item.constraints) is None]
+        )
         need = item.count
         parts = list(item.parts)
         delta = mix.delta
@@ -239,10 +273,12 @@ class _Packer:
                     if names and free.get(accel, 0) >= demand_accel:
                         yield _Pool(free, sig, None, names)
 
-    def _signatures(self, within: Collection[Signature] | None) -> Iterable[Signature]:
-        return self.snapshot.signatures() if within is None else within
+    def _signatures(self, within: Within) -> Iterable[Signature]:
+        if within is None or isinstance(within, NodesIn):
+            return self.snapshot.signatures()
+        return within
 
-    def _pools(self, item: Item, within: Collection[Signature] | None = None) -> Iterator[_Pool]:
+    def _pools(self, item: Item, within: Within = None) -> Iterator[_Pool]:
         snapshot, accel = self.snapshot, self.accel
         demand_accel = item.requests.get(accel, 0)
         order = [r for r in (CPU, MEMORY) if r in item.requests] + sorted(
@@ -253,7 +289,9 @@ class _Packer:
             free = pool.free
             return tuple(free.get(r, 0) for r in order)
 
-        if item.constraints.needs_node_identity(snapshot.identity_label_keys):
+        if isinstance(within, NodesIn) or item.constraints.needs_node_identity(
+            snapshot.per_node_label_keys
+        ):
             pools = self._pools_per_node(item, demand_accel, within)
             pools.sort(key=lambda p: (p.free.get(accel, 0), tightness(p)))
             yield from pools
@@ -283,17 +321,26 @@ class _Packer:
                 batch.sort(key=tightness)
             yield from batch
 
-    def _pools_per_node(
-        self, item: Item, demand_accel: int, within: Collection[Signature] | None = None
-    ) -> list[_Pool]:
+    def _pools_per_node(self, item: Item, demand_accel: int, within: Within = None) -> list[_Pool]:
         snapshot, constraints = self.snapshot, item.constraints
-        pools: list[_Pool] = []
+        per_node = constraints.needs_node_identity(snapshot.per_node_label_keys)
 
-        def admits(name: str) -> bool:
+        def admits(name: str, sig: Signature) -> bool:
+            if not per_node:
+                return sig.rejection(constraints) is None
             info = snapshot.node(name)
             return info is not None and (
                 constraints.rejection(info.labels, info.taints, info.unschedulable, name) is None
             )
+
+        names = within.names if isinstance(within, NodesIn) else None
+        if per_node:
+            pinned = selector_domain(snapshot, constraints)
+            if pinned is not None and (names is None or len(pinned) < len(names)):
+                names = pinned
+        if names is not None:
+            return self._pools_in(names, demand_accel, admits)
+        pools: list[_Pool] = []
 
         for sig in self._signatures(within):
             for value, bucket in sig.buckets.items():
@@ -304,13 +351,40 @@ class _Packer:
                     pools.extend(
                         _Pool(free, sig, group, [name])
                         for name in group.nodes
-                        if name not in taken and admits(name)
+                        if name not in taken and admits(name, sig)
                     )
-            for free, names in self.moved.get(sig, {}).items():
+            for free, moved in self.moved.get(sig, {}).items():
                 if free.get(self.accel, 0) >= demand_accel:
                     pools.extend(
-                        _Pool(free, sig, None, [n], source=names) for n in names if admits(n)
+                        _Pool(free, sig, None, [n], source=moved) for n in moved if admits(n, sig)
                     )
+        return pools
+
+    def _pools_in(
+        self,
+        names: Mapping[str, None],
+        demand_accel: int,
+        admits: Callable[[str, Signature], bool],
+    ) -> list[_Pool]:
+        """One pool per node of `names` (a domain: few nodes) that could hold one pod: its
+        base free vector, or the overlay's when this attempt already used it."""
+        snapshot, accel = self.snapshot, self.accel
+        pools: list[_Pool] = []
+        for name in names:
+            group = snapshot.group_of(name)
+            if group is None or name in self.taken.get(group, ()):
+                continue  # gone, or used in this attempt: among the moved nodes below
+            if group.free.get(accel, 0) >= demand_accel and admits(name, group.signature):
+                pools.append(_Pool(group.free, group.signature, group, [name]))
+        for sig, by_free in self.moved.items():
+            for free, moved in by_free.items():
+                if free.get(accel, 0) < demand_accel:
+                    continue
+                pools.extend(
+                    _Pool(free, sig, None, [n], source=moved)
+                    for n in moved
+                    if n in names and admits(n, sig)
+                )
         return pools
 
     def _available(self, pool: _Pool) -> int:
@@ -330,12 +404,20 @@ class _Packer:
             return chosen
         assert pool.group is not None
         taken = self.taken.setdefault(pool.group, set())
-        chosen = []
-        for name in pool.group.nodes:
-            if name not in taken:
-                chosen.append(name)
-                if len(chosen) == count:
-                    break
+        snapshot = self.snapshot
+        if snapshot.has_topology and len(pool.group.nodes) - len(taken) > count:
+            # A group spans racks (topology labels are not in signatures): take its nodes rack
+            # by rack, so a gang's pods land together as they did when each rack was a
+            # signature of its own (and as a member's scheduler would rather).
+            free = (name for name in pool.group.nodes if name not in taken)
+            chosen = heapq.nsmallest(count, free, key=snapshot.topology_key)
+        else:
+            chosen = []
+            for name in pool.group.nodes:
+                if name not in taken:
+                    chosen.append(name)
+                    if len(chosen) == count:
+                        break
         taken.update(chosen)
         return chosen
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, cast
 
 from fleet.core.assignment import Assignment
+from fleet.core.domains import screen as preferred_miss
+from fleet.core.domains import tightest_room
 from fleet.core.estimate import NODES, SUM, Estimator
 from fleet.core.explain import Fact, Reason, Sentence, clip, facts_of
 from fleet.core.fragmentation import WorkloadMix, assignment_delta, estimated_delta
@@ -340,12 +342,31 @@ def place(
     # can is the gang placed as if it had no preference.
     no_domain: dict[str, Reason] = {}
     if estimator is NODES and any(not rule.required for rule in gang.topology):
-        for _, name, score, cluster in ranked:
+        # The members whose tightest domain with room leaves the fewest free accelerators
+        # unused are tried first (best fit across members, as inside one), then by rank.
+        tightest = {name: tightest_room(cluster, gang) for _, name, _, cluster in ranked}
+        by_domain = sorted(ranked, key=lambda e: (tightest[e[1]] is None, tightest[e[1]] or 0))
+        for _, name, score, cluster in by_domain:
+            if tightest[name] is None:
+                break  # no domain has room by free vectors: none of the rest holds it
             result = NODES.check(gang, cluster, preferred=True)
             if isinstance(result, Assignment):
                 chosen = _placement(gang, name, result, score, estimator, ranked)
                 break
             no_domain[name] = result
+        if chosen is not None:
+            for _, name, _, cluster in ranked:
+                if name == chosen.cluster:
+                    break
+                if name in no_domain:
+                    continue
+                if tightest[name] is None:
+                    no_domain[name] = preferred_miss(gang, cluster, True) or "no domain holds it"
+                else:
+                    no_domain[name] = (
+                        f"{chosen.cluster} has a tighter one ({tightest[chosen.cluster]} "
+                        f"free GPUs vs {tightest[name]})"
+                    )
     for _, name, score, cluster in ranked:
         if chosen is not None and name == chosen.cluster:
             continue

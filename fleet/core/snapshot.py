@@ -47,6 +47,24 @@ from fleet.core.taints import Taint
 #: Labels that are unique per node; kept out of signatures so look-alike nodes still group.
 DEFAULT_IDENTITY_LABEL_KEYS = frozenset({"kubernetes.io/hostname"})
 
+#: Topology labels with many values (a rack, an NVLink domain, a network block): kept out of
+#: signatures too (with them, nodes of a rack of 8 would rarely share a signature with anyone)
+#: and indexed per level instead (`domain_nodes`). A level not listed here still works: its
+#: domains are then read from the signatures, at the cost of one signature per domain.
+DEFAULT_TOPOLOGY_LABEL_KEYS = frozenset(
+    {
+        "topology.kubernetes.io/rack",
+        "topology.kubernetes.io/block",
+        "cloud.google.com/gce-topology-block",
+        "cloud.google.com/gce-topology-subblock",
+        "cloud.google.com/gce-topology-host",
+        "topology.k8s.aws/network-node-layer-1",
+        "topology.k8s.aws/network-node-layer-2",
+        "topology.k8s.aws/network-node-layer-3",
+        "nvidia.com/gpu.clique",
+    }
+)
+
 _VERDICT_CACHE_LIMIT = 512
 #: Distinct resource vectors a snapshot remembers for sharing; cleared (not evicted) when full.
 _SHARE_LIMIT = 4096
@@ -149,6 +167,7 @@ class ClusterSnapshot:
         fields: Mapping[str, str] | None = None,
         accelerator: str = GPU,
         identity_label_keys: frozenset[str] = DEFAULT_IDENTITY_LABEL_KEYS,
+        topology_label_keys: frozenset[str] = DEFAULT_TOPOLOGY_LABEL_KEYS,
     ) -> None:
         self.name = name
         self.labels: Mapping[str, str] = dict(labels or {})
@@ -158,6 +177,21 @@ class ClusterSnapshot:
         self.accelerator = accelerator
         self.identity_label_keys = identity_label_keys
         self._identity_keys = tuple(sorted(identity_label_keys))
+        self.topology_label_keys = topology_label_keys - identity_label_keys
+        #: Label keys a signature does not carry: constraints that look at one of them are
+        #: judged node by node (`PodConstraints.needs_node_identity`).
+        self.per_node_label_keys = identity_label_keys | self.topology_label_keys
+        #: Topology labels of the nodes that have any (one shared tuple per distinct set).
+        self._topology: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._topology_shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+        #: level -> value -> the domain's nodes (an insertion-ordered set of names).
+        self._levels: dict[str, dict[str, dict[str, None]]] = {}
+        #: level -> value -> free accelerators of the domain's nodes (all nodes, kept event by
+        #: event, so domains too small for a gang are skipped without looking at their nodes).
+        self._level_accel: dict[str, dict[str, int]] = {}
+        #: level -> value -> free accelerator amount -> how many of the domain's nodes have it
+        #: (nodes with none free are not counted).
+        self._level_slots: dict[str, dict[str, dict[int, int]]] = {}
         #: Bumped on every change that can alter a decision.
         self.version = 0
         self._nodes: dict[str, ShapeGroup] = {}
@@ -212,6 +246,7 @@ class ClusterSnapshot:
             fields=self.fields,
             accelerator=self.accelerator,
             identity_label_keys=self.identity_label_keys,
+            topology_label_keys=self.topology_label_keys,
         )
         for res in self._reservations.values():
             twin.put_back(res)
@@ -274,11 +309,47 @@ class ClusterSnapshot:
     def signatures(self) -> Iterable[Signature]:
         return self._signatures.values()
 
+    def indexed(self, level: str) -> bool:
+        """Whether `level` is a topology label indexed per level (`domain_nodes`) rather than
+        a signature label (`domains`)."""
+        return level in self.topology_label_keys
+
+    def domain_nodes(self, level: str) -> Mapping[str, Mapping[str, None]]:
+        """For an indexed level: its value -> the names of the nodes that carry it. O(1)."""
+        return self._levels.get(level, {})
+
+    def domain_accelerators(self, level: str) -> Mapping[str, int]:
+        """For an indexed level: its value -> the free accelerators of its nodes (cordoned ones
+        included; reservations on nodes subtracted). O(1)."""
+        return self._level_accel.get(level, {})
+
+    def domain_slots(self, level: str) -> Mapping[str, Mapping[int, int]]:
+        """For an indexed level: its value -> free accelerator amount -> nodes with that much
+        free (nodes with none are left out). O(1): bounds how many pods a domain could take
+        without looking at its nodes."""
+        return self._level_slots.get(level, {})
+
+    def group_of(self, node: str) -> ShapeGroup | None:
+        return self._nodes.get(node)
+
+    def topology_of(self, node: str) -> Mapping[str, str]:
+        return dict(self._topology.get(node, ()))
+
+    def topology_key(self, node: str) -> tuple[tuple[str, str], ...]:
+        """The node's topology labels as a sortable tuple (empty when it has none)."""
+        return self._topology.get(node, ())
+
+    @property
+    def has_topology(self) -> bool:
+        """Whether any node carries an indexed topology label."""
+        return bool(self._topology)
+
     def domains(self, level: str) -> Mapping[str, list[Signature]]:
-        """The topology domains of node label `level`: its value -> the signatures of the nodes
-        that carry it (nodes without the label are in none). A level is a signature label (an
-        identity label such as the hostname is not: it is never a domain here). Rebuilt only
-        when a signature appears or goes, so O(1) per decision otherwise."""
+        """The topology domains of node label `level` when it is a signature label: its value
+        -> the signatures of the nodes that carry it (nodes without the label are in none). An
+        identity label such as the hostname is never a domain here, and an indexed topology
+        label (`indexed`) is read with `domain_nodes` instead (this returns no domain for it).
+        Rebuilt only when a signature appears or goes, so O(1) per decision otherwise."""
         cached = self._domains.get(level)
         if cached is not None and cached[0] == self._signature_version:
             return cached[1]
@@ -320,8 +391,14 @@ class ClusterSnapshot:
     def upsert_node(self, info: NodeInfo) -> None:
         name = info.name
         identity_keys = self.identity_label_keys
-        labels = {k: v for k, v in info.labels.items() if k not in identity_keys}
+        topology_keys = self.topology_label_keys
+        labels = {
+            k: v
+            for k, v in info.labels.items()
+            if k not in identity_keys and k not in topology_keys
+        }
         identity = self._identity_of(info)
+        topology = tuple(sorted((k, v) for k, v in info.labels.items() if k in topology_keys))
         key = _signature_key(labels, info.taints, info.unschedulable)
         old = self._nodes.get(name)
         if (
@@ -329,6 +406,7 @@ class ClusterSnapshot:
             and old.signature.key == key
             and old.nodes[name] == info.allocatable
             and self._identity.get(name) == identity
+            and self._topology.get(name, ()) == topology
         ):
             return
         sig = self._signatures.get(key)
@@ -343,6 +421,7 @@ class ClusterSnapshot:
             self._identity.pop(name, None)
         else:
             self._identity[name] = identity
+        self._set_topology(name, topology)
         allocatable = self._share(info.allocatable)
         self._attach(name, sig, allocatable, self._compute_free(name, allocatable))
         self.version += 1
@@ -354,6 +433,7 @@ class ClusterSnapshot:
         self._detach(name, group)
         self._release_signature(group.signature)
         self._identity.pop(name, None)
+        self._set_topology(name, ())
         self.version += 1
 
     # Pods -------------------------------------------------------------------------------------
@@ -519,6 +599,33 @@ class ClusterSnapshot:
             return None
         return tuple((key, labels[key]) for key in self._identity_keys if key in labels)
 
+    def _set_topology(self, name: str, topology: tuple[tuple[str, str], ...]) -> None:
+        """Record `name`'s topology labels and move it in the per-level index (the node is
+        detached from its group while this runs, so the accelerator totals need no change)."""
+        old = self._topology.get(name, ())
+        if old == topology:
+            return
+        for level, value in old:
+            members = self._levels[level][value]
+            del members[name]
+            if not members:
+                del self._levels[level][value]
+                self._level_accel[level].pop(value, None)
+                self._level_slots[level].pop(value, None)
+        for level, value in topology:
+            self._levels.setdefault(level, {}).setdefault(value, {})[name] = None
+            self._level_accel.setdefault(level, {}).setdefault(value, 0)
+            self._level_slots.setdefault(level, {}).setdefault(value, {})
+        if topology:
+            shared = self._topology_shared.get(topology)
+            if shared is None:
+                if len(self._topology_shared) >= _SHARE_LIMIT:
+                    self._topology_shared.clear()
+                shared = self._topology_shared[topology] = topology
+            self._topology[name] = shared
+        else:
+            self._topology.pop(name, None)
+
     def _info(self, name: str, group: ShapeGroup) -> NodeInfo:
         sig = group.signature
         labels = dict(sig.labels)
@@ -527,6 +634,7 @@ class ClusterSnapshot:
             labels.update((key, name) for key in self._identity_keys)
         else:
             labels.update(identity)
+        labels.update(self._topology.get(name, ()))
         return NodeInfo(name, group.nodes[name], labels, sig.taints, sig.unschedulable)
 
     def _release_signature(self, sig: Signature) -> None:
@@ -572,6 +680,7 @@ class ClusterSnapshot:
         group.nodes[name] = allocatable
         self._nodes[name] = group
         self._account(group.free, not sig.unschedulable, +1)
+        self._account_domains(name, bucket_key, +1)
 
     def _detach(self, name: str, group: ShapeGroup) -> None:
         """Take `name` out of `group` (the caller rebinds or drops `_nodes[name]`)."""
@@ -584,6 +693,19 @@ class ClusterSnapshot:
             if not bucket:
                 del sig.buckets[bucket_key]
         self._account(group.free, not sig.unschedulable, -1)
+        self._account_domains(name, group.free.get(self.accelerator, 0), -1)
+
+    def _account_domains(self, name: str, amount: int, sign: int) -> None:
+        if amount:
+            for level, value in self._topology.get(name, ()):
+                table = self._level_accel[level]
+                table[value] = table.get(value, 0) + sign * amount
+                slots = self._level_slots[level][value]
+                count = slots.get(amount, 0) + sign
+                if count:
+                    slots[amount] = count
+                else:
+                    del slots[amount]
 
     def _account(self, free: Resources, schedulable: bool, sign: int) -> None:
         totals, sched, hists = self._free_all, self._free_schedulable, self._hist

@@ -157,14 +157,36 @@ def pin_pod_spec(spec: Mapping[str, Any], level: str, value: str) -> dict[str, A
     return out
 
 
+#: Weight of the preferred node affinity a preferred domain is written as (the highest).
+PREFERRED_WEIGHT = 100
+
+
+def prefer_pod_spec(spec: Mapping[str, Any], level: str, value: str) -> dict[str, Any]:
+    """A copy of pod `spec` that prefers nodes whose `level` label is `value` (preferred node
+    affinity of the highest weight, beside the user's own). Idempotent."""
+    out = copy.deepcopy(dict(spec))
+    node_affinity = out.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    preferred = node_affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+    term = {
+        "weight": PREFERRED_WEIGHT,
+        "preference": {"matchExpressions": [node_affinity_term(level, value)]},
+    }
+    if term not in preferred:
+        preferred.append(term)
+    return out
+
+
 def pin_templates(
     templates: Iterable[tuple[str, dict[str, Any]]],
     domains: Iterable[tuple[str, str, tuple[str, ...]]],
+    *,
+    required: bool = True,
 ) -> int:
     """Pin, in place, the pod templates (component, template dict) of each placed domain
-    ((level, value, components); empty components: every template) to that domain's nodes.
-    Returns how many templates were pinned. What the shell calls on a member copy for a member
-    whose gang scheduler has no topology of its own (see docs/placement.md)."""
+    ((level, value, components); empty components: every template) to that domain's nodes
+    (with `required` False: make them prefer it). Returns how many templates were pinned.
+    What the shell calls on a member copy for a member whose gang scheduler has no topology
+    of its own (see docs/placement.md)."""
     pinned = 0
     listed = list(templates)
     for level, value, components in domains:
@@ -174,6 +196,7 @@ def pin_templates(
             spec = template.get("spec")
             if not isinstance(spec, Mapping):
                 continue
-            template["spec"] = pin_pod_spec(spec, level, value)
+            pin = pin_pod_spec if required else prefer_pod_spec
+            template["spec"] = pin(spec, level, value)
             pinned += 1
     return pinned

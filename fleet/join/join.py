@@ -34,6 +34,7 @@ from fleet.api.membership import (
     redacted,
     token_request,
 )
+from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
 from fleet.kube import ApiError, Connection, KubeError, SyncKubeClient
 
 __all__ = [
@@ -374,12 +375,45 @@ def join(
         refused = f"the {side} refused: {e}" if isinstance(e, ApiError) else str(e)
         raise JoinError(one_line(f"{plan.name}: {refused}{undone}")) from None
     _forget_previous(member, plan, previous, say)
+    _record_gang_scheduler(fleet, member, plan.name, say)
     if token.expires is not None:
         hours = (token.expires - (token.issued or now())) / 3600
         say(f"token: bound, expires in {hours:.1f} h, renewed by the controller")
     else:
         say("token: long-lived (service-account-token Secret), not renewed")
     return token
+
+
+def detect_gang_scheduler(member: SyncKubeClient) -> str | None:
+    """The member's gang scheduler by the controller's rule (`gang_scheduler_of`), from the
+    kinds it serves."""
+    served = set()
+    for api_version, kind, _ in GANG_SCHEDULER_KINDS:
+        try:
+            member.resource(api_version, kind)
+        except ApiError:
+            continue
+        served.add((api_version, kind))
+    return gang_scheduler_of(served)
+
+
+def _record_gang_scheduler(
+    fleet: SyncKubeClient, member: SyncKubeClient, name: str, say: Callable[[str], None]
+) -> None:
+    """Write the detected gang scheduler on the new MemberCluster's status, so its GANG column
+    is right from the first `kubectl get membercluster` (the controller detects it again on
+    every connection, and a spec.gangScheduler still wins). Best effort: the join stands
+    without it."""
+    try:
+        found = detect_gang_scheduler(member)
+        if found is not None:
+            fleet.patch(
+                *MEMBER_CLUSTER, name, {"status": {"gangScheduler": found}}, subresource="status"
+            )
+    except KubeError as e:
+        say(f"gang scheduler: not detected yet ({one_line(str(e))}); the controller will")
+        return
+    say(f"gang scheduler: {found or 'none detected'}")
 
 
 def dry_run(plan: JoinPlan) -> str:

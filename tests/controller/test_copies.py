@@ -267,7 +267,7 @@ def test_a_dependency_patch_tests_fleets_mark_first_and_writes_the_data_whole():
     assert created["type"] == "Opaque"
 
 
-def test_a_required_domain_pins_its_templates_and_a_preferred_one_does_not():
+def test_a_required_domain_pins_its_templates_and_a_preferred_one_is_only_preferred():
     rack = "topology.kubernetes.io/rack"
     job = _fleet_job()
     out = copies.member_copy(
@@ -285,5 +285,12 @@ def test_a_required_domain_pins_its_templates_and_a_preferred_one_does_not():
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": rack, "operator": "In", "values": ["r7"]}]}]
-    assert "affinity" not in specs["Master"]
+    master = specs["Master"]["affinity"]["nodeAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in master
+    assert master["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {
+            "weight": 100,
+            "preference": {"matchExpressions": [{"key": rack, "operator": "In", "values": ["r9"]}]},
+        }
+    ]
     assert "affinity" not in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]

@@ -8,7 +8,7 @@ from typing import Any
 from fleet.api import constants as c
 from fleet.core.placement import INSUFFICIENT
 from fleet.testing.workloads import gang_policy, pytorchjob
-from tests.controller.harness import NAMESPACE, World, conditions
+from tests.controller.harness import NAMESPACE, PYTORCH, World, conditions
 
 RACK = "topology.kubernetes.io/rack"
 
@@ -76,3 +76,76 @@ async def test_preferred_goes_spread_when_no_rack_holds_it():
     await world.reconcile(key)
 
     assert placed_on(world, key) == "member-1"
+
+
+def required_pin(template: dict[str, Any]) -> list[Any]:
+    """The values of the rack expressions in a template's required node affinity."""
+    affinity = ((template.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return [
+        e["values"]
+        for term in required.get("nodeSelectorTerms") or []
+        for e in term.get("matchExpressions") or []
+        if e["key"] == RACK
+    ]
+
+
+def pinned_racks(copy: dict[str, Any]) -> dict[str, list[Any]]:
+    specs = copy["spec"]["pytorchReplicaSpecs"]
+    return {role: required_pin(spec["template"]) for role, spec in specs.items()}
+
+
+async def test_the_copy_is_pinned_to_the_chosen_rack_and_keeps_the_pin_across_a_restart():
+    world = World()
+    member = world.add_member("member-1", nodes=0)
+    member.member.detected_gang_scheduler = "Coscheduling"
+    member.add_node("member-1-n0", gpus=1, labels={RACK: "a0"})  # too small for the gang
+    member.add_node("member-1-n1", gpus=3, labels={RACK: "a1"})
+    member.add_node("member-1-n2", gpus=4, labels={RACK: "a2"})
+    world.apply_policy(rack_policy())
+    key = world.submit(pytorchjob("job"))  # master + 2 workers, 1 GPU each
+
+    await world.reconcile(key)
+
+    # Best fit: the tightest rack that holds the gang.
+    (target,) = (world.binding(key) or {})["spec"]["clusters"]
+    assert target["domains"] == [{"level": RACK, "value": "a1", "mode": "Required"}]
+    copy = member.copy("job")
+    assert copy is not None
+    assert pinned_racks(copy) == {"Master": [["a1"]], "Worker": [["a1"]]}
+    scheduled = conditions(world.binding(key))[c.CONDITION_SCHEDULED]
+    assert "rack a1 holds the gang" in scheduled["message"]
+
+    # A restart: nothing in memory, the copy gone from the member, and rack a1 now full (a new
+    # placement would choose a2). The copy written again is pinned where the binding says.
+    member.add_node("member-1-n1", gpus=0, labels={RACK: "a1"})
+    member.api.remove(*PYTORCH, "job", NAMESPACE)
+    await world.reconcile(key)
+
+    again = member.copy("job")
+    assert again is not None
+    assert pinned_racks(again) == {"Master": [["a1"]], "Worker": [["a1"]]}
+    (target,) = (world.binding(key) or {})["spec"]["clusters"]
+    assert target["domains"][0]["value"] == "a1"
+
+
+async def test_a_preferred_rack_found_is_preferred_not_required_on_the_copy():
+    world = World()
+    member = world.add_member("member-1", nodes=0)
+    member.add_node("member-1-n0", gpus=3, labels={RACK: "a0"})
+    member.add_node("member-1-n1", gpus=1, labels={RACK: "a1"})
+    world.apply_policy(rack_policy("Preferred"))
+    key = world.submit(pytorchjob("job"))
+
+    await world.reconcile(key)
+
+    (target,) = (world.binding(key) or {})["spec"]["clusters"]
+    assert target["domains"] == [{"level": RACK, "value": "a0", "mode": "Preferred"}]
+    copy = member.copy("job")
+    assert copy is not None
+    assert pinned_racks(copy) == {"Master": [], "Worker": []}
+    template = copy["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    preferred = template["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert preferred[0]["preference"]["matchExpressions"][0]["values"] == ["a0"]

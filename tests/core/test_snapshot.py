@@ -14,6 +14,7 @@ from fleet.core.taints import Taint
 from .builders import GiB, node, pod
 
 GPU = "nvidia.com/gpu"
+RACK = "topology.kubernetes.io/rack"
 
 
 def state(snap: ClusterSnapshot) -> dict[str, Any]:
@@ -43,6 +44,10 @@ def state(snap: ClusterSnapshot) -> dict[str, Any]:
             (sorted(s.labels.items()), s.taints, s.unschedulable, s.nodes)
             for s in snap.signatures()
         ),
+        "racks": {v: sorted(names) for v, names in snap.domain_nodes(RACK).items()},
+        "rack_gpus": dict(snap.domain_accelerators(RACK)),
+        "rack_slots": {v: dict(s) for v, s in snap.domain_slots(RACK).items()},
+        "labels": {n.name: n.labels for n in snap.nodes()},
     }
 
 
@@ -58,7 +63,16 @@ nodes_st = st.builds(
     memory=st.sampled_from([16, 32]),
     gpu=st.sampled_from([0, 4, 8]),
     pods=st.sampled_from([3, 110]),
-    labels=st.sampled_from([{}, {"pool": "a"}, {"pool": "b"}, {"kubernetes.io/hostname": "x"}]),
+    labels=st.sampled_from(
+        [
+            {},
+            {"pool": "a"},
+            {"pool": "b"},
+            {"kubernetes.io/hostname": "x"},
+            {RACK: "r1"},
+            {RACK: "r2", "pool": "a"},
+        ]
+    ),
     taints=st.sampled_from([(), (Taint("nvidia.com/gpu", "NoSchedule"),)]),
     unschedulable=st.booleans(),
 )
@@ -254,3 +268,30 @@ def test_pods_on_a_node_are_that_nodes_pods_as_pods_gives_them():
     assert on_n1 == sorted((p for p in snap.pods() if p.node_name == "n1"), key=lambda p: p.uid)
     assert [p.uid for p in on_n1] == ["a", "c"]
     assert list(snap.pods_on("n3")) == []
+
+
+def test_rack_labels_do_not_split_groups_and_are_indexed_per_level() -> None:
+    """A rack label would make every rack's nodes a signature of their own; it is kept out of
+    signatures and indexed per level instead, and nodes keep it as their label."""
+    snap = ClusterSnapshot.build(
+        "c", [node(f"n{i}", gpu=8, labels={RACK: f"r{i // 2}", "pool": "a"}) for i in range(6)]
+    )
+    assert len(list(snap.signatures())) == 1
+    assert len(list(snap.groups())) == 1
+    assert {v: sorted(n) for v, n in snap.domain_nodes(RACK).items()} == {
+        "r0": ["n0", "n1"],
+        "r1": ["n2", "n3"],
+        "r2": ["n4", "n5"],
+    }
+    assert snap.domain_accelerators(RACK) == {"r0": 16, "r1": 16, "r2": 16}
+    snap.upsert_pod(pod("p", "n2", gpu=3))
+    assert snap.domain_accelerators(RACK)["r1"] == 13
+    assert snap.domain_slots(RACK)["r1"] == {8: 1, 5: 1}
+    info = snap.node("n3")
+    assert info is not None and info.labels[RACK] == "r1"
+    snap.upsert_node(node("n3", gpu=8, labels={RACK: "r9", "pool": "a"}))
+    assert sorted(snap.domain_nodes(RACK)["r9"]) == ["n3"]
+    assert snap.domain_accelerators(RACK)["r1"] == 5
+    snap.remove_node("n4")
+    snap.remove_node("n5")
+    assert "r2" not in snap.domain_nodes(RACK) and "r2" not in snap.domain_accelerators(RACK)

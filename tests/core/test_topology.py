@@ -14,6 +14,8 @@ from fleet.core.errors import FieldError
 from fleet.core.kinds import gang_from_workload
 from fleet.core.placement import INSUFFICIENT, OUTRANKED, place
 from fleet.core.resources import Resources
+from fleet.core.selectors import NodeSelector
+from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.topology import (
     GROUP_ANNOTATION,
     PREFERRED,
@@ -22,6 +24,7 @@ from fleet.core.topology import (
     TopologyRule,
     pin_pod_spec,
     pin_templates,
+    prefer_pod_spec,
 )
 from fleet.core.workload import Component, Gang
 
@@ -204,7 +207,7 @@ def test_placed_required_gang_fits_inside_one_domain(
         # Never wrongly rejected: the gang without topology does not fit in any one rack's
         # nodes taken alone (the same packer, on a member made of that rack only).
         for snap in snaps:
-            for value in snap.domains(RACK):
+            for value in snap.domain_nodes(RACK):
                 rack = cluster(
                     "rack",
                     *(n for n in snap.nodes() if n.labels.get(RACK) == value),
@@ -306,3 +309,131 @@ def test_pin_templates_pins_only_the_components_of_each_domain():
     assert count == 1
     assert "affinity" not in master["spec"]
     assert "affinity" in worker["spec"]
+
+
+def test_prefer_adds_a_preferred_term_for_the_domain_once():
+    pinned = prefer_pod_spec({"containers": []}, RACK, "r7")
+    (term,) = pinned["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {
+        "weight": 100,
+        "preference": {"matchExpressions": [{"key": RACK, "operator": "In", "values": ["r7"]}]},
+    }
+    assert prefer_pod_spec(pinned, RACK, "r7") == pinned
+    master, worker = {"spec": {"containers": []}}, {"spec": {"containers": []}}
+    assert (
+        pin_templates([("master", master), ("worker", worker)], [(RACK, "r1", ())], required=False)
+        == 2
+    )
+    assert (
+        "requiredDuringSchedulingIgnoredDuringExecution"
+        not in worker["spec"]["affinity"]["nodeAffinity"]
+    )
+
+
+# -- rack labels out of node signatures ----------------------------------------------------------
+
+
+def test_a_node_selector_on_a_rack_label_still_selects_that_racks_nodes():
+    """Rack labels are not in node signatures (indexed per level instead): a pod that names a
+    rack in its nodeSelector or required affinity must still land only there."""
+    member = cluster("m", *(rack_node(f"n{i}", f"r{i % 3}") for i in range(9)))
+    assert len(list(member.signatures())) == 1  # nodes differing only in rack share one
+
+    def placed_racks(constraints: PodConstraints, n: int) -> set[str] | None:
+        gang = Gang.of(Component("worker", n, GPU8, constraints))
+        decision = place(gang, [member])
+        if decision.placement is None:
+            return None
+        return {member.node(s.node).labels[RACK] for s in decision.placement.assignment}  # type: ignore[union-attr,arg-type]
+
+    assert placed_racks(PodConstraints.of({RACK: "r1"}), 3) == {"r1"}
+    assert placed_racks(PodConstraints.of({RACK: "r1"}), 4) is None  # r1 has 3 nodes
+    assert placed_racks(PodConstraints.of({RACK: "r9"}), 1) is None
+    in_r2 = NodeSelector.parse(
+        {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": RACK, "operator": "In", "values": ["r2"]}]}
+            ]
+        },
+        "affinity",
+    )
+    assert placed_racks(PodConstraints.of(affinity=in_r2), 3) == {"r2"}
+    not_r0 = NodeSelector.parse(
+        {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": RACK, "operator": "NotIn", "values": ["r0"]}]}
+            ]
+        },
+        "affinity",
+    )
+    assert placed_racks(PodConstraints.of(affinity=not_r0), 6) == {"r1", "r2"}
+    assert placed_racks(PodConstraints.of(affinity=not_r0), 7) is None
+
+
+def test_a_level_that_is_not_indexed_still_places_in_one_domain():
+    """A level outside `topology_label_keys` stays in the signatures; its domains are read
+    from them."""
+    block = "example.com/block"
+    nodes = [node(f"n{i}", gpu=8, labels={block: f"b{i // 2}"}) for i in range(6)]
+    member = ClusterSnapshot.build("m", nodes)
+    assert not member.indexed(block)
+    decision = place(workers(2, TopologyRule(block)), [member])
+    assert decision.placement is not None
+    (domain,) = decision.placement.assignment.domains
+    assert {member.node(s.node).labels[block] for s in decision.placement.assignment} == {
+        domain.value
+    }  # type: ignore[union-attr,arg-type]
+    assert place(workers(3, TopologyRule(block)), [member]).placement is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    nodes=st.lists(node_spec, min_size=1, max_size=10),
+    used=st.lists(st.integers(0, 8), max_size=10),
+    worker_gpus=st.sampled_from([1, 2, 4, 8]),
+    n_workers=st.integers(1, 5),
+    rack=st.sampled_from(["r0", "r1", "r2"]),
+    required=st.booleans(),
+)
+def test_indexed_racks_decide_as_racks_in_signatures(
+    nodes, used, worker_gpus, n_workers, rack, required
+):
+    """The same member with the rack label indexed per level and with it in the signatures
+    (the engine before): a gang selecting one rack by nodeSelector, or asking for one rack,
+    fits in one exactly when it fits in the other, and only on nodes it may use."""
+    infos = [rack_node(f"n{i}", r, gpu) for i, (r, gpu) in enumerate(nodes)]
+    indexed = ClusterSnapshot.build("m", infos)
+    plain = ClusterSnapshot.build("m", infos, topology_label_keys=frozenset())
+    for snap in (indexed, plain):
+        for i, gpus in enumerate(used[: len(nodes)]):
+            if gpus:
+                snap.upsert_pod(pod(f"u{i}", f"n{i}", gpu=gpus))
+    resources = Resources({"cpu": 1000, "nvidia.com/gpu": worker_gpus, "pods": 1})
+    if required:
+        gang = Gang.of(Component("worker", n_workers, resources)).with_topology(TopologyRule(RACK))
+    else:
+        gang = Gang.of(Component("worker", n_workers, resources, PodConstraints.of({RACK: rack})))
+    a, b = place(gang, [indexed]), place(gang, [plain])
+    assert (a.placement is None) == (b.placement is None)
+    if a.placement is not None:
+        assert_valid(indexed, gang, a.placement.assignment)
+        used_racks = {indexed.node(s.node).labels.get(RACK) for s in a.placement.assignment}  # type: ignore[union-attr,arg-type]
+        assert len(used_racks) == 1
+        if not required:
+            assert used_racks == {rack}
+
+
+def test_preferred_takes_the_member_with_the_tightest_rack_that_holds_it():
+    """Best fit across members for a preferred rack: the member whose rack leaves the fewest
+    GPUs unused wins, so a whole big rack elsewhere stays whole for a bigger gang."""
+    roomy = cluster("member-a", *(rack_node(f"a{i}", "ra") for i in range(4)))
+    tight = cluster("member-b", *(rack_node(f"b{i}", "rb") for i in range(2)))
+    for i in range(4):  # more free GPUs in all, so member-a ranks first by share
+        tight.upsert_node(rack_node(f"b-spread{i}", f"rs{i}"))
+    plain = place(workers(2), [roomy, tight])
+    assert plain.placement is not None and plain.placement.cluster == "member-a"
+    for order in ([roomy, tight], [tight, roomy]):
+        decision = place(workers(2, TopologyRule(RACK, PREFERRED)), order)
+        assert decision.placement is not None
+        assert decision.placement.cluster == "member-b"
+        assert [d.value for d in decision.placement.assignment.domains] == ["rb"]

@@ -351,3 +351,34 @@ def test_the_command_line_says_one_line_and_exits_1_when_the_member_refuses(
     dry = ["join", "member-1", "--dry-run", "--member-kubeconfig", argv[3]]
     assert cli.main([*dry, "--kubeconfig", str(tmp_path / "fleet")]) == 0
     assert "ClusterRoleBinding" in capsys.readouterr().out
+
+
+def test_join_names_the_members_gang_scheduler_on_the_member_cluster_at_once(fleet):
+    """The GANG column (status.gangScheduler) is right from the first `kubectl get
+    membercluster`, by the controller's own rule: scheduler-plugins' PodGroup alone is
+    coscheduling; with Koordinator's Reservation served too, Koordinator."""
+    coscheduling = MemoryApi(
+        [k for k in MEMBER_KINDS if k.kind != "Reservation"], server=ENDPOINT.server
+    )
+    TokenIssuer(coscheduling)
+    said = _join(fleet, coscheduling)
+    mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
+    assert mc is not None and mc["status"]["gangScheduler"] == "Coscheduling"
+    assert "gang scheduler: Coscheduling" in said
+
+
+def test_join_of_a_koordinator_member_names_koordinator(fleet, member):
+    _join(fleet, member)
+    mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
+    assert mc is not None and mc["status"]["gangScheduler"] == "Koordinator"
+
+
+def test_join_of_a_member_without_a_gang_scheduler_writes_none(fleet):
+    plain = MemoryApi(
+        [k for k in MEMBER_KINDS if k.kind not in ("Reservation", "PodGroup")],
+        server=ENDPOINT.server,
+    )
+    TokenIssuer(plain)
+    _join(fleet, plain)
+    mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
+    assert mc is not None and not (mc.get("status") or {}).get("gangScheduler")

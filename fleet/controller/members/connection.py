@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Protocol
 
 from fleet.api import constants as c
@@ -29,6 +29,18 @@ GANG_SCHEDULER_KINDS = (
     ("scheduling.volcano.sh/v1beta1", "PodGroup", "Volcano"),
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup", "Coscheduling"),
 )
+
+
+def gang_scheduler_of(served: Collection[tuple[str, str]]) -> str | None:
+    """The gang scheduler a member runs, from the (apiVersion, kind) of `GANG_SCHEDULER_KINDS`
+    it serves: the most specific one. The one rule; the controller (every connection) and
+    `fleet join` (so the MemberCluster names it from the start) both ask it."""
+    for api_version, kind, scheduler in GANG_SCHEDULER_KINDS:
+        if (api_version, kind) in served:
+            return scheduler
+    return None
+
+
 #: Every kind fleet dispatches, as (apiVersion, kind): the same list its member role permits.
 JOB_KINDS = job_kinds()
 #: Pods that hold resources: finished ones free their node and are not watched.
@@ -170,16 +182,16 @@ class MemberConnection:
         """Which gang scheduler the member runs, from the kinds it serves (once per connection;
         a MemberCluster's spec.gangScheduler, when set, wins over this)."""
         report = self._guard(self._events.detected)
-        for api_version, kind, scheduler in GANG_SCHEDULER_KINDS:
+        served = set()
+        for api_version, kind, _ in GANG_SCHEDULER_KINDS:
             try:
                 await self.client.resource(api_version, kind)
             except ApiError:
                 continue
             except Unreachable:
                 return  # the probe reports it; detection runs again with the next connection
-            report(scheduler)
-            return
-        report(None)
+            served.add((api_version, kind))
+        report(gang_scheduler_of(served))
 
     async def _watch_jobs(self) -> None:
         """Watch every dispatchable kind the member serves (a missing CRD is retried slowly)."""

@@ -1,0 +1,102 @@
+"""Topology on real API servers (issue 27): a PyTorchJob that asks Kueue's way for one rack
+(`kueue.x-k8s.io/podset-required-topology` on its pod templates) lands on the coscheduling
+member with every pod's node in one rack, the copy pinned there by required node affinity; with
+too few GPUs in any single rack it waits on the fleet saying so, and no pod is created anywhere.
+
+Each test confines its job to fake nodes it adds (labelled with its namespace and a rack).
+Written for the lead's sandbox run; the native-gang member (PodGroup API) is not in the sandbox
+this round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.testing.kube import wait_until
+from fleet.testing.workloads import gang_policy, pytorchjob
+
+from .conftest import MEMBERS, PYTORCHJOB, Fleet
+
+RACK = "topology.kubernetes.io/rack"
+REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+#: member-2 runs coscheduling (scheduler-plugins), as test_dispatch says.
+COSCHEDULING = "member-2"
+
+
+def _rack_job(namespace: str, name: str, **kw: Any) -> dict[str, Any]:
+    job = pytorchjob(name, namespace=namespace, node_selector={"test": namespace}, **kw)
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        meta = spec["template"].setdefault("metadata", {})
+        meta.setdefault("annotations", {})[REQUIRED] = RACK
+    # Master and workers are one pod set group, so the whole gang shares one rack.
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-group-name"] = "all"
+    return job
+
+
+def _racks_of_pods(live: Fleet, member: str, namespace: str) -> set[str | None]:
+    cluster = live.clusters[member]
+    racks = set()
+    for pod in cluster.pods(namespace):
+        node_name = pod["spec"].get("nodeName")
+        assert node_name, pod["metadata"]["name"]
+        node = cluster.get("v1", "Node", node_name)
+        racks.add(((node or {}).get("metadata") or {}).get("labels", {}).get(RACK))
+    return racks
+
+
+def test_a_required_rack_lands_whole_in_one_rack_on_the_coscheduling_member(
+    live: Fleet, namespace, add_nodes
+):
+    # Two racks of two 1-GPU nodes and one of four: master + 2 workers (3 GPUs) fit only in c.
+    add_nodes(COSCHEDULING, count=2, gpu=1, labels={"test": namespace, RACK: f"{namespace}-a"})
+    add_nodes(COSCHEDULING, count=2, gpu=1, labels={"test": namespace, RACK: f"{namespace}-b"})
+    add_nodes(COSCHEDULING, count=4, gpu=1, labels={"test": namespace, RACK: f"{namespace}-c"})
+    live.api.create(gang_policy("gang", namespace))
+    live.api.create(_rack_job(namespace, "racked", workers=2, gpus=1))
+
+    wait_until(lambda: live.target(namespace, "racked"), what="a placement")
+    assert live.target(namespace, "racked") == COSCHEDULING
+    live.wait_running(namespace, "racked", COSCHEDULING)
+
+    binding = live.binding(namespace, "racked")
+    (target,) = binding["spec"]["clusters"]
+    assert [(d["level"], d["value"]) for d in target["domains"]] == [(RACK, f"{namespace}-c")]
+    copy = live.clusters[COSCHEDULING].get(*PYTORCHJOB, "racked", namespace)
+    for spec in copy["spec"]["pytorchReplicaSpecs"].values():
+        terms = spec["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]["nodeSelectorTerms"]
+        assert all(
+            {"key": RACK, "operator": "In", "values": [f"{namespace}-c"]} in t["matchExpressions"]
+            for t in terms
+        )
+    pods = live.clusters[COSCHEDULING].pods(namespace)
+    assert len(pods) == 3
+    assert _racks_of_pods(live, COSCHEDULING, namespace) == {f"{namespace}-c"}
+
+
+def test_with_too_few_gpus_in_any_rack_it_waits_on_the_fleet_and_no_pod_is_made(
+    live: Fleet, namespace, add_nodes
+):
+    # 4 GPUs on the member, but no rack with more than 2: master + 2 workers need 3 in one.
+    add_nodes(COSCHEDULING, count=2, gpu=1, labels={"test": namespace, RACK: f"{namespace}-a"})
+    add_nodes(COSCHEDULING, count=2, gpu=1, labels={"test": namespace, RACK: f"{namespace}-b"})
+    live.api.create(gang_policy("gang", namespace))
+    live.api.create(_rack_job(namespace, "no-rack", workers=2, gpus=1))
+
+    def pending_reasons() -> list[dict[str, Any]] | None:
+        b = live.binding(namespace, "no-rack")
+        return ((b or {}).get("status") or {}).get("pendingReasons")
+
+    reasons = wait_until(pending_reasons, what="pending reasons")
+    by_cluster = {r["cluster"]: r for r in reasons}
+    assert set(by_cluster) == set(MEMBERS)
+    facts = by_cluster[COSCHEDULING].get("facts") or {}
+    assert facts.get("topologyLevel") == RACK
+    assert facts.get("podsThatFit") == 2 and facts.get("pods") == 3
+    assert "largest rack" in by_cluster[COSCHEDULING]["reason"]
+    assert live.target(namespace, "no-rack") is None
+    assert live.copies(namespace, "no-rack") == []
+    for member in MEMBERS:
+        assert live.clusters[member].pods(namespace) == []
