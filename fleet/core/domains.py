@@ -355,7 +355,8 @@ def fitting(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Iterat
 
 def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
     """Whether some domain has room for every pod of the rule: domains by most free
-    accelerators first (the likeliest to hold them), stopping at the first with room or at the
+    accelerators first (the likeliest to hold them; fewest first for pods that need none),
+    stopping at the first with room or at the
     first without the accelerators needed (per shape, each domain's room is sized at most once
     per snapshot version). The answer is kept per snapshot version for the rule's pod shapes and
     counts, so the gangs of a sweep ask once."""
@@ -373,7 +374,11 @@ def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
     if _ceiling(snapshot, rule.level, demand) < demand.pods:
         table[key] = answer  # no domain's free accelerators could hold them
         return answer
-    for domain in reversed(_index(snapshot, rule.level)):
+    index = _index(snapshot, rule.level)
+    # Pods with no accelerators: the domains with the fewest first, where nodes without
+    # accelerators (and without their taints) are; the most first would try every GPU rack
+    # before the first CPU one.
+    for domain in index if not demand.need_accelerator else reversed(index):
         if domain.accelerator_free < demand.need_accelerator:
             break
         if not domain.too_small(demand) and _room(demand, domain).fits:
