@@ -394,6 +394,7 @@ def detect_gang_scheduler(member: SyncKubeClient) -> str | None:
         except ApiError:
             continue
         served.add((api_version, kind))
+        break  # the most specific one served decides
     return gang_scheduler_of(served)
 
 

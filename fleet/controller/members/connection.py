@@ -191,6 +191,7 @@ class MemberConnection:
             except Unreachable:
                 return  # the probe reports it; detection runs again with the next connection
             served.add((api_version, kind))
+            break  # the most specific one served decides: no need to ask for the others
         report(gang_scheduler_of(served))
 
     async def _watch_jobs(self) -> None:
