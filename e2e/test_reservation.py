@@ -118,6 +118,18 @@ def _reasons(live: Fleet, namespace: str, name: str = "job") -> list[str]:
     return [reason for reason, _m, _c in live.events(namespace, name)]
 
 
+def _stamp(live: Fleet, namespace: str, reason: str, name: str = "job") -> str:
+    """When the first Event of `reason` on `name` was posted (RFC 3339, to the second: two
+    Events of one second are in no order, so tests compare these, not positions)."""
+    stamps = [
+        e.get("firstTimestamp") or e.get("lastTimestamp") or ""
+        for e in live.api.events(namespace, name)
+        if e.get("reason") == reason
+    ]
+    assert stamps, f"no {reason} Event on {name}"
+    return min(stamps)
+
+
 def foreign_reservation(member: ClusterClient, namespace: str, gpus: int) -> str:
     """A member-local Reservation holding `gpus` GPUs of the test's nodes: capacity fleet's
     snapshot (pods and nodes) cannot see. Deleted by the caller (cluster-scoped)."""
@@ -176,7 +188,7 @@ def test_reserves_then_dispatches_and_cleans_up_after_use(
     }
     assert all(f"fleet-{uid}-" in a for a in allocated), allocated
     reasons = _reasons(live, namespace)
-    assert reasons.index("Reserving") < reasons.index("Reserved")
+    assert _stamp(live, namespace, "Reserving") <= _stamp(live, namespace, "Reserved")
     # Used: fleet deletes them.
     wait_until(lambda: _ours(koordinator, uid) == [], timeout=60, what="Reservations deleted")
     released = wait_until(
@@ -233,7 +245,7 @@ def test_a_jobset_reserves_then_dispatches_and_its_pods_use_the_reservations(
     }
     assert all(f"fleet-{uid}-" in a for a in allocated), allocated
     reasons = [r for r, _m, _c in live.events(namespace, "js")]
-    assert reasons.index("Reserving") < reasons.index("Reserved")
+    assert _stamp(live, namespace, "Reserving") <= _stamp(live, namespace, "Reserved")
     wait_until(lambda: _ours(koordinator, uid) == [], timeout=60, what="Reservations deleted")
 
 
