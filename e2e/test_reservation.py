@@ -187,7 +187,6 @@ def test_reserves_then_dispatches_and_cleans_up_after_use(
         for p in pods
     }
     assert all(f"fleet-{uid}-" in a for a in allocated), allocated
-    reasons = _reasons(live, namespace)
     assert _stamp(live, namespace, "Reserving") <= _stamp(live, namespace, "Reserved")
     # Used: fleet deletes them.
     wait_until(lambda: _ours(koordinator, uid) == [], timeout=60, what="Reservations deleted")
@@ -244,8 +243,7 @@ def test_a_jobset_reserves_then_dispatches_and_its_pods_use_the_reservations(
         for p in pods
     }
     assert all(f"fleet-{uid}-" in a for a in allocated), allocated
-    reasons = [r for r, _m, _c in live.events(namespace, "js")]
-    assert _stamp(live, namespace, "Reserving") <= _stamp(live, namespace, "Reserved")
+    assert _stamp(live, namespace, "Reserving", "js") <= _stamp(live, namespace, "Reserved", "js")
     wait_until(lambda: _ours(koordinator, uid) == [], timeout=60, what="Reservations deleted")
 
 
