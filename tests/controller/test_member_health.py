@@ -430,3 +430,19 @@ async def test_a_member_cluster_deleted_while_warm_lists_them_is_not_brought_bac
         assert registry.left("m1")
     finally:
         await members.stop()
+
+
+async def test_the_gang_scheduler_join_recorded_is_known_before_the_connection_detects_it():
+    # `fleet join` writes status.gangScheduler; until this connection's own probe answers (here
+    # never: no server for the member), placement must already know the member takes
+    # Reservations, as its GANG column says.
+    members = Members()
+    try:
+        recorded = members.member_cluster("m1")
+        recorded["status"] = {"gangScheduler": "Koordinator"}
+        await members.registry.sync(recorded)
+        member = members.registry.get("m1")
+        assert member is not None and member.connection is None
+        assert member.gang_scheduler == "Koordinator"
+    finally:
+        await members.stop()

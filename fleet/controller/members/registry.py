@@ -256,6 +256,11 @@ class MemberRegistry:
         member = self.members.get(name)
         if member is None:
             member = self.members[name] = Member(name, labels, cluster_fields(labels))
+            # What `fleet join` (or a controller before this one) detected and recorded: known
+            # from the start, so the first placements in a member that takes Reservations
+            # reserve, as its GANG column says; this connection's own detection replaces it.
+            recorded = (obj.get("status") or {}).get("gangScheduler")
+            member.detected_gang_scheduler = str(recorded) if recorded else None
         else:
             member.snapshot.labels = labels
             member.snapshot.fields = cluster_fields(labels)
