@@ -438,6 +438,7 @@ async def test_the_gang_scheduler_join_recorded_is_known_before_the_connection_d
     # Reservations, as its GANG column says.
     members = Members()
     try:
+        await members.registry.sync(members.member_cluster("m1"))  # created, then recorded
         recorded = members.member_cluster("m1")
         recorded["status"] = {"gangScheduler": "Koordinator"}
         await members.registry.sync(recorded)

@@ -56,6 +56,9 @@ class Member:
         #: The MemberCluster's spec.gangScheduler, and what the member's API showed.
         self.declared_gang_scheduler: str | None = None
         self.detected_gang_scheduler: str | None = None
+        #: Whether a connection's probe has reported `detected_gang_scheduler`; until then it
+        #: is what the MemberCluster's status records (`fleet join` writes it).
+        self.gang_probed = False
         #: spec.schedulerName: set on the pod templates of copies sent here.
         self.scheduler_name: str | None = None
         #: spec.reservation, when enabled: (ttl seconds, wait seconds).

@@ -256,14 +256,15 @@ class MemberRegistry:
         member = self.members.get(name)
         if member is None:
             member = self.members[name] = Member(name, labels, cluster_fields(labels))
-            # What `fleet join` (or a controller before this one) detected and recorded: known
-            # from the start, so the first placements in a member that takes Reservations
-            # reserve, as its GANG column says; this connection's own detection replaces it.
-            recorded = (obj.get("status") or {}).get("gangScheduler")
-            member.detected_gang_scheduler = str(recorded) if recorded else None
         else:
             member.snapshot.labels = labels
             member.snapshot.fields = cluster_fields(labels)
+        if not member.gang_probed:
+            # What `fleet join` (or a controller before this one) detected and recorded: known
+            # before this controller's probe answers, so the first placements in a member that
+            # takes Reservations reserve, as its GANG column says; the probe replaces it.
+            recorded = (obj.get("status") or {}).get("gangScheduler")
+            member.detected_gang_scheduler = str(recorded) if recorded else None
         try:
             member.taints = parse_taints(spec.get("taints"), "spec.taints")
         except FieldError as e:
@@ -659,6 +660,7 @@ class _MemberEvents:
         self.registry.refresh_health(self.member)
 
     def detected(self, gang_scheduler: str | None) -> None:
+        self.member.gang_probed = True
         if self.member.detected_gang_scheduler != gang_scheduler:
             self.member.detected_gang_scheduler = gang_scheduler
             self.registry.listener.capacity_changed(self.member.name)
