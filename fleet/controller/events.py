@@ -69,7 +69,7 @@ class EventRecorder:
             "kind": "Event",
             "metadata": {
                 **(
-                    {"name": f"{meta['name']}.{once}"}
+                    {"name": f"{meta['name'][: 252 - len(once)]}.{once}"}  # 253 at most
                     if once is not None
                     else {"generateName": f"{meta['name']}."}
                 ),
