@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet.kube import Forbidden
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import OPERATOR_MEMBERS
 from fleet.testing.workloads import (
@@ -74,11 +75,28 @@ def test_jobset_controller_runs_every_replicated_job(clusters, namespace, add_no
         )
 
 
+def _created_once_the_runtime_is_seen(member: ClusterClient, job: dict[str, Any]) -> bool:
+    try:
+        member.create(job)
+    except Forbidden as e:
+        if "must be created before" in str(e):
+            return False
+        raise
+    return True
+
+
 def test_trainer_runs_a_trainjob_as_a_gang_of_nodes(clusters, namespace, add_nodes):
     member = clusters[MEMBER]
     add_nodes(MEMBER, count=1, gpu=8)
     member.create(training_runtime("torch", namespace=namespace, gpus=1))
-    member.create(trainjob("tj", "torch", namespace=namespace, nodes=3))
+    # Trainer's webhook checks the runtime against its own cache, which may not have it yet.
+    wait_until(
+        lambda: _created_once_the_runtime_is_seen(
+            member, trainjob("tj", "torch", namespace=namespace, nodes=3)
+        ),
+        timeout=30,
+        what="the TrainJob admitted (its runtime seen by Trainer's webhook)",
+    )
 
     pods = _wait_running(member, namespace, f"{JOBSET_NAME_LABEL}=tj", 3)
 
