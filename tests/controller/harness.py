@@ -194,17 +194,7 @@ class World:
         self.policies = PolicyIndex()
         self.metrics = Metrics()
         self.events_recorder = EventRecorder(self.fleet, instance="test", clock=self.clock)
-        self.kube_queue = KubeQueue(
-            self.fleet,
-            self.events_recorder,
-            self.clock,
-            self.settings,
-            self.queue,
-            bindings=self.triggers.bindings,
-            workloads=self.triggers.workloads,
-            metrics=self.metrics,
-            members=self.registry,
-        )
+        self.kube_queue = self.new_kube_queue()
         self.triggers.member_lost = self.kube_queue.member_lost
         self.shell = Shell(
             fleet=self.fleet,
@@ -333,6 +323,20 @@ class World:
             for r in self.fleet_api.requests
             if r.method == "PATCH" and r.url.path.endswith(path)
         ]
+
+    def new_kube_queue(self) -> KubeQueue:
+        """The queue as a (re)started controller makes it over this world's API servers."""
+        return KubeQueue(
+            self.fleet,
+            self.events_recorder,
+            self.clock,
+            self.settings,
+            self.queue,
+            bindings=self.triggers.bindings,
+            workloads=self.triggers.workloads,
+            metrics=self.metrics,
+            members=self.registry,
+        )
 
     def events(self, reason: str, key: WorkloadKey) -> list[Obj]:
         return self.fleet_api.events(reason, about=key.name)

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from fleet.api import constants as c
 from fleet.controller.keys import WorkloadKey
-from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.queue.units import key_of_job
 from fleet.controller.reserving import RESERVATION
 from fleet.core.admission.hold import hold_key
@@ -182,16 +181,7 @@ async def test_a_restart_rebuilds_the_hold_from_its_record():
     before = world.kube_queue.admission.hold_of(claimant)
     assert before is not None
 
-    restarted = KubeQueue(
-        world.fleet,
-        world.events_recorder,
-        world.clock,
-        world.settings,
-        world.queue,
-        bindings=world.triggers.bindings,
-        workloads=world.triggers.workloads,
-        members=world.registry,
-    )
+    restarted = world.new_kube_queue()
     world.kube_queue.holds.clear()  # the old process's views are gone with it
     assert hold_key(claimant) not in reserved(world)
     world.kube_queue = restarted
@@ -268,16 +258,7 @@ STEPS = ("pass", "restart", "leave", "place", "delete", "lose", "back", "time")
 async def restart(world: World) -> None:
     """A new controller process: its views start empty, the queue is rebuilt from its objects."""
     world.kube_queue.holds.clear()
-    restarted = KubeQueue(
-        world.fleet,
-        world.events_recorder,
-        world.clock,
-        world.settings,
-        world.queue,
-        bindings=world.triggers.bindings,
-        workloads=world.triggers.workloads,
-        members=world.registry,
-    )
+    restarted = world.new_kube_queue()
     restarted.holds.unreserve = world.kube_queue.holds.unreserve
     world.kube_queue = restarted
     world.shell.kube_queue = restarted

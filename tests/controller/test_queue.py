@@ -15,7 +15,6 @@ from fleet.api import constants as c
 from fleet.controller import placing
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue import gate
-from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.queue.units import key_of_job
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, World, conditions
@@ -151,15 +150,7 @@ async def test_an_invalid_edit_keeps_the_last_valid_tree_and_names_the_node_and_
     assert world.kube_queue.admission.usage("root/team_a").max["nvidia.com/gpu"] == 8
 
     # A restarted controller keeps the last valid tree too.
-    restarted = KubeQueue(
-        world.fleet,
-        world.events_recorder,
-        world.clock,
-        world.settings,
-        world.queue,
-        bindings=world.triggers.bindings,
-        workloads=world.triggers.workloads,
-    )
+    restarted = world.new_kube_queue()
     await restarted.process(restarted.RESTORE)
     assert restarted.admission.usage("root/team_a").max["nvidia.com/gpu"] == 8
 
@@ -321,15 +312,7 @@ async def test_a_restart_rebuilds_usage_from_the_units_and_releases_nothing_twic
         "Enqueued",
     ]
 
-    restarted = KubeQueue(
-        world.fleet,
-        world.events_recorder,
-        world.clock,
-        world.settings,
-        world.queue,
-        bindings=world.triggers.bindings,
-        workloads=world.triggers.workloads,
-    )
+    restarted = world.new_kube_queue()
     await restarted.process(restarted.RESTORE)
     admission = restarted.admission
     assert admission.usage("root/team_a").used["nvidia.com/gpu"] == 6

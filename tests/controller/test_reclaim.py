@@ -14,7 +14,6 @@ import pytest
 
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
-from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.queue.units import key_of_job
 from fleet.controller.settings import Settings
 from fleet.core.inventory import PodInfo
@@ -187,16 +186,7 @@ async def test_a_controller_killed_after_the_record_finishes_it_and_never_evicts
     assert phase(world, second) == "Running" and phase(world, b) == "Enqueued"
     assert not world.events("Reclaimed", second)
 
-    restarted = KubeQueue(
-        world.fleet,
-        world.events_recorder,
-        world.clock,
-        world.settings,
-        world.queue,
-        bindings=world.triggers.bindings,
-        workloads=world.triggers.workloads,
-        members=world.registry,
-    )
+    restarted = world.new_kube_queue()
     world.kube_queue = restarted
     world.shell.kube_queue = restarted
     await restarted.process(restarted.RESTORE)
