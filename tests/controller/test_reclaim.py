@@ -213,6 +213,37 @@ async def test_a_controller_killed_after_the_record_finishes_it_and_never_evicts
     assert len(world.events("Reclaimed", second)) == 1
 
 
+async def test_a_reconcile_that_failed_after_the_record_tells_of_the_eviction_once():
+    """The record is on the binding, then the Event's post fails and the reconcile is retried
+    by the same controller, whose queue still holds the eviction: the retry finds the gang
+    already off its cluster and tells of the eviction under the record's identity, so the
+    victim has one Reclaimed Event, not one per telling."""
+    world = await reclaim_world(a_min=0, queue_reclaim_unplaced=True)
+    first, second = await borrowed_fleet(world)
+    await start(world, "b1", "b")
+    post = world.events_recorder.record
+
+    async def refused(obj: Any, reason: str, *args: Any, **kwargs: Any) -> None:
+        if reason == "Reclaimed":
+            raise RuntimeError("the API server refused the Event")
+        await post(obj, reason, *args, **kwargs)
+
+    world.events_recorder.record = refused  # type: ignore[method-assign]
+    victim = None
+    for key in (first, second):
+        try:
+            await world.reconcile(key)
+        except RuntimeError:
+            victim = key
+    assert victim is not None
+    world.events_recorder.record = post  # type: ignore[method-assign]
+    assert world.binding(victim)["spec"]["gracefulEvictionTasks"]  # type: ignore[index]
+
+    await world.reconcile(victim)  # the retry
+    await world.reconcile(victim)
+    assert len(world.events("Reclaimed", victim)) == 1
+
+
 async def test_with_reclaim_off_a_borrower_keeps_what_it_borrowed():
     world = await reclaim_world(queue_reclaim=False)
     first, second = await borrowed_fleet(world)

@@ -164,7 +164,19 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
         await shell.events.record(job.workload, reason, evict.message, warning=True, once=once)
         await kq.evicted(key, now, message=moved, once=once)
     else:
-        await kq.evicted(key, now, message=moved)
+        # Off that cluster already: the record was made before (a reconcile that failed after
+        # it, or a controller killed after it); the queue is told under the record's identity,
+        # so its Events are the record's, told once.
+        record = next(
+            (
+                e
+                for e in lifecycle.queue_evictions(job.life)
+                if e.from_cluster == evict.cluster and e.evicted_for == evict.by
+            ),
+            None,
+        )
+        once = eviction_event_name(record) if record is not None else None
+        await kq.evicted(key, now, message=moved, once=once)
 
 
 async def placed(
