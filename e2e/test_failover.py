@@ -357,6 +357,19 @@ def test_metrics_count_dispatches_failovers_reconciles_and_requests(
 ):
     """Counters move by what the test did: one dispatch per placement, one failover, the
     binding and the member copy written, on the replica that leads."""
+    # The counters are the controller's, for every namespace: the jobs of earlier tests whose
+    # namespaces are still being deleted would move them too (a binding recreated and refused
+    # while its namespace terminates), so they are gone first.
+    wait_until(
+        lambda: not [
+            ns
+            for ns in live.api.items("v1", "Namespace")
+            if ns["metadata"]["name"] != namespace
+            and (ns.get("status") or {}).get("phase") == "Terminating"
+        ],
+        timeout=180,
+        what="the namespaces of earlier tests deleted",
+    )
     leader = live.leader()
     assert leader is not None
     before = live.metrics(leader)
