@@ -175,8 +175,8 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
             ),
             None,
         )
-        once = eviction_event_name(record) if record is not None else None
-        await kq.evicted(key, now, message=moved, once=once)
+        identity = eviction_event_name(record) if record is not None else None
+        await kq.evicted(key, now, message=moved, once=identity)
 
 
 async def placed(
