@@ -209,6 +209,7 @@ def kube_controller_manager(tc: Toolchain, c: ClusterLayout) -> Component:
         log=c.log("kube-controller-manager"),
         ports=[c.ports["controller_manager"]],
         ready=_http_ok(f"https://127.0.0.1:{c.ports['controller_manager']}/healthz"),
+        restart=True,
     )
 
 
@@ -253,6 +254,7 @@ def kube_scheduler(tc: Toolchain, c: ClusterLayout) -> Component:
         log=c.log("kube-scheduler"),
         ports=[c.ports["scheduler"]],
         ready=_http_ok(f"https://127.0.0.1:{c.ports['scheduler']}/healthz"),
+        restart=True,
     )
 
 
@@ -326,6 +328,7 @@ def koord_scheduler(ktc: Toolchain, c: ClusterLayout) -> Component:
         log=c.log("kube-scheduler"),
         ports=[c.ports["scheduler"], c.ports["koord_services"]],
         ready=_http_ok(f"https://127.0.0.1:{c.ports['scheduler']}/healthz"),
+        restart=True,
     )
 
 
@@ -343,6 +346,7 @@ def podgroup_controller(tc: Toolchain, c: ClusterLayout) -> Component:
         log=c.log("podgroup-controller"),
         ports=[c.ports["podgroup_metrics"], c.ports["podgroup_probe"]],
         ready=_http_ok(f"http://127.0.0.1:{c.ports['podgroup_probe']}/readyz"),
+        restart=True,
     )
 
 
@@ -377,6 +381,7 @@ def kwok(tc: Toolchain, c: ClusterLayout, stages: Path) -> Component:
         log=c.log("kwok"),
         ports=[c.ports["kwok"]],
         ready=_http_ok(f"http://127.0.0.1:{c.ports['kwok']}/healthz"),
+        restart=True,
         cwd=KWOK_LOGS.parent,
     )
 
@@ -414,6 +419,7 @@ def training_operator(tc: Toolchain, c: ClusterLayout, gang_scheduler_name: str)
         log=c.log("training-operator"),
         ports=[c.ports["operator_metrics"], c.ports["operator_probe"], c.ports["operator_webhook"]],
         ready=_http_ok(f"http://127.0.0.1:{c.ports['operator_probe']}/readyz"),
+        restart=True,
     )
 
 
@@ -459,6 +465,7 @@ def _controller_runtime_component(
         log=c.log(name),
         ports=[c.ports[f"{ports}_metrics"], c.ports[f"{ports}_probe"], c.ports[f"{ports}_webhook"]],
         ready=_http_ok(f"http://127.0.0.1:{c.ports[f'{ports}_probe']}/readyz"),
+        restart=True,
     )
 
 
@@ -519,6 +526,7 @@ def kuberay_operator(otc: Toolchain, c: ClusterLayout) -> Component:
         log=c.log("kuberay-operator"),
         ports=[c.ports["kuberay_metrics"], c.ports["kuberay_probe"]],
         ready=_http_ok(f"http://127.0.0.1:{c.ports['kuberay_probe']}/readyz"),
+        restart=True,
     )
 
 

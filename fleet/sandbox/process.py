@@ -17,6 +17,7 @@ import random
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -134,7 +135,7 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
-def _die_with_parent() -> None:
+def kill_when_parent_exits() -> None:
     """Runs in the child: the kernel kills it when the process that started it exits."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -213,6 +214,9 @@ class Component:
     ready: Probe
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     cwd: Path | None = None
+    #: Started again when it dies, as kubelet restarts a member's crashed scheduler or
+    #: operator (fleet/sandbox/keepalive.py); stopping it on purpose stops it for good.
+    restart: bool = False
 
 
 @dataclasses.dataclass
@@ -245,15 +249,18 @@ def start(component: Component, table: ProcessTable, *, die_with_parent: bool) -
     log = component.log.open("ab")
     env = {**os.environ, **component.env}
     try:
+        argv = list(component.argv)
+        if component.restart:
+            argv = [sys.executable, "-m", "fleet.sandbox.keepalive", "--", *argv]
         popen = subprocess.Popen(
-            list(component.argv),
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
             cwd=component.cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent if die_with_parent else None,
+            preexec_fn=kill_when_parent_exits if die_with_parent else None,
         )
     finally:
         log.close()

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL("libc.so.6").prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+from fleet.sandbox.process import kill_when_parent_exits
 
 
 class ControllerProcess:
@@ -49,7 +43,7 @@ class ControllerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                preexec_fn=_die_with_parent,
+                preexec_fn=kill_when_parent_exits,
             )
         return self
 
