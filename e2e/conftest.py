@@ -23,6 +23,7 @@ from fleet.install import SECRETS_NAMESPACE, install_crds, single_context
 from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox import Sandbox
+from fleet.sandbox.keepalive import restarts_in
 from fleet.sandbox.process import free_ports, log_tail
 from fleet.testing.chart import RBAC_KINDS, render_chart, service_account_kubeconfig
 from fleet.testing.controller import ControllerProcess
@@ -125,11 +126,22 @@ class Fleet:
         return "\n".join(f"--- {r.identity}\n{r.tail(60)}" for r in self.replicas)
 
     def stopped_components(self) -> str:
-        """Each sandbox process not running now, with the end of its log: a member's scheduler
-        or kwok that died explains a test that waited for nothing."""
+        """Each sandbox process not running now, or started again after it died, with the end
+        of its log: a member's scheduler or kwok that died explains a test that waited for
+        nothing."""
+        down = self.sandbox.processes.not_running()
+        restarted = [
+            (r, lines)
+            for r in {r.component: r for r in self.sandbox.processes.records()}.values()
+            if r not in down and (lines := restarts_in(Path(r.log)))
+        ]
         return "\n".join(
-            f"--- {r.component} (not running)\n{log_tail(Path(r.log), 20)}"
-            for r in self.sandbox.processes.not_running()
+            [f"--- {r.component} (not running)\n{log_tail(Path(r.log), 20)}" for r in down]
+            + [
+                f"--- {r.component} (restarted {len(lines)}x: {lines[-1]})\n"
+                f"{log_tail(Path(r.log), 20)}"
+                for r, lines in restarted
+            ]
         )
 
     # -- questions ----------------------------------------------------------------------------
@@ -381,8 +393,10 @@ def live(fleet: Fleet, request: pytest.FixtureRequest) -> Iterator[Fleet]:
     yield fleet
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
+        # The short part first: a report cut to its start still says which process died.
+        stopped = fleet.stopped_components() or "(none)"
+        print(f"\nsandbox processes not running or restarted:\n{stopped}")
         print(f"\ncontroller logs ({time.monotonic() - started:.0f}s test):\n{fleet.logs()}")
-        print(f"\nsandbox processes not running:\n{fleet.stopped_components() or '(none)'}")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
