@@ -361,12 +361,14 @@ def test_metrics_count_dispatches_failovers_reconciles_and_requests(
     # namespaces are still being deleted would move them too (a binding recreated and refused
     # while its namespace terminates), so they are gone first.
     wait_until(
-        lambda: not [
-            ns
-            for ns in live.api.items("v1", "Namespace")
-            if ns["metadata"]["name"] != namespace
-            and (ns.get("status") or {}).get("phase") == "Terminating"
-        ],
+        lambda: (
+            not [
+                ns
+                for ns in live.api.items("v1", "Namespace")
+                if ns["metadata"]["name"] != namespace
+                and (ns.get("status") or {}).get("phase") == "Terminating"
+            ]
+        ),
         timeout=180,
         what="the namespaces of earlier tests deleted",
     )
