@@ -2,9 +2,9 @@
 
 A real member's scheduler or operator that panics is back within seconds (its pod's
 restartPolicy); a sandbox process that panicked stayed dead, and every later test on that member
-waited for nothing. koord-scheduler v1.8.0 does panic when a Reservation leaves while a pod is
-in flight (koordinator-sh/koordinator#3127, fixed after v1.8.0), and fleet deletes Reservations
-as part of its work, so a sandbox that means to behave like a member has to restart it.
+waited for nothing. koord-scheduler v1.8.0 has a known panic when a Reservation leaves while a
+pod is in flight (koordinator-sh/koordinator#3127, fixed after v1.8.0), and fleet deletes
+Reservations as part of its work, so a sandbox that means to behave like a member restarts it.
 
 `python -m fleet.sandbox.keepalive [--settle S] -- ARGV...` runs ARGV with this process's
 stdout/stderr (the component's log) and:
