@@ -159,12 +159,12 @@ class FakeMember:
         """The member's operator writes the copy's status (any kind)."""
         self.api.merge(*kind, name, namespace, {"status": status})
 
-    def set_ready(self, ready: bool) -> None:
-        """The member's health verdict, as the registry would reach it."""
+    def set_ready(self, ready: bool, since: float = 0.0) -> None:
+        """The member's health verdict, as the registry would reach it (at monotonic `since`)."""
         self.member.health = (
-            Health(True, c.REASON_CLUSTER_READY, "connected", 0.0)
+            Health(True, c.REASON_CLUSTER_READY, "connected", since)
             if ready
-            else Health(False, c.REASON_CLUSTER_NOT_REACHABLE, "connection refused", 0.0)
+            else Health(False, c.REASON_CLUSTER_NOT_REACHABLE, "connection refused", since)
         )
         self.api.reachable = ready
 

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from fleet.api import constants as c
 from fleet.controller.keys import WorkloadKey
+from fleet.controller.members.health import Health
+from fleet.controller.queue.holds import MEMBER_LOST_SECONDS
 from fleet.controller.queue.units import key_of_job
 from fleet.controller.reserving import RESERVATION
 from fleet.core.admission.hold import hold_key
@@ -128,15 +130,50 @@ async def test_without_the_hold_the_outsider_takes_the_room():
     assert placed_on(world, x) == "member-1"
 
 
-async def test_the_hold_ends_when_its_member_is_lost():
+async def test_the_hold_ends_when_its_member_stays_not_ready():
     world = await reclaim_world()
     _, b = await reclaimed(world)
-    world.members["member-1"].set_ready(False)
+    world.members["member-1"].set_ready(False, since=world.clock.monotonic())
     world.triggers.health_changed("member-1", False)  # as the registry tells it
     await work(world)
+    assert hold_key(key_of_job(b)) in reserved(world) and record(world, b) is not None
+    # The pass looks again when the member has been NotReady for MEMBER_LOST_SECONDS.
+    assert world.kube_queue.PASS in world.kube_queue.work._timers
+    world.clock.advance(MEMBER_LOST_SECONDS)
+    await world.kube_queue.run_pass()
     assert hold_key(key_of_job(b)) not in reserved(world) and record(world, b) is None
     assert released(world, b) == [
-        "room held in member-1 released: the member is not Ready or left the fleet"
+        "room held in member-1 released: the member has been NotReady for 30 s or left the fleet"
+    ]
+
+
+async def test_a_restarted_controller_keeps_the_hold_while_its_member_connects():
+    """Right after a restart every member is Connecting, then syncing: neither is a lost
+    member. The restarted queue keeps the claimant's room, and the victim is not let back in."""
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    restarted = world.new_kube_queue()
+    world.kube_queue = world.shell.kube_queue = restarted
+    world.triggers.member_lost = restarted.member_lost
+    world.members["member-1"].member.health = Health(since=world.clock.monotonic())
+    await restarted.process(restarted.RESTORE)
+    await work(world)
+    assert restarted.admission.hold_of(key_of_job(b)) is not None
+    assert record(world, b) is not None and not released(world, b)
+    world.clock.advance(MEMBER_LOST_SECONDS + 1)  # still connecting, long after: still kept
+    await restarted.run_pass()
+    assert restarted.admission.hold_of(key_of_job(b)) is not None
+    assert restarted.admission.phase(key_of_job(victim)) == "Enqueued"
+
+
+async def test_the_hold_ends_at_once_when_its_member_leaves_the_fleet():
+    world = await reclaim_world()
+    _, b = await reclaimed(world)
+    await world.shell.members.remove("member-1")  # as a deleted MemberCluster does
+    await work(world)
+    assert record(world, b) is None
+    assert released(world, b) == [
+        "room held in member-1 released: the member has been NotReady for 30 s or left the fleet"
     ]
 
 

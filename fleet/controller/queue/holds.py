@@ -43,12 +43,19 @@ from fleet.kube import ApiError, Obj
 
 log = logging.getLogger(__name__)
 
+#: How long a member holding room may be NotReady (by the registry's verdict) before the hold is
+#: given up: a reconnect's moment of syncing or a flap is not a loss; a member gone from the
+#: fleet is lost at once.
+MEMBER_LOST_SECONDS = 30.0
+
 #: Why a hold ended, told in `HoldReleased`.
 WHY: Mapping[str, str] = {
     "Placed": "the claimant was placed",
     "Gone": "the claimant was deleted or ended",
     "BackedOff": "the claimant's placement timed out (backed off)",
-    "MemberLost": "the member is not Ready or left the fleet",
+    "MemberLost": (
+        f"the member has been NotReady for {MEMBER_LOST_SECONDS:.0f} s or left the fleet"
+    ),
     "Expired": "the hold's bound ran out",
 }
 
@@ -137,16 +144,30 @@ class Holds:
         member = self.members.get(cluster) if self.members is not None else None
         return member.snapshot if member is not None else None
 
-    def lost(self, holds: Mapping[str, Hold]) -> set[str]:
-        """The members holding room that are not Ready or left the fleet."""
+    def lost(self, holds: Mapping[str, Hold]) -> tuple[set[str], float | None]:
+        """The members holding room that left the fleet or have been NotReady for
+        MEMBER_LOST_SECONDS; and in how many seconds to look again at one NotReady for less.
+        A member still Connecting (every member, for a moment, after a restart) is not lost:
+        a restarted controller that gave up its holds then let the victims back into the
+        room and evicted them a second time."""
         if self.members is None:
-            return set()
-        not_ready = self.members.not_ready()
-        return {
-            h.cluster
-            for h in holds.values()
-            if h.cluster in not_ready or self.members.get(h.cluster) is None
-        }
+            return set(), None
+        now = self.clock.monotonic()
+        lost: set[str] = set()
+        again: float | None = None
+        for cluster in {h.cluster for h in holds.values()}:
+            member = self.members.get(cluster)
+            if member is None:
+                lost.add(cluster)
+                continue
+            if member.ready or not member.known:
+                continue
+            left = member.health.since + MEMBER_LOST_SECONDS - now
+            if left <= 0:
+                lost.add(cluster)
+            else:
+                again = left if again is None else min(again, left)
+        return lost, again
 
     async def follow(self, holds: Mapping[str, Hold]) -> None:
         """Make the views, records and Events follow `holds` (`Admission.room_held()`)."""

@@ -217,9 +217,12 @@ class KubeQueue:
 
     async def run_pass(self) -> None:
         now = self.clock.now()
-        # Room held in a member that is not Ready or left the fleet is given up.
-        for cluster in sorted(self.holds.lost(self.admission.room_held())):
+        # Room held in a member that left the fleet or stays NotReady is given up.
+        lost, again = self.holds.lost(self.admission.room_held())
+        for cluster in sorted(lost):
             self.holds.ending(self.admission.member_lost(cluster, now).unhold)
+        if again is not None:
+            self.work.add_after(self.PASS, again)
         # A gang whose victims are still leaving keeps its quota past the placement timeout.
         self.admission.awaiting_room(set(self._in_flight.values()))
         delay = await self.passes.run(self.admission, now)
