@@ -155,20 +155,6 @@ def reclaimed_world() -> tuple[World, Hold]:
     return w, hold
 
 
-def test_the_claimant_has_the_whole_placement_timeout_once_its_room_is_free():
-    """The victims' copies go just before the claimant's placement timeout since its dequeue:
-    it still has the whole timeout to be placed in, counted from when the room is free."""
-    w, _ = reclaimed_world()
-    timeout = w.admission.settings.placement_timeout
-    assert w.admission.phase("b1") == DEQUEUED
-    w.admission.awaiting_room(["b1"], 7.0)
-    freed = 6.0 + timeout - 1
-    w.admission.awaiting_room([], freed)
-    assert "b1" not in [b.key for b in w.admission.plan(6.0 + timeout + 1).backoff]
-    assert w.admission.phase("b1") == DEQUEUED
-    assert "b1" in [b.key for b in w.admission.plan(freed + timeout + 1).backoff]
-
-
 def test_the_room_a_reclaim_frees_goes_to_the_claimant_not_to_an_older_gang():
     w, _ = reclaimed_world()
     w.leave("a2")
@@ -280,7 +266,7 @@ def test_the_hold_ends_on_every_exit_whatever_the_order(events: list[tuple[Any, 
             now += event[1]
             # the shell's rule: a claimant whose victims' copies are still there does not time out
             gone = not [p for p in w.view.pods() if p.owner_key == "a2"]
-            w.admission.awaiting_room(() if gone else ["b1"], now)
+            w.admission.awaiting_room(() if gone else ["b1"])
             w.admission.plan(now)
         elif kind == "leave":
             w.leave("a2")

@@ -224,7 +224,7 @@ class KubeQueue:
         if again is not None:
             self.work.add_after(self.PASS, again)
         # A gang whose victims are still leaving keeps its quota past the placement timeout.
-        self.admission.awaiting_room(set(self._in_flight.values()), now)
+        self.admission.awaiting_room(set(self._in_flight.values()))
         delay = await self.passes.run(self.admission, now)
         if delay is not None:
             self.work.add_after(self.PASS, delay)
@@ -470,10 +470,8 @@ class KubeQueue:
             self.request_pass()
 
     def copy_gone(self, key: str) -> None:
-        """The victim's old copy is deleted (its binding has no queue eviction left): a pass
-        tells the core now, so the claimant's placement timeout counts from this moment."""
-        if self._in_flight.pop(key, None) is not None:
-            self.request_pass()
+        """The victim's old copy is deleted (its binding has no queue eviction left)."""
+        self._in_flight.pop(key, None)
 
     # -- what a unit's priority and opt-out of reclaim follow (watch-fed) -------------------------
 

@@ -117,12 +117,6 @@ class Books:
     def _arm_timeout(self, unit: Unit, deadline: float) -> None:
         heapq.heappush(self._timeouts, (deadline, unit.token, unit.spec.key))
 
-    def _rearm_timeout(self, unit: Unit, deadline: float) -> None:
-        """A new placement deadline for a dequeued unit, in place of the one armed (whose heap
-        entry goes stale with the token)."""
-        unit.token += 1
-        self._arm_timeout(unit, deadline)
-
     def _arm_backoff(self, unit: Unit, until: float | None) -> None:
         unit.backoff_until = until
         heapq.heappush(

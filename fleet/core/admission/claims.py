@@ -126,18 +126,11 @@ class Claims(Books):
         due += [until for until in self._retry.values() if until > now]
         return min(due, default=None)
 
-    def awaiting_room(self, keys: Collection[str], now: float) -> None:
+    def awaiting_room(self, keys: Collection[str]) -> None:
         """The units whose victims' copies are still being deleted (the shell reads them from
         the victims' bindings before every pass): their placement does not time out until
-        the room they evicted for is free, and has the whole placement timeout from then (not
-        what was left of it since the dequeue: with a grace period near the timeout, that was
-        too little to be placed in, and a claimant that backed off let its victims back in)."""
-        waiting = {k for k in keys if k in self._units}
-        for key in self._awaiting_room - waiting:
-            unit = self._units.get(key)
-            if unit is not None and unit.phase == DEQUEUED:
-                self._rearm_timeout(unit, now + self.settings.placement_timeout)
-        self._awaiting_room = waiting
+        the room they evicted for is free."""
+        self._awaiting_room = {k for k in keys if k in self._units}
 
     def waiting_units(self) -> bool:
         """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
