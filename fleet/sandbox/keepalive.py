@@ -6,8 +6,9 @@ waited for nothing. koord-scheduler v1.8.0 has a known panic when a Reservation 
 pod is in flight (koordinator-sh/koordinator#3127, fixed after v1.8.0), and fleet deletes
 Reservations as part of its work, so a sandbox that means to behave like a member restarts it.
 
-`python -m fleet.sandbox.keepalive [--settle S] -- ARGV...` runs ARGV with this process's
-stdout/stderr (the component's log) and:
+`python -S fleet/sandbox/keepalive.py [--settle S] -- ARGV...` (run as a file: it imports
+nothing but the standard library, so each wrapper is a bare interpreter) runs ARGV with this
+process's stdout/stderr (the component's log) and:
 
 - passes SIGTERM/SIGINT on and exits with the command when it is stopped;
 - exits with the command's code when the first run ends within `--settle` seconds (default 20,
@@ -22,6 +23,7 @@ with it (PR_SET_PDEATHSIG), so a SIGKILLed wrapper never leaves the component be
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -31,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from fleet.sandbox.process import kill_when_parent_exits
+_PR_SET_PDEATHSIG = 1
 
 #: The default of `--settle` (tests shorten it).
 SETTLE_ENV = "FLEET_SANDBOX_KEEPALIVE_SETTLE"
@@ -43,9 +45,16 @@ _MAX_BACKOFF = 30.0
 _STEADY_SECONDS = 60.0
 
 
+def kill_when_parent_exits() -> None:
+    """Runs in a child before its exec: the kernel kills it when the process that started it
+    exits (every sandbox process in tests, and every wrapped component)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    usage = "usage: python -m fleet.sandbox.keepalive [--settle SECONDS] -- COMMAND [ARG...]"
+    usage = "usage: keepalive.py [--settle SECONDS] -- COMMAND [ARG...]"
     if "--" not in args:
         print(usage, file=sys.stderr)
         return 2

@@ -9,7 +9,6 @@ signalling an unrelated process that happens to reuse the pid.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import json
 import os
@@ -22,10 +21,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from fleet.sandbox import keepalive
 from fleet.sandbox.errors import SandboxError
+from fleet.sandbox.keepalive import kill_when_parent_exits
 from fleet.sandbox.progress import HEARTBEAT_SECONDS, Clock, Heartbeat, Progress
-
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,12 +132,6 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-
-
-def kill_when_parent_exits() -> None:
-    """Runs in the child: the kernel kills it when the process that started it exits."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def port_is_free(port: int) -> bool:
@@ -251,7 +244,9 @@ def start(component: Component, table: ProcessTable, *, die_with_parent: bool) -
     try:
         argv = list(component.argv)
         if component.restart:
-            argv = [sys.executable, "-m", "fleet.sandbox.keepalive", "--", *argv]
+            # Run as a file, with no site-packages and no fleet import: a wrapper per component
+            # costs a bare interpreter (about 10 MiB), not the sandbox's modules.
+            argv = [sys.executable, "-S", keepalive.__file__, "--", *argv]
         popen = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,

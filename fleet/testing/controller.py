@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fleet.sandbox.process import kill_when_parent_exits
+from fleet.sandbox.keepalive import kill_when_parent_exits
 
 
 class ControllerProcess:
