@@ -12,8 +12,8 @@ process's stdout/stderr (the component's log) and:
 
 - passes SIGTERM/SIGINT on and exits with the command when it is stopped;
 - exits with the command's code when the first run ends within `--settle` seconds (default 20,
-  or $FLEET_SANDBOX_KEEPALIVE_SETTLE; a component
-  that cannot start fails `fleet sandbox up` at once, as it would without this wrapper);
+  or $FLEET_SANDBOX_KEEPALIVE_SETTLE): a component that cannot start fails `fleet sandbox up` at
+  once, as it would without this wrapper;
 - otherwise starts it again after a back-off (1 s, doubling to 30 s, reset after a run of a
   minute), writing one line to the log each time.
 
@@ -91,6 +91,8 @@ def _supervise(command: list[str], settle: float) -> int:
         child = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, preexec_fn=kill_when_parent_exits
         )
+        if stopping:  # stopped while this start was under way: the signal missed it
+            child.terminate()
         code = child.wait()
         ran = time.monotonic() - started
         if stopping or (first and ran < settle):

@@ -245,7 +245,7 @@ def start(component: Component, table: ProcessTable, *, die_with_parent: bool) -
         argv = list(component.argv)
         if component.restart:
             # Run as a file, with no site-packages and no fleet import: a wrapper per component
-            # costs a bare interpreter (about 10 MiB), not the sandbox's modules.
+            # costs a bare interpreter (about 12 MiB), not the sandbox's modules.
             argv = [sys.executable, "-S", keepalive.__file__, "--", *argv]
         popen = subprocess.Popen(
             argv,
