@@ -39,6 +39,25 @@ def _status(live: Fleet, namespace: str, name: str) -> dict[str, Any]:
     return (live.binding(namespace, name) or {}).get("status") or {}
 
 
+def _observed_affinity(live: Fleet, namespace: str, name: str) -> str:
+    """The affinity group the binding's status names; waited for, as the status is its own
+    write, after the spec that names the cluster."""
+    return str(
+        wait_until(
+            lambda: _status(live, namespace, name).get("schedulerObservedAffinityName"),
+            what=f"{name}'s schedulerObservedAffinityName",
+        )
+    )
+
+
+def _after_failover(live: Fleet, namespace: str, name: str) -> dict[str, Any]:
+    """The binding's status once it records the failover (its own write, after the spec)."""
+    return wait_until(
+        lambda: (status := _status(live, namespace, name)).get("failoverHistory") and status,
+        what=f"{name}'s failoverHistory",
+    )
+
+
 def _moved(live: Fleet, namespace: str, name: str, away_from: str) -> str | None:
     target = live.target(namespace, name)
     return target if target and target != away_from else None
@@ -83,7 +102,7 @@ def test_cluster_affinities_are_ordered_groups_and_a_failover_searches_from_the_
     live.api.create(_job(namespace, "fallback"))
     placed = wait_until(lambda: live.target(namespace, "fallback"), what="a placement")
     assert placed in ("member-2", "member-3")
-    assert _status(live, namespace, "fallback")["schedulerObservedAffinityName"] == "second"
+    assert _observed_affinity(live, namespace, "fallback") == "second"
     live.wait_running(namespace, "fallback", placed)
 
     # Once the first group can take a gang, a new one goes there.
@@ -91,7 +110,7 @@ def test_cluster_affinities_are_ordered_groups_and_a_failover_searches_from_the_
     live.api.create(_job(namespace, "preferred"))
     wait_until(lambda: live.target(namespace, "preferred"), what="a placement")
     assert live.target(namespace, "preferred") == "member-1"
-    assert _status(live, namespace, "preferred")["schedulerObservedAffinityName"] == "first"
+    assert _observed_affinity(live, namespace, "preferred") == "first"
 
     # A failover searches from the group the placement used: the other member of the second
     # group, though member-1 in the first group has room (Karmada's rule).
@@ -100,7 +119,7 @@ def test_cluster_affinities_are_ordered_groups_and_a_failover_searches_from_the_
         lambda: _moved(live, namespace, "fallback", placed), timeout=90, what="failover"
     )
     assert moved == ({"member-2", "member-3"} - {placed}).pop()
-    status = _status(live, namespace, "fallback")
+    status = _after_failover(live, namespace, "fallback")
     assert status["schedulerObservedAffinityName"] == "second"
     assert [(h["fromCluster"], h["reason"]) for h in status["failoverHistory"]] == [
         (placed, "ApplicationFailure")
@@ -169,8 +188,7 @@ def test_a_no_execute_taint_moves_a_running_gang_after_its_toleration_seconds(
         lambda: _moved(live, namespace, "job", first), timeout=90, what="failover off the taint"
     )
     live.wait_running(namespace, "job", second)
-    status = _status(live, namespace, "job")
-    (record,) = status["failoverHistory"]
+    (record,) = _after_failover(live, namespace, "job")["failoverHistory"]
     assert (record["fromCluster"], record["reason"]) == (first, "TaintUntolerated")
     # Not before the toleration ran out (both stamps are whole seconds).
     assert (_utc(record["time"]) - since).total_seconds() >= tolerated
