@@ -159,6 +159,20 @@ async def test_team_b_reclaims_its_min_from_team_a_whole_and_a_runs_again_later(
     assert phase(world, second) == "Running" and placed_on(world, second) == "member-1"
 
 
+def _raise_on_reclaimed(world: World, error: BaseException) -> Any:
+    """Posting a Reclaimed Event raises `error` (a kill, or a refusal); other Events are posted.
+    Returns the recorder's own `record`, to put back."""
+    post = world.events_recorder.record
+
+    async def record(obj: Any, reason: str, *args: Any, **kwargs: Any) -> None:
+        if reason == "Reclaimed":
+            raise error
+        await post(obj, reason, *args, **kwargs)
+
+    world.events_recorder.record = record  # type: ignore[method-assign]
+    return post
+
+
 async def test_a_controller_killed_after_the_record_finishes_it_and_never_evicts_twice():
     # Team A has no min: both its gangs borrow, so only the record keeps the second from
     # being evicted too while B, dequeued, waits for the first victim's copy to go (a claim
@@ -169,14 +183,7 @@ async def test_a_controller_killed_after_the_record_finishes_it_and_never_evicts
 
     # The victim's reconcile records the eviction on the binding, then the process dies
     # before its Events are posted and the queue writes the unit (the unit still says Running).
-    post = world.events_recorder.record
-
-    async def killed(obj: Any, reason: str, *args: Any, **kwargs: Any) -> None:
-        if reason == "Reclaimed":
-            raise SystemExit("SIGKILL")
-        await post(obj, reason, *args, **kwargs)
-
-    world.events_recorder.record = killed  # type: ignore[method-assign]
+    _raise_on_reclaimed(world, SystemExit("SIGKILL"))
     with pytest.raises(SystemExit):
         await world.reconcile(second)
     world.events_recorder = world.shell.events = EventRecorder(
@@ -221,14 +228,7 @@ async def test_a_reconcile_that_failed_after_the_record_tells_of_the_eviction_on
     world = await reclaim_world(a_min=0, queue_reclaim_unplaced=True)
     first, second = await borrowed_fleet(world)
     await start(world, "b1", "b")
-    post = world.events_recorder.record
-
-    async def refused(obj: Any, reason: str, *args: Any, **kwargs: Any) -> None:
-        if reason == "Reclaimed":
-            raise RuntimeError("the API server refused the Event")
-        await post(obj, reason, *args, **kwargs)
-
-    world.events_recorder.record = refused  # type: ignore[method-assign]
+    post = _raise_on_reclaimed(world, RuntimeError("the API server refused the Event"))
     victim = None
     for key in (first, second):
         try:
