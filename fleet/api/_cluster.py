@@ -33,7 +33,7 @@ class KubeconfigSecretRef(KubeModel):
     """Key in the Secret's data holding the kubeconfig."""
 
 
-GangScheduler = Literal["Coscheduling", "Koordinator", "Volcano"]
+GangScheduler = Literal["Coscheduling", "Koordinator", "Volcano", "Kubernetes"]
 """Which gang scheduler a member runs: what its copies' gang is written in."""
 
 
@@ -62,8 +62,10 @@ class MemberClusterSpec(KubeModel):
     """Keeps workloads off unless their policy's clusterTolerations tolerate the taint."""
     gang_scheduler: GangScheduler | None = None
     """The member's gang scheduler: Coscheduling (scheduler-plugins; the training operator makes
-    a PodGroup from minAvailable), Koordinator (the seeds' pod-group labels), or Volcano.
-    Absent: detected from the kinds the member serves (status.gangScheduler)."""
+    a PodGroup from minAvailable), Koordinator (the seeds' pod-group labels), Volcano, or
+    Kubernetes (its own Workload API: fleet writes a scheduling.k8s.io/v1beta1 PodGroup with the
+    gang's minCount, and its topology when the gang requires one domain). Absent: detected
+    from the kinds the member serves (status.gangScheduler)."""
     scheduler_name: str | None = Field(default=None, min_length=1)
     """schedulerName set on the pod templates of copies sent here (a user's own is kept);
     absent leaves it to the member's default scheduler."""

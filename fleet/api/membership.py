@@ -34,6 +34,7 @@ from fleet.api.access import (
     token_rules,
 )
 from fleet.api.guard import admission_objects
+from fleet.api.schedulinggroup import scheduling_group_objects
 
 __all__ = [
     "DEFAULT_TOKEN_SECONDS",
@@ -179,10 +180,12 @@ def plan_join(
     fleet_id: str = "",
     cluster_id: str = "",
     guarded: bool = True,
+    native_gang: bool = False,
 ) -> JoinPlan:
     """The objects that make fleet's identity in the member named `name`: the admission policy
     (when `guarded`) is written before the ClusterRoleBinding, so the identity never holds its
-    rights unguarded."""
+    rights unguarded. On a member with Kubernetes' own gang scheduling (`native_gang`), the
+    policy that joins fleet's pods to their PodGroup too (`fleet.api.schedulinggroup`)."""
     if token_seconds < MIN_TOKEN_SECONDS:
         raise ValueError(
             f"--token-expiration {token_seconds}: TokenRequest issues no token shorter "
@@ -193,6 +196,7 @@ def plan_join(
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     meta = {"labels": _labels(fleet_id)}
     guard = list(admission_objects(namespace, fleet_id)) if guarded else []
+    groups = list(scheduling_group_objects(namespace, fleet_id)) if native_gang else []
     member: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, **meta}},
         {
@@ -201,6 +205,7 @@ def plan_join(
             "metadata": {"name": account, "namespace": namespace, **meta},
         },
         *guard,
+        *groups,
         {
             "apiVersion": _RBAC,
             "kind": "ClusterRole",

@@ -40,6 +40,7 @@ from fleet.controller.metrics import seconds_since_created
 from fleet.controller.namespaces import in_namespace
 from fleet.controller.status_mirror import binding_conditions
 from fleet.core import lifecycle
+from fleet.core.assignment import whole_gang_level
 from fleet.kube import ApiError, Conflict, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -256,9 +257,20 @@ def _dispatched(shell: Shell, job: Job) -> None:
 
 
 async def _apply_pod_group(job: Job, member: Member, copy: Obj) -> None:
-    """The PodGroup fleet writes for kinds whose operator makes none (coscheduling members)."""
+    """The PodGroup fleet writes beside the copy: for kinds whose operator makes none on
+    coscheduling members, and for every kind on a member with Kubernetes' own gang scheduling,
+    there with the level of the domain placement chose for the whole gang, if it requires one
+    (the member's scheduler then keeps the group in one domain of it; the pods' node affinity
+    names the very domain)."""
     group = job.kind.pod_group(
-        copy, min_member=job.gang.min_member, gang_scheduler=member.gang_scheduler
+        copy,
+        min_member=job.gang.min_member,
+        gang_scheduler=member.gang_scheduler,
+        topology=(
+            whole_gang_level(job.life.domains, (c.name for c in job.gang.components))
+            if job.life.cluster == member.name
+            else None
+        ),
     )
     if group is None:
         return

@@ -6,7 +6,7 @@ never picks nodes); such pods are reserved against the cluster's totals only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from fleet.core.resources import EMPTY, Resources
@@ -32,6 +32,19 @@ class Domain:
     #: The components placed there; empty: the whole gang.
     components: tuple[str, ...] = ()
     required: bool = True
+
+
+def whole_gang_level(domains: Iterable[Domain], components: Iterable[str]) -> str | None:
+    """The level of the required domain that holds every one of the gang's `components` (the
+    policy's whole-gang rule, or Kueue pod sets grouped into one), else None: what a member
+    whose gang scheduler places a whole group in one domain (Kubernetes' PodGroup
+    `schedulingConstraints.topology`) is told. A rule on some pod sets only is not its to
+    keep: those stay pinned by node affinity alone."""
+    names = set(components)
+    for d in domains:
+        if d.required and (not d.components or names <= set(d.components)):
+            return d.level
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,9 @@ from typing import Final
 COSCHEDULING: Final = "Coscheduling"
 KOORDINATOR: Final = "Koordinator"
 VOLCANO: Final = "Volcano"
+KUBERNETES: Final = "Kubernetes"
+"""Kubernetes' own gang scheduling (KEP-4671): the Workload API's PodGroup and kube-scheduler's
+GangScheduling plugin (with TopologyAwareWorkloadScheduling, its TopologyPlacementGenerator)."""
 
 POD_GROUP_NAME_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/name"
 """ACK / Koordinator pod label: the gang (PodGroup) the pod belongs to."""
@@ -26,6 +29,14 @@ KOORDINATOR_GANG_NAME_ANNOTATION: Final = "gang.scheduling.koordinator.sh/name"
 KOORDINATOR_GANG_MIN_AVAILABLE_ANNOTATION: Final = "gang.scheduling.koordinator.sh/min-available"
 KOORDINATOR_GANG_TOTAL_NUMBER_ANNOTATION: Final = "gang.scheduling.koordinator.sh/total-number"
 KOORDINATOR_GANG_GROUPS_ANNOTATION: Final = "gang.scheduling.koordinator.sh/groups"
+KUBERNETES_POD_GROUP_API: Final = "scheduling.k8s.io/v1beta1"
+"""The native PodGroup's API (gate GenericWorkload; beta, off by default, in Kubernetes 1.37)."""
+KUBERNETES_POD_GROUP_LABEL: Final = "scheduling.fleet.dev/pod-group"
+"""Pod label naming the native PodGroup a pod of fleet's joins. A pod joins its group by
+`spec.schedulingGroup.podGroupName`, which no operator passes from a template (their CRDs prune
+it, their Go types predate it), so fleet labels the templates and the member's admission
+policy (`fleet.api.schedulinggroup`, installed by `fleet join`) sets the field from the label
+when the pod is created."""
 VOLCANO_GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 """Volcano pod annotation naming its PodGroup (scheduling.volcano.sh/v1beta1)."""
 

@@ -22,6 +22,7 @@ from fleet.api.membership import (
     member_kubeconfig,
     plan_join,
 )
+from fleet.api.schedulinggroup import MUTATING_API_VERSION, NATIVE_POD_GROUP
 from fleet.install import single_context
 from fleet.join.join import JoinError, dry_run, endpoint_of, join
 from fleet.join.renewal_access import check_renewal_access
@@ -47,6 +48,7 @@ __all__ = [
     "join_member",
     "member_client",
     "plan_for",
+    "serves_native_gang",
     "unjoin",
     "user_kubeconfig",
 ]
@@ -102,6 +104,17 @@ def serves_admission_policies(client: SyncKubeClient) -> bool:
     return True
 
 
+def serves_native_gang(client: SyncKubeClient) -> bool:
+    """Whether the member gang-schedules with Kubernetes' own Workload API (it serves the
+    native PodGroup) and can join pods to it by a MutatingAdmissionPolicy (GA in 1.36)."""
+    for api_version, kind in (NATIVE_POD_GROUP, (MUTATING_API_VERSION, "MutatingAdmissionPolicy")):
+        try:
+            client.resource(api_version, kind)
+        except NotFound:
+            return False
+    return True
+
+
 def plan_for(
     name: str,
     client: SyncKubeClient,
@@ -127,6 +140,7 @@ def plan_for(
         fleet_id=fleet_id if isinstance(fleet_id, str) else fleet_id(),
         cluster_id=cluster_id(client),
         guarded=serves_admission_policies(client),
+        native_gang=serves_native_gang(client),
     )
 
 

@@ -34,6 +34,7 @@ from fleet.api.membership import (
     redacted,
     token_request,
 )
+from fleet.api.schedulinggroup import MUTATING_API_VERSION, scheduling_group_name
 from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
 from fleet.kube import ApiError, Connection, KubeError, SyncKubeClient
 
@@ -234,10 +235,13 @@ def identity_objects(namespace: str) -> list[tuple[str, str, str, str | None]]:
     `namespace`, in the order it is removed (the reverse of the order it is made)."""
     role = member_cluster_role(namespace)
     guard = admission_policy_name(namespace)
+    groups = scheduling_group_name(namespace)
     rbac = "rbac.authorization.k8s.io/v1"
     return [
         (rbac, "ClusterRoleBinding", role, None),
         (rbac, "ClusterRole", role, None),
+        (MUTATING_API_VERSION, "MutatingAdmissionPolicyBinding", groups, None),
+        (MUTATING_API_VERSION, "MutatingAdmissionPolicy", groups, None),
         (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", guard, None),
         (ADMISSION_API_VERSION, "ValidatingAdmissionPolicy", guard, None),
         ("v1", "Namespace", namespace, None),

@@ -25,7 +25,7 @@ from fleet.join.join import (
     previous_join,
     same_cluster,
 )
-from fleet.kube import KubeError, SyncKubeClient
+from fleet.kube import KubeError, NotFound, SyncKubeClient
 
 __all__ = ["bound_jobs", "move_jobs", "unjoin"]
 
@@ -174,6 +174,8 @@ def unjoin(
             gone = found is not None and member_client.delete(
                 api_version, kind, obj_name, obj_namespace
             )
+        except NotFound:
+            continue  # the member does not serve that kind (an older Kubernetes): none of it
         except KubeError as e:
             return [_left_note(name, namespace, f"{type(e).__name__}: {e}")]
         state = "deleted" if gone else "already gone"

@@ -121,7 +121,22 @@ def etcd(tc: Toolchain, c: ClusterLayout) -> Component:
     )
 
 
-def kube_apiserver(tc: Toolchain, c: ClusterLayout) -> Component:
+#: The feature gates of a native-gang member (`scheduler: kubernetes`), on every control-plane
+#: process: the Workload API and gang scheduling (beta in 1.37, off by default) and
+#: topology-aware PodGroup placement (alpha). With them on, kube-scheduler's default profile
+#: runs GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount: no plugin config.
+NATIVE_FEATURE_GATES = ("GenericWorkload=true", "TopologyAwareWorkloadScheduling=true")
+#: The native PodGroup's API version is beta: served only when asked for.
+NATIVE_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
+
+
+def _gates(native: bool) -> list[str]:
+    return [f"--feature-gates={','.join(NATIVE_FEATURE_GATES)}"] if native else []
+
+
+def kube_apiserver(tc: Toolchain, c: ClusterLayout, *, native: bool = False) -> Component:
+    """The API server; `native`: a native-gang member's (tc is then the native toolchain),
+    serving the Workload API's PodGroup."""
     pki = c.pki
     return Component(
         name=f"{c.name}/kube-apiserver",
@@ -153,6 +168,8 @@ def kube_apiserver(tc: Toolchain, c: ClusterLayout) -> Component:
             # given (the API server then does not verify it, as for any kubelet without one).
             "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
+            *_gates(native),
+            *([f"--runtime-config={NATIVE_RUNTIME_CONFIG}"] if native else []),
             "--v=1",
         ],
         log=c.log("kube-apiserver"),
@@ -191,7 +208,7 @@ _FLEET_CONTROLLERS = ",".join(
 )
 
 
-def kube_controller_manager(tc: Toolchain, c: ClusterLayout) -> Component:
+def kube_controller_manager(tc: Toolchain, c: ClusterLayout, *, native: bool = False) -> Component:
     return Component(
         name=f"{c.name}/kube-controller-manager",
         argv=[
@@ -204,6 +221,7 @@ def kube_controller_manager(tc: Toolchain, c: ClusterLayout) -> Component:
             "--leader-elect=false",
             f"--controllers={_FLEET_CONTROLLERS if c.name == 'fleet' else _MEMBER_CONTROLLERS}",
             "--concurrent-gc-syncs=5",
+            *_gates(native),
             "--v=1",
         ],
         log=c.log("kube-controller-manager"),
@@ -235,12 +253,27 @@ def scheduler_config(c: ClusterLayout, gang_scheduler_name: str) -> dict[str, ob
     }
 
 
-def kube_scheduler(tc: Toolchain, c: ClusterLayout) -> Component:
+def native_scheduler_config(c: ClusterLayout) -> dict[str, object]:
+    """The upstream kube-scheduler of a native-gang member: one profile, the default one, whose
+    plugins the feature gates complete (`NATIVE_FEATURE_GATES`)."""
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(c.kubeconfig), "qps": 100, "burst": 200},
+        "profiles": [{"schedulerName": "default-scheduler"}],
+    }
+
+
+def kube_scheduler(tc: Toolchain, c: ClusterLayout, *, native: bool = False) -> Component:
+    """scheduler-plugins' kube-scheduler with Coscheduling, or (`native`, tc the native
+    toolchain) the upstream kube-scheduler with Kubernetes' own gang scheduling."""
     return Component(
         name=f"{c.name}/kube-scheduler",
         argv=[
             str(tc.binary("kube-scheduler")),
             f"--config={c.config('scheduler.yaml')}",
+            *_gates(native),
             f"--authentication-kubeconfig={c.kubeconfig}",
             f"--authorization-kubeconfig={c.kubeconfig}",
             "--authentication-skip-lookup=true",

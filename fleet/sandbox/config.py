@@ -13,8 +13,11 @@ Loaded from a YAML file (`fleet sandbox up --config sandbox.yaml`) or built in c
       scheduler: koordinator   # koord-scheduler instead of scheduler-plugins coscheduling
 
 `scheduler` picks a member's gang scheduler: `coscheduling` (scheduler-plugins, the default: the
-training operator makes a PodGroup for every job) or `koordinator` (koord-scheduler, built on
-first use: the seeds' pod-group labels and Koordinator's gang annotations, and Reservations).
+training operator makes a PodGroup for every job), `koordinator` (koord-scheduler, built on
+first use: the seeds' pod-group labels and Koordinator's gang annotations, and Reservations) or
+`kubernetes` (Kubernetes' own gang scheduling: the member's whole control plane is a newer
+Kubernetes release, built on first use, with the Workload API's PodGroup and the upstream
+kube-scheduler's GangScheduling and topology-aware placement turned on).
 
 `operators` picks the job operators a member runs (default: the training operator only):
 
@@ -38,7 +41,7 @@ from fleet.sandbox.errors import SandboxError
 
 GPU = "nvidia.com/gpu"
 #: The gang schedulers a sandbox member can run.
-MemberScheduler = Literal["coscheduling", "koordinator"]
+MemberScheduler = Literal["coscheduling", "koordinator", "kubernetes"]
 #: The job operators a sandbox member can run.
 MemberOperator = Literal["training-operator", "jobset", "trainer", "kuberay"]
 #: What a member runs unless its config says otherwise.
@@ -147,6 +150,10 @@ class SandboxConfig(BaseModel):
     @property
     def needs_koordinator(self) -> bool:
         return any(m.scheduler == "koordinator" for m in self.members)
+
+    @property
+    def needs_native(self) -> bool:
+        return any(m.scheduler == "kubernetes" for m in self.members)
 
     def runs(self, member: MemberSpec, operator: str) -> bool:
         """Does `member` run `operator`? (`training_operator: false` turns the training operator

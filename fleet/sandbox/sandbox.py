@@ -42,6 +42,7 @@ from fleet.sandbox.toolchain import (
     OPERATOR_PARTS,
     Toolchain,
     ensure_koordinator,
+    ensure_native,
     ensure_operators,
     ensure_toolchain,
 )
@@ -76,6 +77,8 @@ _MEMBER_CRDS = (*_KUBEFLOW_CRDS, "podgroups", "elasticquotas")
 #: A Koordinator member: the Kubeflow CRDs from the toolchain, and every CRD of the Koordinator
 #: toolchain (its own PodGroup, scheduling.sigs.k8s.io, stands in for scheduler-plugins').
 _KOORDINATOR_MEMBER_CRDS = _KUBEFLOW_CRDS
+#: A native-gang member: the Kubeflow CRDs only; its PodGroup is the API server's own.
+_MEMBER_CRDS_BY_SCHEDULER = {"koordinator": _KOORDINATOR_MEMBER_CRDS, "kubernetes": _KUBEFLOW_CRDS}
 _FLEET_CRDS = _KUBEFLOW_CRDS
 
 
@@ -190,12 +193,15 @@ class Sandbox:
             self.down(progress=lambda _m: None)
         tc = toolchain or ensure_toolchain()
         ktc = ensure_koordinator() if config.needs_koordinator else None
+        ntc = ensure_native() if config.needs_native else None
         extra = [op for op in config.operators if op in OPERATOR_PARTS]
         otc = ensure_operators(extra) if extra else None
         started_at = time.monotonic()
         where = _Where()
         try:
-            self._up(config, _Toolchains(tc, ktc, otc), progress, die_with_parent, timeout, where)
+            self._up(
+                config, _Toolchains(tc, ktc, otc, ntc), progress, die_with_parent, timeout, where
+            )
         except BaseException as e:
             stopped = self.processes.stop_all(grace=3)
             self._write_state(config, phase="failed")
@@ -269,6 +275,7 @@ class Sandbox:
                 "toolchain": str(tc.root),
                 "koordinator_toolchain": str(ktc.root) if ktc else None,
                 "operators_toolchain": str(otc.root) if otc else None,
+                "native_toolchain": str(tcs.native.root) if tcs.native else None,
                 "die_with_parent": die_with_parent,
             },
         )
@@ -292,7 +299,10 @@ class Sandbox:
             progress(f"{phase} ready in {time.monotonic() - t0:.1f}s")
 
         launch("etcd", [comp.etcd(tc, layouts[n]) for n in names])
-        launch("API servers", [comp.kube_apiserver(tc, layouts[n]) for n in names])
+        launch(
+            "API servers",
+            [tcs.control_plane(config, n).apiserver(layouts[n]) for n in names],
+        )
         t0 = time.monotonic()
         installing = "installing CRDs and fake nodes"
         progress(f"{installing} in {', '.join(names)}")
@@ -312,12 +322,19 @@ class Sandbox:
             f"CRDs and {sum(self._node_count(m) for m in config.members)} fake nodes "
             f"created in {time.monotonic() - t0:.1f}s"
         )
-        control: list[Component] = [comp.kube_controller_manager(tc, layouts[n]) for n in names]
+        control: list[Component] = [
+            tcs.control_plane(config, n).controller_manager(layouts[n]) for n in names
+        ]
         stages = _ASSETS / "kwok-stages.yaml"
         for member in config.members:
             layout = layouts[member.name]
             if member.scheduler == "koordinator" and ktc is not None:
                 control += [comp.koord_scheduler(ktc, layout), comp.kwok(tc, layout, stages)]
+            elif member.scheduler == "kubernetes":
+                control += [
+                    tcs.control_plane(config, member.name).scheduler(layout),
+                    comp.kwok(tc, layout, stages),
+                ]
             else:
                 control += [
                     comp.kube_scheduler(tc, layout),
@@ -349,6 +366,10 @@ class Sandbox:
             layout.config("koord-scheduler.yaml").write_text(
                 yaml.safe_dump(comp.koord_scheduler_config(layout))
             )
+        elif member is not None and member.scheduler == "kubernetes":
+            layout.config("scheduler.yaml").write_text(
+                yaml.safe_dump(comp.native_scheduler_config(layout))
+            )
         else:
             layout.config("scheduler.yaml").write_text(
                 yaml.safe_dump(comp.scheduler_config(layout, config.gang_scheduler_name))
@@ -376,7 +397,9 @@ class Sandbox:
         member = next((m for m in config.members if m.name == layout.name), None)
         koordinator = member is not None and member.scheduler == "koordinator"
         wanted = (
-            _KOORDINATOR_MEMBER_CRDS if koordinator else _MEMBER_CRDS if member else _FLEET_CRDS
+            _FLEET_CRDS
+            if member is None
+            else _MEMBER_CRDS_BY_SCHEDULER.get(member.scheduler, _MEMBER_CRDS)
         )
         crds = [
             doc
@@ -463,7 +486,7 @@ class Sandbox:
         config = self.config
         member = next(m for m in config.members if m.name == cluster)
         skipped = {c for op, c in _OPERATOR_COMPONENTS.items() if not config.runs(member, op)}
-        if member.scheduler == "koordinator":  # koord-scheduler makes no PodGroups to control
+        if member.scheduler != "coscheduling":  # no scheduler-plugins PodGroups to control
             skipped.add("podgroup-controller")
         return [c for c in _COMPONENT_ORDER if c not in skipped]
 
@@ -479,16 +502,16 @@ class Sandbox:
         koordinator = self._is_koordinator(cluster)
         ktc = Toolchain(Path(state["koordinator_toolchain"])) if koordinator else tc
         otc = Toolchain(Path(state.get("operators_toolchain") or tc.root))
-        tcs = _Toolchains(tc, ktc, otc)
+        native = state.get("native_toolchain")
+        tcs = _Toolchains(tc, ktc, otc, Toolchain(Path(native)) if native else None)
         member = next((m for m in config.members if m.name == cluster), None)
+        plane = tcs.control_plane(config, cluster)
         builders: dict[str, Callable[[], Component]] = {
             "etcd": lambda: comp.etcd(tc, layout),
-            "kube-apiserver": lambda: comp.kube_apiserver(tc, layout),
-            "kube-controller-manager": lambda: comp.kube_controller_manager(tc, layout),
+            "kube-apiserver": lambda: plane.apiserver(layout),
+            "kube-controller-manager": lambda: plane.controller_manager(layout),
             "kube-scheduler": lambda: (
-                comp.koord_scheduler(ktc, layout)
-                if koordinator
-                else comp.kube_scheduler(tc, layout)
+                comp.koord_scheduler(ktc, layout) if koordinator else plane.scheduler(layout)
             ),
             "podgroup-controller": lambda: comp.podgroup_controller(tc, layout),
             "kwok": lambda: comp.kwok(tc, layout, _ASSETS / "kwok-stages.yaml"),
@@ -587,6 +610,38 @@ class _Toolchains:
     cluster: Toolchain
     koordinator: Toolchain | None
     operators: Toolchain | None
+    #: The native-gang members' control plane (`scheduler: kubernetes`).
+    native: Toolchain | None = None
+
+    def control_plane(self, config: SandboxConfig, cluster: str) -> ControlPlane:
+        """What a cluster's API server, controller-manager and kube-scheduler run from: the
+        native toolchain, with its feature gates, for a native-gang member; else the cluster
+        toolchain."""
+        member = next((m for m in config.members if m.name == cluster), None)
+        if member is None or member.scheduler != "kubernetes":
+            return ControlPlane(self.cluster)
+        if self.native is None:
+            raise SandboxError(
+                f"{cluster} runs Kubernetes' own gang scheduling, but its toolchain was not built"
+            )
+        return ControlPlane(self.native, native=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlPlane:
+    """A cluster's control-plane binaries and whether they run Kubernetes' own gang scheduling."""
+
+    tools: Toolchain
+    native: bool = False
+
+    def apiserver(self, layout: comp.ClusterLayout) -> Component:
+        return comp.kube_apiserver(self.tools, layout, native=self.native)
+
+    def controller_manager(self, layout: comp.ClusterLayout) -> Component:
+        return comp.kube_controller_manager(self.tools, layout, native=self.native)
+
+    def scheduler(self, layout: comp.ClusterLayout) -> Component:
+        return comp.kube_scheduler(self.tools, layout, native=self.native)
 
 
 def _operator_component(
@@ -596,9 +651,10 @@ def _operator_component(
     config: SandboxConfig,
     member: MemberSpec,
 ) -> Component:
-    """The process of one job operator in a member. On a Koordinator member the operators make
-    no PodGroups and leave schedulerName alone: koord-scheduler reads gangs from the pods."""
-    gang = "" if member.scheduler == "koordinator" else config.gang_scheduler_name
+    """The process of one job operator in a member. On a Koordinator or native-gang member the
+    operators make no PodGroups and leave schedulerName alone: koord-scheduler reads gangs from
+    the pods, and on a native-gang member fleet writes the PodGroup."""
+    gang = "" if member.scheduler != "coscheduling" else config.gang_scheduler_name
     if operator == "training-operator":
         return comp.training_operator(tcs.cluster, layout, gang)
     otc = tcs.operators

@@ -53,6 +53,13 @@ KOORDINATOR = "v1.8.0"
 #: The Kubernetes libraries koord-scheduler is built with. KOORDINATOR's go.mod pins 1.35.2,
 #: whose staging modules are incomplete on the module proxy; 1.35.4 is the same minor, complete.
 KOORDINATOR_KUBERNETES = "v1.35.4"
+#: The Kubernetes release of members that gang-schedule with Kubernetes' own Workload API
+#: (`scheduler: kubernetes`): the first with `scheduling.k8s.io/v1beta1` PodGroups (gate
+#: `GenericWorkload`, beta) and topology-aware PodGroup placement (gate
+#: `TopologyAwareWorkloadScheduling`, alpha), served and scheduled by the upstream kube-apiserver
+#: and kube-scheduler. Built only when a sandbox member asks for it, and cached apart (optional,
+#: like koord-scheduler).
+NATIVE_KUBERNETES = "v1.37.2"
 
 #: Job operators beyond the training operator (optional: each built only when a sandbox member
 #: runs it, cached apart, so the cluster binaries above are not rebuilt for them). The three
@@ -104,6 +111,9 @@ _STAGING_OVERRIDES = {
     "kube-proxy": "v0.34.2",
     "sample-apiserver": "v0.34.2",
 }
+
+#: Staging modules 1.37 added to k8s.io/kubernetes' module graph (the native members' build).
+_NATIVE_STAGING = [*_STAGING, "cri-streaming", "streaming"]
 
 #: Bumped whenever the recipe below changes in a way that changes the binaries.
 _RECIPE = 3
@@ -248,6 +258,24 @@ def _koordinator_module() -> GoModule:
 
 
 KOORDINATOR_MODULE = _koordinator_module()
+
+#: The control plane of a native-gang member: API server, controller-manager and the upstream
+#: kube-scheduler, whose GangScheduling and TopologyPlacementGenerator plugins are on by default
+#: once their feature gates are (components.py turns them on). etcd and kwok are the cluster
+#: toolchain's: etcd's v3 API and kwok's client are the same for either release.
+NATIVE_MODULE = GoModule(
+    name="kubernetes-native",
+    go="1.26.0",
+    requires={"k8s.io/kubernetes": NATIVE_KUBERNETES},
+    replaces={"k8s.io/kubernetes": NATIVE_KUBERNETES}
+    | {f"k8s.io/{name}": "v0." + NATIVE_KUBERNETES.removeprefix("v1.") for name in _NATIVE_STAGING},
+    binaries=(
+        Binary("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+        Binary("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager"),
+        Binary("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
+    ),
+    ldflags=_k8s_ldflags(NATIVE_KUBERNETES),
+)
 
 #: The CRDs koord-scheduler watches, from the module it is built from: Reservation, its PodGroup
 #: (scheduling.sigs.k8s.io, not scheduler-plugins' scheduling.x-k8s.io) and what its informers
@@ -453,6 +481,54 @@ def ensure_koordinator(progress: Progress | None = None) -> Toolchain:
             )
         )
         for line in summary(tools, result.binaries, time.monotonic() - started, "koordinator"):
+            say(line)
+    return tools
+
+
+def native_toolchain() -> Toolchain:
+    """Where the pinned native-gang control plane is cached (built or not)."""
+    key = json.dumps([_platform(), NATIVE_MODULE.go_mod(), NATIVE_MODULE.ldflags]).encode()
+    digest = hashlib.sha256(key).hexdigest()[:16]
+    return Toolchain(cache_root() / "toolchain" / f"native-{NATIVE_KUBERNETES}-{digest}")
+
+
+def _native_complete(tools: Toolchain) -> bool:
+    return tools.stamp.is_file() and all(
+        os.access(tools.binary(b.name), os.X_OK) for b in NATIVE_MODULE.binaries
+    )
+
+
+def ensure_native(progress: Progress | None = None) -> Toolchain:
+    """The pinned Kubernetes control plane of native-gang members, built on first use (cold:
+    about 10 minutes on 2 cores, see docs/sandbox.md), cached apart from the cluster binaries."""
+    say = progress or _default_progress
+    tools = native_toolchain()
+    if _native_complete(tools):
+        return tools
+    with _build_lock(tools.root, say):
+        if _native_complete(tools):
+            return tools
+        started = time.monotonic()
+        go = find_go()
+        say(
+            f"building Kubernetes {NATIVE_KUBERNETES} (kube-apiserver, kube-controller-manager, "
+            f"kube-scheduler with the Workload API's gang scheduling) into {tools.root} with "
+            f"{_go_version(go)}; only sandboxes with a native-gang member need it"
+        )
+        result = build_modules(go, tools, (NATIVE_MODULE,), say)
+        tools.stamp.write_text(
+            json.dumps(
+                {
+                    "kubernetes": NATIVE_KUBERNETES,
+                    "platform": _platform(),
+                    "go.mod": NATIVE_MODULE.go_mod(),
+                    "ldflags": NATIVE_MODULE.ldflags,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        for line in summary(tools, result.binaries, time.monotonic() - started, "native"):
             say(line)
     return tools
 

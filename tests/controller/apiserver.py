@@ -132,6 +132,25 @@ MEMBER_KINDS = [
     # A Koordinator member's Reservations (cluster-scoped); served by every member here.
     Kind("scheduling.koordinator.sh/v1alpha1", "Reservation", "reservations", namespaced=False),
 ]
+#: What a member with Kubernetes' own gang scheduling serves besides (Kubernetes 1.37 with
+#: GenericWorkload on): the native PodGroup, and MutatingAdmissionPolicy (GA since 1.36).
+NATIVE_GANG_KINDS = [
+    Kind("scheduling.k8s.io/v1beta1", "PodGroup", "podgroups"),
+    Kind(
+        ADMISSION,
+        "MutatingAdmissionPolicy",
+        "mutatingadmissionpolicies",
+        namespaced=False,
+        status_subresource=False,
+    ),
+    Kind(
+        ADMISSION,
+        "MutatingAdmissionPolicyBinding",
+        "mutatingadmissionpolicybindings",
+        namespaced=False,
+        status_subresource=False,
+    ),
+]
 
 DELETION_TIMESTAMP = "2025-01-01T00:00:00Z"
 

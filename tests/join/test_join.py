@@ -17,8 +17,14 @@ from fleet import cli
 from fleet.api import access
 from fleet.api import constants as c
 from fleet.api.membership import MemberEndpoint, plan_join
-from fleet.join import JoinError, dry_run, join, unjoin
-from tests.controller.apiserver import FLEET_KINDS, MEMBER_KINDS, MemoryApi, status
+from fleet.join import JoinError, dry_run, join, serves_native_gang, unjoin
+from tests.controller.apiserver import (
+    FLEET_KINDS,
+    MEMBER_KINDS,
+    NATIVE_GANG_KINDS,
+    MemoryApi,
+    status,
+)
 from tests.kube.pki import inline_kubeconfig, make_pem
 
 CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode()
@@ -382,3 +388,55 @@ def test_join_of_a_member_without_a_gang_scheduler_writes_none(fleet):
     _join(fleet, plain)
     mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
     assert mc is not None and not (mc.get("status") or {}).get("gangScheduler")
+
+
+def _native_member() -> MemoryApi:
+    """A member on Kubernetes 1.37 with GenericWorkload on and no other gang scheduler."""
+    kinds = [k for k in MEMBER_KINDS if k.kind not in ("Reservation", "PodGroup")]
+    api = MemoryApi([*kinds, *NATIVE_GANG_KINDS], server=ENDPOINT.server)
+    TokenIssuer(api)
+    return api
+
+
+def test_join_of_a_native_gang_member_names_kubernetes_and_installs_the_scheduling_group_policy(
+    fleet, tmp_path
+):
+    """The member is detected as gang-scheduling with Kubernetes' own PodGroup, and the
+    admission policy that gives fleet's pods their spec.schedulingGroup is installed with
+    the identity (by the joining user, never by fleet's token); unjoin removes it."""
+    native = _native_member()
+    assert serves_native_gang(native.sync_client("member-1"))
+    plan = plan_join("member-1", ENDPOINT, fleet_id="f", native_gang=True)
+    join(fleet.sync_client("fleet"), native.sync_client("member-1"), plan, say=lambda _: None)
+
+    mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
+    assert mc is not None and mc["status"]["gangScheduler"] == "Kubernetes"
+    name = "scheduling-group.fleet-member.fleet.dev"
+    policy = native.get(ADMISSION, "MutatingAdmissionPolicy", name)
+    assert policy is not None
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] == ["pods"]
+    assert policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] == ["CREATE"]
+    binding = native.get(ADMISSION, "MutatingAdmissionPolicyBinding", name)
+    assert binding is not None and binding["spec"]["policyName"] == policy["metadata"]["name"]
+    # fleet's own token gets no right to admission objects.
+    role = native.get(RBAC, "ClusterRole", "fleet:fleet-member")
+    assert role is not None
+    assert not any("admissionregistration.k8s.io" in r["apiGroups"] for r in role["rules"])
+
+    assert unjoin(fleet.sync_client(), native.sync_client(), "member-1", say=lambda _: None) == []
+    assert (
+        native.get(ADMISSION, "MutatingAdmissionPolicy", "scheduling-group.fleet-member.fleet.dev")
+        is None
+    )
+
+
+def test_a_member_without_the_native_api_gets_no_scheduling_group_policy_and_unjoins_cleanly(
+    fleet, member
+):
+    assert not serves_native_gang(member.sync_client("member-1"))
+    plan = plan_join("member-1", ENDPOINT, fleet_id="f")
+    assert not any(o["kind"] == "MutatingAdmissionPolicy" for o in plan.member)
+    join(fleet.sync_client("fleet"), member.sync_client("member-1"), plan, say=lambda _: None)
+    # The member serves no MutatingAdmissionPolicy at all: unjoin skips it and says nothing.
+    assert unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None) == []
+    assert member.get(RBAC, "ClusterRole", "fleet:fleet-member") is None

@@ -28,6 +28,9 @@ GANG_SCHEDULER_KINDS = (
     ("scheduling.koordinator.sh/v1alpha1", "Reservation", "Koordinator"),
     ("scheduling.volcano.sh/v1beta1", "PodGroup", "Volcano"),
     ("scheduling.x-k8s.io/v1alpha1", "PodGroup", "Coscheduling"),
+    # Last: an API server with GenericWorkload on serves it whichever scheduler runs, so a gang
+    # scheduler installed beside it (its own CRD) says more.
+    ("scheduling.k8s.io/v1beta1", "PodGroup", "Kubernetes"),
 )
 
 

@@ -113,6 +113,20 @@ POD_GROUP_ACCESS = Access(
     "scheduler-plugins PodGroups for kinds whose operator makes none.",
 )
 
+#: The native PodGroup (Kubernetes' Workload API) fleet writes beside every copy on a member
+#: whose gang scheduler is Kubernetes' own: no operator makes one.
+NATIVE_POD_GROUP_ACCESS = Access(
+    gangmarks.KUBERNETES_POD_GROUP_API.split("/")[0],
+    ("podgroups",),
+    {
+        "create": "the PodGroup (scheduling.k8s.io/v1beta1) of every copy on a member that "
+        "gang-schedules with Kubernetes' own Workload API; server-side apply of a new object is "
+        "authorized as create",
+        "patch": "that PodGroup is written by server-side apply",
+    },
+    "Kubernetes' own PodGroups (Workload API) for every copy on a native-gang member.",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class PodTemplate:
@@ -187,6 +201,8 @@ class KindAdapter:
         member = self.member_access
         if self.fleet_pod_group and POD_GROUP_ACCESS not in member:
             member = (*member, POD_GROUP_ACCESS)
+        if NATIVE_POD_GROUP_ACCESS not in member:
+            member = (*member, NATIVE_POD_GROUP_ACCESS)
         return member, self.fleet_access
 
     @property
@@ -370,7 +386,14 @@ class KindAdapter:
     ) -> None:
         """Write the gang into the copy. By default ACK's pod-group labels on every template
         when the member runs Koordinator or its scheduler is unknown; a user's own gang labels
-        (or Koordinator gang annotation) are kept, never overwritten."""
+        (or Koordinator gang annotation) are kept, never overwritten. On a member with
+        Kubernetes' own gang scheduling, every kind's templates name the native PodGroup fleet
+        writes beside the copy (`pod_group`)."""
+        if gang_scheduler == gangmarks.KUBERNETES:
+            for t in self.templates(copy_obj):
+                labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
+                labels.setdefault(gangmarks.KUBERNETES_POD_GROUP_LABEL, name)
+            return
         if self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING:
             for t in self.templates(copy_obj):
                 labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
@@ -382,34 +405,31 @@ class KindAdapter:
             pod_group_labels(t.template, name, min_member)
 
     def pod_group(
-        self, member_obj: Mapping[str, Any], *, min_member: int, gang_scheduler: str | None
+        self,
+        member_obj: Mapping[str, Any],
+        *,
+        min_member: int,
+        gang_scheduler: str | None,
+        topology: str | None = None,
     ) -> dict[str, Any] | None:
-        """The scheduler-plugins PodGroup fleet writes beside a copy of a `fleet_pod_group`
-        kind on a coscheduling member (None otherwise), owned by the member copy so the
-        member's garbage collector deletes it with the copy. Fleet's labels go on top."""
+        """The PodGroup fleet writes beside a copy (None when the member's operator makes the
+        gang, or its scheduler reads it from the pods), owned by the member copy so the member's
+        garbage collector deletes it with the copy; fleet's labels go on top. A `fleet_pod_group`
+        kind's scheduler-plugins PodGroup on a coscheduling member; on a member with Kubernetes'
+        own gang scheduling, every kind's native PodGroup, with `topology` (the label key of
+        the one domain the whole gang must share, when it requires one) as its scheduling
+        constraint."""
+        if gang_scheduler == gangmarks.KUBERNETES:
+            return native_pod_group(member_obj, min_member, topology)
         if not (self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING):
             return None
         return self._pod_group(member_obj, min_member)
 
     def _pod_group(self, member_obj: Mapping[str, Any], min_member: int) -> dict[str, Any]:
-        meta = member_obj["metadata"]
         return {
             "apiVersion": f"{gangmarks.COSCHEDULING_POD_GROUP_GROUP}/v1alpha1",
             "kind": "PodGroup",
-            "metadata": {
-                "name": meta["name"],
-                "namespace": meta.get("namespace"),
-                "ownerReferences": [
-                    {
-                        "apiVersion": member_obj["apiVersion"],
-                        "kind": member_obj["kind"],
-                        "name": meta["name"],
-                        "uid": meta["uid"],
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
+            "metadata": _owned_by(member_obj),
             "spec": {"minMember": min_member},
         }
 
@@ -488,6 +508,46 @@ class KindAdapter:
 
 
 # -- helpers the kind modules share ----------------------------------------------------------
+
+
+def _owned_by(member_obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata of an object named after a member copy and owned by it (its gang's
+    PodGroup): the member's garbage collector deletes it with the copy."""
+    meta = member_obj["metadata"]
+    return {
+        "name": meta["name"],
+        "namespace": meta.get("namespace"),
+        "ownerReferences": [
+            {
+                "apiVersion": member_obj["apiVersion"],
+                "kind": member_obj["kind"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+
+
+def native_pod_group(
+    member_obj: Mapping[str, Any], min_member: int, topology: str | None = None
+) -> dict[str, Any]:
+    """Kubernetes' own PodGroup (scheduling.k8s.io/v1beta1) for the gang of a member copy: the
+    Gang policy with the gang's minimum as `minCount`, so kube-scheduler's GangScheduling
+    plugin binds none of its pods until that many fit at once; with `topology`, a scheduling
+    constraint on that node label, so its TopologyPlacementGenerator puts the whole group in
+    one domain of it. The pods join it by `spec.schedulingGroup.podGroupName`
+    (`gangmarks.KUBERNETES_POD_GROUP_LABEL`)."""
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_member}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    return {
+        "apiVersion": gangmarks.KUBERNETES_POD_GROUP_API,
+        "kind": "PodGroup",
+        "metadata": _owned_by(member_obj),
+        "spec": spec,
+    }
 
 
 def pod_group_labels(template: dict[str, Any], name: str, min_member: int) -> None:

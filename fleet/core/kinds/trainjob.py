@@ -48,6 +48,7 @@ from fleet.core.kinds.adapter import (
     job_pods,
     mapping,
     name_at,
+    native_pod_group,
     object_at,
     optional_count,
 )
@@ -265,6 +266,8 @@ class TrainJobAdapter(KindAdapter):
             if marks.gang_scheduler == gangmarks.COSCHEDULING:
                 if "coscheduling" not in policy:
                     labels[gangmarks.COSCHEDULING_POD_GROUP_LABEL] = marks.name
+            elif marks.gang_scheduler == gangmarks.KUBERNETES:
+                labels[gangmarks.KUBERNETES_POD_GROUP_LABEL] = marks.name
             elif (
                 gangmarks.writes_pod_group_labels(marks.gang_scheduler)
                 and not policy
@@ -324,16 +327,28 @@ class TrainJobAdapter(KindAdapter):
         return None
 
     def pod_group(
-        self, member_obj: Mapping[str, Any], *, min_member: int, gang_scheduler: str | None
+        self,
+        member_obj: Mapping[str, Any],
+        *,
+        min_member: int,
+        gang_scheduler: str | None,
+        topology: str | None = None,
     ) -> dict[str, Any] | None:
-        """The PodGroup of a copy fleet labelled for coscheduling itself (its runtime has no
-        podGroupPolicy: Trainer makes none)."""
-        if gang_scheduler != gangmarks.COSCHEDULING:
+        """The PodGroup of a copy fleet labelled itself: for coscheduling when its runtime has
+        no podGroupPolicy (Trainer makes none), the native one on a member with Kubernetes'
+        own gang scheduling (Trainer knows no such PodGroup)."""
+        label = {
+            gangmarks.COSCHEDULING: gangmarks.COSCHEDULING_POD_GROUP_LABEL,
+            gangmarks.KUBERNETES: gangmarks.KUBERNETES_POD_GROUP_LABEL,
+        }.get(gang_scheduler or "")
+        if label is None:
             return None
         name = (member_obj.get("metadata") or {}).get("name")
         for entry in (member_obj.get("spec") or {}).get("podTemplateOverrides") or []:
             labels = (entry.get("metadata") or {}).get("labels") or {}
-            if labels.get(gangmarks.COSCHEDULING_POD_GROUP_LABEL) == name:
+            if labels.get(label) == name:
+                if gang_scheduler == gangmarks.KUBERNETES:
+                    return native_pod_group(member_obj, min_member, topology)
                 return self._pod_group(member_obj, min_member)
         return None
 

@@ -1,0 +1,73 @@
+"""The native-gang member's pure parts (`scheduler: kubernetes`): its pins, kept apart from the
+cluster toolchain, its processes' gates, and how fleet tells such a member from the others."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
+from fleet.sandbox import components as comp
+from fleet.sandbox import toolchain
+from fleet.sandbox.config import MemberSpec, SandboxConfig
+from fleet.sandbox.pki import create_cluster_pki
+from fleet.sandbox.sandbox import ControlPlane, _Toolchains
+
+NATIVE = ("scheduling.k8s.io/v1beta1", "PodGroup")
+COSCHEDULING = ("scheduling.x-k8s.io/v1alpha1", "PodGroup")
+
+
+def _layout(tmp_path: Path) -> comp.ClusterLayout:
+    return comp.ClusterLayout(
+        "member-n", tmp_path, {n: 10000 + i for i, n in enumerate(comp.PORT_NAMES)}
+    )
+
+
+def test_the_native_control_plane_is_pinned_apart_from_the_cluster_toolchain():
+    assert toolchain.NATIVE_KUBERNETES not in str(toolchain.pins())
+    assert toolchain.native_toolchain().root != toolchain.toolchain_for_pins().root
+    go_mod = toolchain.NATIVE_MODULE.go_mod()
+    assert "k8s.io/kubernetes => k8s.io/kubernetes v1.37.2" in go_mod
+    # 1.37's module graph has two staging modules 1.34's has not; both pinned.
+    assert "k8s.io/streaming => k8s.io/streaming v0.37.2" in go_mod
+    assert "k8s.io/cri-streaming => k8s.io/cri-streaming v0.37.2" in go_mod
+    assert [b.name for b in toolchain.NATIVE_MODULE.binaries] == [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    ]
+    assert "gitVersion=v1.37.2" in toolchain.NATIVE_MODULE.ldflags
+
+
+def test_a_native_member_runs_every_control_plane_process_with_the_workload_gates(tmp_path):
+    layout = _layout(tmp_path)
+    create_cluster_pki(layout.root / "pki", layout.name)  # the API server's probe reads it
+    config = SandboxConfig(members=[MemberSpec(name="member-n", scheduler="kubernetes")])
+    assert config.needs_native and not config.needs_koordinator
+    cluster, native = toolchain.Toolchain(tmp_path / "c"), toolchain.Toolchain(tmp_path / "n")
+    plane = _Toolchains(cluster, None, None, native).control_plane(config, "member-n")
+    assert plane == ControlPlane(native, native=True)
+    gates = "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    for component in (
+        plane.apiserver(layout),
+        plane.controller_manager(layout),
+        plane.scheduler(layout),
+    ):
+        assert component.argv[0].startswith(str(native.bin_dir)), component.name
+        assert gates in component.argv, component.name
+    assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in plane.apiserver(layout).argv
+    # The fleet and the other members keep the cluster toolchain, without the gates.
+    other = _Toolchains(cluster, None, None, native).control_plane(config, "fleet")
+    assert other == ControlPlane(cluster)
+    assert not any(a.startswith("--feature-gates") for a in other.apiserver(layout).argv)
+
+
+def test_the_native_scheduler_is_the_upstream_default_profile(tmp_path):
+    config = comp.native_scheduler_config(_layout(tmp_path))
+    assert config["profiles"] == [{"schedulerName": "default-scheduler"}]
+
+
+def test_fleet_detects_kubernetes_gang_scheduling_unless_a_gang_scheduler_of_its_own_is_there():
+    assert NATIVE in {(a, k) for a, k, _ in GANG_SCHEDULER_KINDS}
+    assert gang_scheduler_of({NATIVE}) == "Kubernetes"
+    # scheduler-plugins installed beside it says more than the API server's own API
+    assert gang_scheduler_of({NATIVE, COSCHEDULING}) == "Coscheduling"
