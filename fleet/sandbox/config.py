@@ -131,17 +131,23 @@ class SandboxConfig(BaseModel):
         return self
 
     @classmethod
-    def default(cls, members: int = 4, koordinator: int = 1) -> SandboxConfig:
+    def default(cls, members: int = 4, koordinator: int = 1, native: int = 0) -> SandboxConfig:
         """N members, each with two 8-GPU nodes and a `region` label to select them by; the
-        last `koordinator` of them (one, by default: member-4) run koord-scheduler instead of
+        last `native` of them run Kubernetes' own gang scheduling (none by default), the
+        `koordinator` before those koord-scheduler (one, by default: member-4), the others
         coscheduling."""
-        first_koordinator = members - koordinator + 1
+        first_native = members - native + 1
+        first_koordinator = first_native - koordinator
+
+        def scheduler(i: int) -> MemberScheduler:
+            if i >= first_native:
+                return "kubernetes"
+            return "koordinator" if i >= first_koordinator else "coscheduling"
+
         return cls(
             members=[
                 MemberSpec(
-                    name=f"member-{i}",
-                    labels={"region": f"region-{i}"},
-                    scheduler="koordinator" if i >= first_koordinator else "coscheduling",
+                    name=f"member-{i}", labels={"region": f"region-{i}"}, scheduler=scheduler(i)
                 )
                 for i in range(1, members + 1)
             ]

@@ -33,11 +33,12 @@ class Step:
 
 def plan(config: SandboxConfig, state: Path) -> list[Step]:
     """Every command `up` runs, in order (pure, so it can be read and tested)."""
-    if koordinator := [m.name for m in config.members if m.scheduler == "koordinator"]:
-        raise SandboxError(
-            f"members {', '.join(koordinator)}: scheduler koordinator is not supported with "
-            "--provider kind yet; use the default provider (processes)"
-        )
+    for scheduler in ("koordinator", "kubernetes"):
+        if named := [m.name for m in config.members if m.scheduler == scheduler]:
+            raise SandboxError(
+                f"members {', '.join(named)}: scheduler {scheduler} is not supported with "
+                "--provider kind yet; use the default provider (processes)"
+            )
     steps: list[Step] = []
     names = ["fleet", *(m.name for m in config.members)]
     for name in names:

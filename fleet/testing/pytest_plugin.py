@@ -22,6 +22,10 @@ from fleet.testing.kube import ClusterClient
 #: The member that runs koord-scheduler (the others run scheduler-plugins coscheduling). The
 #: end-to-end fleet joins it only in the tests about it, so the others never see it.
 KOORDINATOR_MEMBER = "member-4"
+#: The member whose control plane is Kubernetes' own gang scheduling (a newer release, with the
+#: Workload API's PodGroup and kube-scheduler's GangScheduling and topology-aware placement),
+#: joined, like the Koordinator member, only in the tests about it (e2e/test_native_gang.py).
+NATIVE_MEMBER = "member-5"
 #: The members that also run the JobSet controller, Trainer v2 and KubeRay (two, so a job of
 #: those kinds can fail over from one to the other); member-1 runs the training operator only,
 #: the Koordinator member the training operator, the JobSet controller (Reservations for a
@@ -36,16 +40,24 @@ TEST_CONFIG = SandboxConfig(
             name=f"member-{i}",
             labels={"region": f"region-{i}"},
             nodes=[NodePool(name="base", count=1, cpu="64", memory="256Gi", gpu=0)],
-            scheduler="koordinator" if f"member-{i}" == KOORDINATOR_MEMBER else "coscheduling",
+            scheduler=(
+                "koordinator"
+                if f"member-{i}" == KOORDINATOR_MEMBER
+                else "kubernetes"
+                if f"member-{i}" == NATIVE_MEMBER
+                else "coscheduling"
+            ),
             operators=(
                 ["training-operator", "jobset", "trainer", "kuberay"]
                 if f"member-{i}" in OPERATOR_MEMBERS
                 else ["training-operator", "jobset", "trainer"]
                 if f"member-{i}" == KOORDINATOR_MEMBER
+                else ["training-operator", "jobset"]
+                if f"member-{i}" == NATIVE_MEMBER
                 else ["training-operator"]
             ),
         )
-        for i in (1, 2, 3, 4)
+        for i in (1, 2, 3, 4, 5)
     ]
 )
 
@@ -58,7 +70,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    """The session's sandbox (fleet + 3 coscheduling members + 1 Koordinator member);
+    """The session's sandbox (fleet + 3 coscheduling members, 1 Koordinator member and 1
+    native-gang member);
     FLEET_TEST_SANDBOX_DIR pins its folder."""
     env = os.environ.get("FLEET_TEST_SANDBOX_DIR")
     state = Path(env) if env else tmp_path_factory.mktemp("sandbox")
@@ -117,6 +130,7 @@ def add_nodes(sandbox: Sandbox, namespace: str) -> Iterator[Callable[..., list[s
 __all__ = [
     "FLEET",
     "KOORDINATOR_MEMBER",
+    "NATIVE_MEMBER",
     "OPERATOR_MEMBERS",
     "TEST_CONFIG",
     "add_nodes",

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
 from fleet.sandbox import components as comp
 from fleet.sandbox import toolchain
 from fleet.sandbox.config import MemberSpec, SandboxConfig
+from fleet.sandbox.errors import SandboxError
+from fleet.sandbox.kind import plan
 from fleet.sandbox.pki import create_cluster_pki
 from fleet.sandbox.sandbox import ControlPlane, _Toolchains
 
@@ -71,3 +75,19 @@ def test_fleet_detects_kubernetes_gang_scheduling_unless_a_gang_scheduler_of_its
     assert gang_scheduler_of({NATIVE}) == "Kubernetes"
     # scheduler-plugins installed beside it says more than the API server's own API
     assert gang_scheduler_of({NATIVE, COSCHEDULING}) == "Coscheduling"
+
+
+def test_the_default_config_puts_native_members_last_and_has_none_unless_asked():
+    assert not SandboxConfig.default().needs_native
+    mixed = SandboxConfig.default(5, koordinator=1, native=1)
+    assert [m.scheduler for m in mixed.members] == ["coscheduling"] * 3 + [
+        "koordinator",
+        "kubernetes",
+    ]
+    assert mixed.needs_native and mixed.needs_koordinator
+
+
+def test_kind_provider_refuses_native_members(tmp_path):
+    config = SandboxConfig(members=[MemberSpec(name="member-n", scheduler="kubernetes")])
+    with pytest.raises(SandboxError, match="scheduler kubernetes is not supported"):
+        plan(config, tmp_path)
