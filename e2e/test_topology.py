@@ -3,24 +3,61 @@
 member with every pod's node in one rack, the copy pinned there by required node affinity; with
 too few GPUs in any single rack it waits on the fleet saying so, and no pod is created anywhere.
 
+The same on the Koordinator member (member-4, joined for those tests only and tainted so that no
+other gang goes there); the native-gang member's are in e2e/test_native_gang.py.
+
 Each test confines its job to fake nodes it adds (labelled with its namespace and a rack).
-Written for the lead's sandbox run; the native-gang member (PodGroup API) is not in the sandbox
-this round.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from fleet.testing.kube import wait_until
+import pytest
+
+from fleet.join import join_member
+from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
+from fleet.testing.kube import ClusterClient, wait_until
+from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import MEMBERS, PYTORCHJOB, Fleet
+from .conftest import FLEET_ID, MEMBERS, PYTORCHJOB, Fleet
 
 RACK = "topology.kubernetes.io/rack"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 #: member-2 runs coscheduling (scheduler-plugins), as test_dispatch says.
 COSCHEDULING = "member-2"
+MEMBER_CLUSTER = ("fleet.dev/v1alpha1", "MemberCluster")
+TAINT = {"key": "fleet.dev/topology", "value": "e2e", "effect": "NoSchedule"}
+
+
+@pytest.fixture(scope="module")
+def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
+    """member-4 joined and tainted (its gang scheduler detected: Koordinator), then removed."""
+    kubeconfig = read_kubeconfig_file(fleet.sandbox.kubeconfig)
+    with SyncKubeClient(load(str(fleet.sandbox.kubeconfig), "fleet"), name="fleet") as api:
+        join_member(
+            api,
+            KOORDINATOR_MEMBER,
+            kubeconfig,
+            {},
+            context=KOORDINATOR_MEMBER,
+            base=fleet.sandbox.kubeconfig.parent,
+            fleet_id=FLEET_ID,
+        )
+    fleet.api.apply(
+        {
+            "apiVersion": MEMBER_CLUSTER[0],
+            "kind": MEMBER_CLUSTER[1],
+            "metadata": {"name": KOORDINATOR_MEMBER},
+            "spec": {"taints": [TAINT]},
+        }
+    )
+    try:
+        yield fleet.clusters[KOORDINATOR_MEMBER]
+    finally:
+        fleet.api.delete(*MEMBER_CLUSTER, KOORDINATOR_MEMBER)
 
 
 def _rack_job(namespace: str, name: str, **kw: Any) -> dict[str, Any]:
@@ -100,3 +137,27 @@ def test_with_too_few_gpus_in_any_rack_it_waits_on_the_fleet_and_no_pod_is_made(
     assert live.copies(namespace, "no-rack") == []
     for member in MEMBERS:
         assert live.clusters[member].pods(namespace) == []
+
+
+def test_a_required_rack_lands_whole_in_one_rack_on_the_koordinator_member(
+    live: Fleet, koordinator: ClusterClient, namespace, add_nodes
+):
+    for rack, count in (("a", 2), ("b", 2), ("c", 4)):
+        labels = {"test": namespace, RACK: f"{namespace}-{rack}"}
+        add_nodes(KOORDINATOR_MEMBER, count=count, gpu=1, labels=labels)
+    policy = gang_policy("gang", namespace, cluster_names=[KOORDINATOR_MEMBER])
+    policy["spec"]["placement"]["clusterTolerations"] = [
+        {"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    live.api.create(policy)
+    live.api.create(_rack_job(namespace, "racked", workers=2, gpus=1))
+
+    pods = live.wait_running(namespace, "racked", KOORDINATOR_MEMBER, pods=3, timeout=120)
+    assert _racks_of_pods(live, KOORDINATOR_MEMBER, namespace) == {f"{namespace}-c"}
+    binding = live.binding(namespace, "racked")
+    (target,) = binding["spec"]["clusters"]
+    assert [(d["level"], d["value"]) for d in target["domains"]] == [(RACK, f"{namespace}-c")]
+    # Koordinator's gang: the seeds' pod-group labels on every pod, the gang all or nothing.
+    assert {p["metadata"]["labels"].get("pod-group.scheduling.sigs.k8s.io/name") for p in pods} == {
+        "racked"
+    }
