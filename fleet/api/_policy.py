@@ -183,7 +183,7 @@ class GangTopology(KubeModel):
     """`Preferred` only: how long a gang that fits only spread over domains waits for one
     domain to hold it before it is placed spread, counted from the first time it fitted only
     spread (the binding keeps that time as status.domainWaitSince). 0 places it spread at
-    once (Kueue's preferred); absent: 1800. Not acted on with `Required`, which never places
+    once (Kueue's preferred), as does absent. Not acted on with `Required`, which never places
     spread."""
 
 
