@@ -350,8 +350,8 @@ def place(
         decision = _choose_least_fragmenting(
             gang, candidates, rejections, mix, fit_key, explain_all
         )
-        snapshots = {name: cluster for _, name, _, cluster in candidates}
-        return _unless_waiting(gang, decision, snapshots, {}, now, domain_wait_since)
+        measured = ((name, cluster) for _, name, _, cluster in candidates)
+        return _unless_waiting(gang, decision, measured, {}, now, domain_wait_since)
     ranked.sort(key=lambda entry: (entry[0], entry[1]))
     chosen: Placement | None = None
     # A preferred topology: the first cluster in rank order that holds the gang in one domain
@@ -418,14 +418,14 @@ def place(
     decision = Decision(chosen, tuple(rejections))
     if estimator is not NODES:
         return decision
-    snapshots = {name: cluster for _, name, _, cluster in ranked}
-    return _unless_waiting(gang, decision, snapshots, no_domain, now, domain_wait_since)
+    screened = ((name, cluster) for _, name, _, cluster in ranked)
+    return _unless_waiting(gang, decision, screened, no_domain, now, domain_wait_since)
 
 
 def _unless_waiting(
     gang: Gang,
     decision: Decision,
-    snapshots: Mapping[str, ClusterSnapshot],
+    screened: Iterable[tuple[str, ClusterSnapshot]],
     no_domain: Mapping[str, Reason],
     now: float | None,
     since: float | None,
@@ -433,13 +433,15 @@ def _unless_waiting(
     """`decision`, unless it places the gang spread while the gang waits for a domain of its
     preferred rule (`domainwait.wait_at`): then no placement, and every member that passed the
     screens and was not found too small is told that the gang waits, until when, and why no
-    domain of it holds the gang (`no_domain`, else its screen)."""
+    domain of it holds the gang (`no_domain`, else its screen). `screened`: the members that
+    passed the screens, read only when the gang waits (a decision's hot path builds nothing)."""
     spread = decision.placement
     if spread is None or now is None or not _preferred_missed(gang, spread.assignment):
         return decision
     wait = wait_at(gang, since, now)
     if wait is None:
         return decision
+    snapshots = dict(screened)
     rejections = decision.rejections
     out = [r for r in rejections if r.category != OUTRANKED]
     others = [r.cluster for r in rejections if r.category == OUTRANKED]
