@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.core.admission import AdmissionSettings
+from fleet.core.domainwait import DEFAULT_WAIT_SECONDS
 from fleet.core.failover import FailoverSettings
 from fleet.simulate import report
 from fleet.simulate.errors import DataError
@@ -137,6 +138,13 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         help="give every member's nodes racks, N nodes to a rack in list order (label "
         "topology.kubernetes.io/rack); policies +required / +preferred keep gangs in one",
+    )
+    p.add_argument(
+        "--topology-wait",
+        default=f"{DEFAULT_WAIT_SECONDS}s",
+        help="with +preferred: how long a gang that fits only spread waits for one rack before "
+        "it is placed spread, as gangTopology.waitSeconds (30m, 0 = at once; default "
+        f"{DEFAULT_WAIT_SECONDS} s, the field's)",
     )
     p.add_argument("--out", type=Path, default=Path("out/simulate"), help="report folder")
     p.add_argument("--seed", type=int, default=0, help="seed for random choices and faults")
@@ -335,6 +343,7 @@ def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSett
         reservation_wait=args.reservation_wait,
         checkpoint_interval=parse_duration(args.checkpoint_interval),
         checkpoint_teams=parse_checkpoint_teams(args.checkpoint_teams),
+        topology_wait=parse_duration(args.topology_wait),
     )
 
 
@@ -363,12 +372,13 @@ def replay(
 ) -> RunResult:
     """One policy over one scenario; with a quota tree, under queue `mode` (see kubequeue)."""
     members = [m.name for m in scenario.fleet.members]
+    made = make_policy(policy, members, seed, topology_wait=config.topology_wait)
     if mode is None or scenario.quota is None:
-        return simulate(scenario.fleet, scenario.trace, make_policy(policy, members, seed), config)
+        return simulate(scenario.fleet, scenario.trace, made, config)
     return replay_queued(
         scenario.fleet,
         scenario.trace,
-        make_policy(policy, members, seed),
+        made,
         config,
         tree=quota_tree(scenario.quota, scenario.name),
         mode=mode,
@@ -444,6 +454,7 @@ def _settings(
         out["limit"] = args.limit
     if args.racks:
         out["nodes per rack"] = args.racks
+        out["topology wait (s)"] = parse_duration(args.topology_wait)
     if args.queue:
         out["quota tree"] = str(args.queue)
     out["queue modes (with a quota tree)"] = args.queue_policies
