@@ -12,6 +12,7 @@ python -m fleet.simulate --dataset philly-x5 --policies nodes,nodes+reserve \
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -100,6 +101,13 @@ def parser() -> argparse.ArgumentParser:
         default=str(int(AdmissionSettings.reclaim_min_saving)),
         help="with the worth rule: no eviction of victims that all end by their declared "
         "limits within this (e.g. 300, 5m)",
+    )
+    p.add_argument(
+        "--queue-reclaim-loss-per-gpu",
+        default=_loss_per_gpu_text(AdmissionSettings.reclaim_loss_per_gpu),
+        help="with reclaim: one eviction destroys at most this much work per GPU its claimant "
+        "asks (e.g. 8h: a 2-GPU claimant evicts gangs that lose at most 16 GPU-hours; off: no "
+        "limit)",
     )
     p.add_argument(
         "--checkpoint-interval",
@@ -239,6 +247,7 @@ def _run(args: argparse.Namespace) -> int:
         reclaim_worth=args.queue_reclaim_worth == "on",
         reclaim_lookahead=parse_duration(args.queue_reclaim_lookahead),
         reclaim_min_saving=parse_duration(args.queue_reclaim_min_saving),
+        reclaim_loss_per_gpu=parse_loss_per_gpu(args.queue_reclaim_loss_per_gpu),
     )
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
@@ -336,6 +345,15 @@ def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSett
         checkpoint_interval=parse_duration(args.checkpoint_interval),
         checkpoint_teams=parse_checkpoint_teams(args.checkpoint_teams),
     )
+
+
+def parse_loss_per_gpu(text: str) -> float:
+    """`--queue-reclaim-loss-per-gpu`: a duration (`8h`), or `off` (no limit)."""
+    return math.inf if text.strip() == "off" else parse_duration(text)
+
+
+def _loss_per_gpu_text(seconds: float) -> str:
+    return "off" if math.isinf(seconds) else f"{seconds / 3600:g}h"
 
 
 def parse_checkpoint_teams(text: str) -> dict[str, float]:
@@ -455,6 +473,7 @@ def _settings(
         out["reclaim: worth rule"] = args.queue_reclaim_worth
         out["reclaim: look-ahead (s)"] = parse_duration(args.queue_reclaim_lookahead)
         out["reclaim: min saving (s)"] = parse_duration(args.queue_reclaim_min_saving)
+        out["reclaim: work lost per GPU"] = args.queue_reclaim_loss_per_gpu
     if args.checkpoint_interval not in ("", "0") or args.checkpoint_teams:
         out["checkpoint interval"] = args.checkpoint_interval
         out["checkpoint intervals per team"] = args.checkpoint_teams

@@ -202,6 +202,7 @@ class Admission(Claims):
         self._end_hold(key, "Placed")
         self._claimed.discard(key)
         self._retry.pop(key, None)
+        self.over_budget.pop(key, None)
         return True
 
     def charge_running(self, key: str, now: float) -> Charge:
@@ -239,6 +240,7 @@ class Admission(Claims):
             self._charge(unit)
             self._claimed.discard(key)
             self._retry.pop(key, None)
+            self.over_budget.pop(key, None)
         return charge
 
     def unplaced(self, key: str, now: float) -> bool:
@@ -277,6 +279,7 @@ class Admission(Claims):
         self._end_hold(key, "Gone")
         self._claimed.discard(key)
         self._retry.pop(key, None)
+        self.over_budget.pop(key, None)
         return True
 
     # --- Deciding --------------------------------------------------------------------------

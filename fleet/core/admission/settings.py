@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -48,6 +49,9 @@ class AdmissionSettings:
     a victim declares no run-time limit."""
     reclaim_min_saving: float = 300.0
     """No eviction when every victim ends by its declared limit within this many seconds."""
+    reclaim_loss_per_gpu: float = math.inf
+    """Seconds of work one eviction may destroy per GPU its claimant asks (module `budget`): a
+    runner that alone would lose more is spared, and so is a set of victims that would."""
     reclaim_claims_per_pass: int = 4
     """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
     pass must stay cheap with thousands of units waiting (bench/queue.py)."""
@@ -62,6 +66,10 @@ class AdmissionSettings:
             raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
         if not self.hold_seconds > 0:
             raise ValueError(f"hold_seconds must be positive, got {self.hold_seconds}")
+        if not self.reclaim_loss_per_gpu > 0:
+            raise ValueError(
+                f"reclaim_loss_per_gpu must be positive, got {self.reclaim_loss_per_gpu}"
+            )
         if self.no_quota not in ("wait", "bypass"):
             raise ValueError(f"no_quota must be wait or bypass, got {self.no_quota!r}")
 
