@@ -64,6 +64,9 @@ def test_a_runner_that_would_lose_more_than_the_budget_is_spared():
     assert evicted == []
     why = admission.over_budget["b1"]
     assert "spares 2 gang(s)" in why and "192.0 GPU-hours" in why and "240.0" in why
+    # The unit's status message (what the controller writes) says it too.
+    reason = admission.why("b1", 100 * HOUR)
+    assert reason is not None and why in reason.message
 
 
 def test_a_runner_within_the_budget_is_evicted():
