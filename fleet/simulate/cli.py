@@ -85,6 +85,12 @@ def parser() -> argparse.ArgumentParser:
         help="with reclaim: a dequeued gang no member can place node by node claims too",
     )
     p.add_argument(
+        "--queue-reclaim-delay",
+        default=str(int(AdmissionSettings.reclaim_delay)),
+        help="with node claims: how long a dequeued gang stays unplaced before it may claim "
+        "node capacity (e.g. 10, 2m)",
+    )
+    p.add_argument(
         "--queue-reclaim-worth",
         choices=("on", "off"),
         default="on" if AdmissionSettings.reclaim_worth else "off",
@@ -244,6 +250,7 @@ def _run(args: argparse.Namespace) -> int:
         no_quota=args.no_quota,
         hold=args.queue_hold == "on",
         reclaim_unplaced=args.queue_reclaim_unplaced == "on",
+        reclaim_delay=parse_duration(args.queue_reclaim_delay),
         reclaim_worth=args.queue_reclaim_worth == "on",
         reclaim_lookahead=parse_duration(args.queue_reclaim_lookahead),
         reclaim_min_saving=parse_duration(args.queue_reclaim_min_saving),
@@ -470,6 +477,7 @@ def _settings(
     if "Priority+reclaim" in args.queue_policies:
         out["reclaim: hold"] = args.queue_hold
         out["reclaim: unplaced gangs claim"] = args.queue_reclaim_unplaced
+        out["reclaim: node claims after (s)"] = parse_duration(args.queue_reclaim_delay)
         out["reclaim: worth rule"] = args.queue_reclaim_worth
         out["reclaim: look-ahead (s)"] = parse_duration(args.queue_reclaim_lookahead)
         out["reclaim: min saving (s)"] = parse_duration(args.queue_reclaim_min_saving)

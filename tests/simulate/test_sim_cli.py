@@ -185,6 +185,7 @@ def test_help_lists_every_policy_queue_mode_and_reclaim_knob():
         "FIFO",
         "--queue-hold",
         "--queue-reclaim-unplaced",
+        "--queue-reclaim-delay",
         "--queue-reclaim-worth",
         "--queue-reclaim-lookahead",
         "--queue-reclaim-min-saving",
