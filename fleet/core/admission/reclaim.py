@@ -22,6 +22,8 @@ Victims, and the proof (`choose`):
 * of the victims found, any whose eviction is not needed for that fit is dropped again (most
   precious first), so the set is minimal; across members, the fewest victims, then the least
   work lost, win.
+* with a loss budget (module `budget`, GPU-hours passed in by the caller), a runner that alone
+  would lose more is no candidate, and a set that would lose more is not chosen.
 
 Bounded search (a reclaim runs in the dequeue pass, over thousands of units): the candidates of
 the node that frees room for the gang's largest pod soonest go first, and a one-pod gang looks at
