@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -127,6 +128,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_preemption=args.queue_preemption == "on",
         queue_reclaim_grace=args.queue_reclaim_grace,
         queue_reclaim_unplaced=args.queue_reclaim_unplaced == "on",
+        queue_reclaim_loss_per_gpu=_seconds_or_off(args.queue_reclaim_loss_per_gpu),
     )
     connection = load(args.kubeconfig, args.context)
     # An exec plugin that cannot log in stops the controller here, with one line, rather than
@@ -138,6 +140,16 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         print(f"fleet: error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _seconds_or_off(text: str) -> float:
+    """A number of seconds, or `off` (no limit: infinity)."""
+    if text.strip() == "off":
+        return math.inf
+    seconds = float(text)
+    if not seconds > 0:
+        raise ValueError(f"expected seconds > 0 or off, got {text!r}")
+    return seconds
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
@@ -460,6 +472,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="on",
         help="a job holding its quota that no member can place may reclaim node capacity too, "
         "the room it frees held for it (default on)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-loss-per-gpu",
+        default="86400",
+        help="seconds of work one reclaim eviction may destroy per GPU the job that reclaims "
+        "asks: a gang that has run longer since its start or last checkpoint is spared "
+        "(default 86400: a day; off: no limit)",
     )
     ctl.add_argument(
         "--queue-reclaim-grace",

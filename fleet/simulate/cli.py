@@ -12,6 +12,7 @@ python -m fleet.simulate --dataset philly-x5 --policies nodes,nodes+reserve \
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -85,6 +86,12 @@ def parser() -> argparse.ArgumentParser:
         help="with reclaim: a dequeued gang no member can place node by node claims too",
     )
     p.add_argument(
+        "--queue-reclaim-delay",
+        default=str(int(AdmissionSettings.reclaim_delay)),
+        help="with node claims: how long a dequeued gang stays unplaced before it may claim "
+        "node capacity (e.g. 10, 2m)",
+    )
+    p.add_argument(
         "--queue-reclaim-worth",
         choices=("on", "off"),
         default="on" if AdmissionSettings.reclaim_worth else "off",
@@ -101,6 +108,13 @@ def parser() -> argparse.ArgumentParser:
         default=str(int(AdmissionSettings.reclaim_min_saving)),
         help="with the worth rule: no eviction of victims that all end by their declared "
         "limits within this (e.g. 300, 5m)",
+    )
+    p.add_argument(
+        "--queue-reclaim-loss-per-gpu",
+        default=_loss_per_gpu_text(AdmissionSettings.reclaim_loss_per_gpu),
+        help="with reclaim: one eviction destroys at most this much work per GPU its claimant "
+        "asks (e.g. 8h: a 2-GPU claimant evicts gangs that lose at most 16 GPU-hours; off: no "
+        "limit)",
     )
     p.add_argument(
         "--checkpoint-interval",
@@ -244,9 +258,11 @@ def _run(args: argparse.Namespace) -> int:
         no_quota=args.no_quota,
         hold=args.queue_hold == "on",
         reclaim_unplaced=args.queue_reclaim_unplaced == "on",
+        reclaim_delay=parse_duration(args.queue_reclaim_delay),
         reclaim_worth=args.queue_reclaim_worth == "on",
         reclaim_lookahead=parse_duration(args.queue_reclaim_lookahead),
         reclaim_min_saving=parse_duration(args.queue_reclaim_min_saving),
+        reclaim_loss_per_gpu=parse_loss_per_gpu(args.queue_reclaim_loss_per_gpu),
     )
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
@@ -345,6 +361,15 @@ def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSett
         checkpoint_teams=parse_checkpoint_teams(args.checkpoint_teams),
         topology_wait=parse_duration(args.topology_wait),
     )
+
+
+def parse_loss_per_gpu(text: str) -> float:
+    """`--queue-reclaim-loss-per-gpu`: a duration (`8h`), or `off` (no limit)."""
+    return math.inf if text.strip() == "off" else parse_duration(text)
+
+
+def _loss_per_gpu_text(seconds: float) -> str:
+    return "off" if math.isinf(seconds) else f"{seconds / 3600:g}h"
 
 
 def parse_checkpoint_teams(text: str) -> dict[str, float]:
@@ -463,9 +488,11 @@ def _settings(
     if "Priority+reclaim" in args.queue_policies:
         out["reclaim: hold"] = args.queue_hold
         out["reclaim: unplaced gangs claim"] = args.queue_reclaim_unplaced
+        out["reclaim: node claims after (s)"] = parse_duration(args.queue_reclaim_delay)
         out["reclaim: worth rule"] = args.queue_reclaim_worth
         out["reclaim: look-ahead (s)"] = parse_duration(args.queue_reclaim_lookahead)
         out["reclaim: min saving (s)"] = parse_duration(args.queue_reclaim_min_saving)
+        out["reclaim: work lost per GPU"] = args.queue_reclaim_loss_per_gpu
     if args.checkpoint_interval not in ("", "0") or args.checkpoint_teams:
         out["checkpoint interval"] = args.checkpoint_interval
         out["checkpoint intervals per team"] = args.checkpoint_teams
