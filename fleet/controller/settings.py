@@ -73,6 +73,9 @@ class Settings:
     #: Kube Queue: seconds of work one reclaim eviction may destroy per GPU the job that
     #: reclaims asks (`AdmissionSettings.reclaim_loss_per_gpu`; inf: no limit).
     queue_reclaim_loss_per_gpu: float = AdmissionSettings.reclaim_loss_per_gpu
+    #: Kube Queue: seconds a dequeued job no member can place waits before it may make a node
+    #: claim (`AdmissionSettings.reclaim_delay`): room that jobs about to end free comes first.
+    queue_reclaim_delay: float = AdmissionSettings.reclaim_delay
     #: Seconds between recording a reclaim or preemption on the victim's binding and deleting
     #: its member copy (0: at once). 30 s is Kubernetes' default terminationGracePeriodSeconds:
     #: a job that checkpoints on SIGTERM already fits in it, and it is a tenth of the placement

@@ -34,3 +34,13 @@ def test_helm_passes_the_loss_budget():
     values = (REPO / "helm/fleet/values.yaml").read_text()
     assert "--queue-reclaim-loss-per-gpu={{ .Values.queue.reclaimLossPerGPUSeconds }}" in deployment
     assert 'reclaimLossPerGPUSeconds: "86400"' in values
+
+
+def test_the_node_claim_delay_flag_defaults_to_the_cores_default_and_helm_passes_it():
+    args = build_parser().parse_args(["controller"])
+    assert args.queue_reclaim_delay == AdmissionSettings.reclaim_delay
+    assert Settings().queue_reclaim_delay == AdmissionSettings.reclaim_delay
+    deployment = (REPO / "helm/fleet/templates/deployment.yaml").read_text()
+    values = (REPO / "helm/fleet/values.yaml").read_text()
+    assert "--queue-reclaim-delay={{ .Values.queue.reclaimDelaySeconds }}" in deployment
+    assert f"reclaimDelaySeconds: {AdmissionSettings.reclaim_delay:.0f}" in values
