@@ -149,17 +149,14 @@ def test_the_member_holds_a_native_gang_whole_until_every_pod_fits(
     pods = native.pods(namespace)
     assert len(pods) == 3 and _in_group(pods, "gang")  # the admission policy joined them
 
-    def unschedulable() -> bool:
-        found = native.pods(namespace)
-        return all(
-            any(
-                c.get("type") == "PodScheduled" and c.get("status") == "False"
-                for c in (p.get("status") or {}).get("conditions") or []
-            )
-            for p in found
-        )
+    def judged() -> dict[str, Any] | None:
+        group = native.get(*POD_GROUP, "gang", namespace) or {}
+        conditions = (group.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "PodGroupInitiallyScheduled"), None)
 
-    wait_until(unschedulable, timeout=60, what="every pod of the gang judged unschedulable")
+    # The member's scheduler tried the whole group and said it does not fit: no pod is bound.
+    verdict = wait_until(judged, timeout=90, what="the scheduler's verdict on the PodGroup")
+    assert (verdict["status"], verdict["reason"]) == ("False", "Unschedulable")
     assert not any(p["spec"].get("nodeName") for p in native.pods(namespace))
 
     add_nodes(NATIVE_MEMBER, count=1, gpu=1, labels={"test": namespace})
