@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
 from fleet.api.membership import DEFAULT_TOKEN_SECONDS
+from fleet.core.admission import AdmissionSettings
 from fleet.core.kinds import supported
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
 from fleet.sandbox.toolchain import OPERATOR_PARTS, ensure_operators
@@ -127,6 +129,8 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_preemption=args.queue_preemption == "on",
         queue_reclaim_grace=args.queue_reclaim_grace,
         queue_reclaim_unplaced=args.queue_reclaim_unplaced == "on",
+        queue_reclaim_loss_per_gpu=_seconds_or_off(args.queue_reclaim_loss_per_gpu),
+        queue_reclaim_delay=args.queue_reclaim_delay,
     )
     connection = load(args.kubeconfig, args.context)
     # An exec plugin that cannot log in stops the controller here, with one line, rather than
@@ -138,6 +142,16 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         print(f"fleet: error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _seconds_or_off(text: str) -> float:
+    """A number of seconds, or `off` (no limit: infinity)."""
+    if text.strip() == "off":
+        return math.inf
+    seconds = float(text)
+    if not seconds > 0:
+        raise ValueError(f"expected seconds > 0 or off, got {text!r}")
+    return seconds
 
 
 def _cmd_dashboard(args: argparse.Namespace) -> int:
@@ -460,6 +474,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="on",
         help="a job holding its quota that no member can place may reclaim node capacity too, "
         "the room it frees held for it (default on)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-loss-per-gpu",
+        default="86400",
+        help="seconds of work one reclaim eviction may destroy per GPU the job that reclaims "
+        "asks: a gang that has run longer since its start or last checkpoint is spared "
+        "(default 86400: a day; off: no limit)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-delay",
+        type=float,
+        default=AdmissionSettings.reclaim_delay,
+        help="seconds a dequeued job that no member can place waits before it may reclaim node "
+        "capacity (with --queue-reclaim-unplaced on; default "
+        f"{AdmissionSettings.reclaim_delay:.0f}: room that jobs about to end free comes first)",
     )
     ctl.add_argument(
         "--queue-reclaim-grace",

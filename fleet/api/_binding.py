@@ -371,13 +371,14 @@ class PendingReason(KubeModel):
     """Explanation from the placement engine."""
     code: str | None = None
     """Why, for machines: NotReady, FailedOver, TaintUntolerated, ClusterAffinity, Insufficient
-    Outranked or DependencyConflict."""
+    Outranked, DependencyConflict or WaitingForDomain."""
     facts: dict[str, IntOrString] | None = None
     """The numbers behind `reason`, for machines: for Insufficient, `resource` with `needed` and
     `free` (in the resource's base unit: millicores, bytes, devices), or `perPod`, `pods`,
     `largestFree`, `podsThatFit`; `components` and `unplacedPods` when no node-by-node
     assignment exists; with a topology, `topologyLevel`, `topologyMode`, `pods`, `domains`,
-    `largestDomain` and `podsThatFit` (how many pods the largest domain holds)."""
+    `largestDomain` and `podsThatFit` (how many pods the largest domain holds); for
+    WaitingForDomain also `waitingSince`, `waitingUntil` and `waitSeconds`."""
 
 
 class DependencyRecord(KubeModel):
@@ -427,6 +428,10 @@ class GangBindingStatus(KubeModel):
     reserving_since: Time | None = None
     """While the chosen member's capacity is being reserved for the gang (Koordinator
     Reservations, phase Reserving): since when; the wait is bounded from it."""
+    domain_wait_since: Time | None = None
+    """While a gang with a Preferred topology that fits only spread waits for one domain
+    (gangTopology.waitSeconds): since when; the wait is bounded from it, and it is placed
+    spread when it runs out. Cleared when the gang is placed."""
     scheduler_observed_affinity_name: str | None = None
     """The clusterAffinities group the placement came from (Karmada's
     schedulerObservedAffinityName); the next placement starts its search there."""

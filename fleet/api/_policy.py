@@ -177,7 +177,14 @@ class GangTopology(KubeModel):
     PodGroup `schedulingConstraints.topology.key`)."""
     mode: Literal["Required", "Preferred"] = "Required"
     """`Required`: the gang is placed only in a member where one domain holds it, node by node;
-    `Preferred`: members where one domain holds it are ranked first, else anywhere it fits."""
+    `Preferred`: members where one domain holds it are ranked first, else anywhere it fits
+    (after waitSeconds)."""
+    wait_seconds: NonNegInt32 | None = Field(default=None, le=86400)
+    """`Preferred` only: how long a gang that fits only spread over domains waits for one
+    domain to hold it before it is placed spread, counted from the first time it fitted only
+    spread (the binding keeps that time as status.domainWaitSince). 0 places it spread at
+    once (Kueue's preferred), as does absent. Not acted on with `Required`, which never places
+    spread."""
 
 
 class ReplicaSchedulingStrategy(KubeModel):
@@ -461,6 +468,12 @@ class PropagationSpec(KubeModel):
             out.append(
                 "spec.placement.replicaScheduling.weightPreference: a Gang workload is not "
                 "divided among clusters"
+            )
+        topology = rs.gang_topology if rs else None
+        if topology and topology.mode == "Required" and topology.wait_seconds is not None:
+            out.append(
+                "spec.placement.replicaScheduling.gangTopology.waitSeconds: a Required "
+                "topology never places a gang spread, so it never waits to"
             )
         if rs and rs.gang_topology and rs.gang_estimator == "sum":
             out.append(

@@ -163,6 +163,9 @@ REASON_SCHEDULED: Final = "Success"
 """Karmada's reason on Scheduled=True."""
 REASON_NO_CLUSTER_FIT: Final = "NoClusterFit"
 """Karmada's reason on Scheduled=False when no cluster can hold the workload."""
+REASON_WAITING_FOR_DOMAIN: Final = "WaitingForDomain"
+"""fleet's reason on Scheduled=False while a gang with a Preferred gangTopology that fits only
+spread waits for one domain (gangTopology.waitSeconds); the message says until when."""
 #: Kube Queue's opt-out of reclaim: `"false"` on a PropagationPolicy (label or annotation) or
 #: a Namespace (label) keeps its queued jobs from being reclaimed, at the cost of not borrowing
 #: (they are dequeued only within their quota's min). Copied onto each QueueUnit.

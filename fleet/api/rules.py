@@ -16,7 +16,8 @@ from fleet.api.constants import FIELD_SELECTOR_LABELS
 from fleet.core import placement as core_placement
 from fleet.core import selectors as core_selectors
 from fleet.core import taints as taint_rules
-from fleet.core.topology import TopologyRule
+from fleet.core.domainwait import DEFAULT_WAIT_SECONDS
+from fleet.core.topology import PREFERRED, TopologyRule
 
 __all__ = [
     "PlacementRules",
@@ -137,7 +138,16 @@ def rules_of_placement(placement: Placement | None) -> PlacementRules:
             topology.level,
             topology.mode,
             source="spec.placement.replicaScheduling.gangTopology",
+            wait_seconds=_wait_seconds(topology.mode, topology.wait_seconds),
         )
         if topology
         else None,
     )
+
+
+def _wait_seconds(mode: str, wait_seconds: int | None) -> float:
+    """`gangTopology.waitSeconds` in the engine's terms: Preferred's, or its default when
+    absent; Required has none (it never places spread)."""
+    if mode != PREFERRED:
+        return 0.0
+    return float(DEFAULT_WAIT_SECONDS if wait_seconds is None else wait_seconds)

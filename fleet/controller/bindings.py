@@ -101,6 +101,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
         if healthy is not None and healthy.reason == lifecycle.RELEASED_REASON
         else None,
         reserving_since=_epoch(status.reserving_since) if status else None,
+        domain_wait_since=_epoch(status.domain_wait_since) if status else None,
         carried=tuple(sorted((binding.spec.preserved_labels or {}).items())),
         domains=tuple(
             Domain(d.level, d.value, tuple(d.components or ()), d.mode == "Required")
@@ -190,6 +191,7 @@ def persisted_status(life: lifecycle.Binding) -> dict[str, Any]:
         "clusterLostSince": _stamp(life.timers.cluster_lost_since),
         "taintedSince": _stamp(life.timers.tainted_since),
         "reservingSince": _stamp(life.reserving_since),
+        "domainWaitSince": _stamp(life.domain_wait_since),
     }
 
 

@@ -67,6 +67,8 @@ async def schedule(shell: Shell, job: Job) -> str | None:
             mix=mix,
             lacking=_cannot_run(shell, job),
             refused=job.life.refusals(now),
+            now=now,
+            domain_wait_since=job.life.domain_wait_since,
         )
 
     result = place_claimant(hold, views, decide, _chosen)
@@ -177,9 +179,16 @@ def _evicting(life: lifecycle.Binding) -> list[str]:
 
 async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None:
     """No cluster can take the gang: the binding lists each cluster's reason, and the gang is
-    retried when capacity, health or policies change (or an exclusion runs out)."""
+    retried when capacity, health or policies change (or an exclusion runs out, or its wait
+    for a domain does: then it is placed spread)."""
     now = shell.clock.now()
-    life = lifecycle.waiting(job.life)
+    wait = decision.domain_wait
+    life = (
+        lifecycle.waiting_for_domain(job.life, wait.since)
+        if wait is not None
+        else lifecycle.waiting(job.life)
+    )
+    reason = c.REASON_WAITING_FOR_DOMAIN if wait is not None else c.REASON_NO_CLUSTER_FIT
     reasons = [
         PendingReason(
             cluster=r.cluster, reason=r.reason, code=r.category, facts=dict(r.facts) or None
@@ -201,7 +210,7 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         life,
         status={"pendingReasons": reasons},
         conditions=binding_conditions(
-            shell, job, (c.CONDITION_SCHEDULED, "False", c.REASON_NO_CLUSTER_FIT, summary)
+            shell, job, (c.CONDITION_SCHEDULED, "False", reason, summary)
         ),
         observed=True,
     )
@@ -209,9 +218,10 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         job.key, cluster=None, evicting=_evicting(life), waiting_since=shell.clock.monotonic()
     )
     shell.metrics.pending.set(len(shell.triggers.pending))
-    retry_at = life.next_exclusion_end(now)
+    ends = [life.next_exclusion_end(now), wait.until if wait is not None else None]
+    retry_at = min((t for t in ends if t is not None), default=None)
     if retry_at is not None:
-        shell.queue.add_after(job.key, retry_at - now + 0.05)
+        shell.queue.add_after(job.key, max(retry_at - now, 0.0) + 0.05)
     await shell.events.record(
         job.workload,
         "ScheduleBindingFailed",
@@ -220,4 +230,4 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         component=job.scheduler_name(shell),
     )
     mark_created(job.workload, "FleetPending", "for a cluster", now)
-    await set_scheduled_condition(shell, job.workload, "False", c.REASON_NO_CLUSTER_FIT, summary)
+    await set_scheduled_condition(shell, job.workload, "False", reason, summary)

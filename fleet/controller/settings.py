@@ -6,6 +6,7 @@ import dataclasses
 from typing import Literal
 
 from fleet.api.access import FLEET_SECRETS_NAMESPACE
+from fleet.core.admission.settings import AdmissionSettings
 from fleet.core.snapshot import DEFAULT_RESERVATION_SECONDS
 
 
@@ -69,6 +70,12 @@ class Settings:
     #: node capacity too (on by default since the controller holds the freed room for it:
     #: docs/queue.md, "Simulated: reclaim", measures it on every dataset).
     queue_reclaim_unplaced: bool = True
+    #: Kube Queue: seconds of work one reclaim eviction may destroy per GPU the job that
+    #: reclaims asks (`AdmissionSettings.reclaim_loss_per_gpu`; inf: no limit).
+    queue_reclaim_loss_per_gpu: float = AdmissionSettings.reclaim_loss_per_gpu
+    #: Kube Queue: seconds a dequeued job no member can place waits before it may make a node
+    #: claim (`AdmissionSettings.reclaim_delay`): room that jobs about to end free comes first.
+    queue_reclaim_delay: float = AdmissionSettings.reclaim_delay
     #: Seconds between recording a reclaim or preemption on the victim's binding and deleting
     #: its member copy (0: at once). 30 s is Kubernetes' default terminationGracePeriodSeconds:
     #: a job that checkpoints on SIGTERM already fits in it, and it is a tenth of the placement

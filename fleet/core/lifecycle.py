@@ -136,6 +136,10 @@ class Binding:
     #: The topology domains the current placement chose in `cluster` (what the copy is
     #: pinned to); kept in the binding so a restart pins the copy the same way.
     domains: tuple[Domain, ...] = ()
+    #: While unplaced: since when the gang, fitting only spread, waits for one domain of its
+    #: preferred topology (`fleet.core.domainwait`); kept so a restart neither resets nor
+    #: forgets the bound on that wait. Cleared when it is placed.
+    domain_wait_since: float | None = None
 
     @property
     def failover_count(self) -> int:
@@ -193,8 +197,15 @@ def queued(binding: Binding) -> Binding:
 
 
 def waiting(binding: Binding) -> Binding:
-    """No cluster can take the gang now; it waits for capacity."""
+    """No cluster can take the gang now; it waits for capacity (a wait for a domain that
+    started keeps its start: it is bounded from there)."""
     return dataclasses.replace(binding, phase="Pending")
+
+
+def waiting_for_domain(binding: Binding, since: float) -> Binding:
+    """The gang fits only spread and waits for one domain of its preferred topology, since
+    `since` (the decision's `domain_wait.since`)."""
+    return dataclasses.replace(binding, phase="Pending", domain_wait_since=since)
 
 
 def scheduled(
@@ -217,6 +228,7 @@ def scheduled(
         cluster=cluster,
         affinity_group=group,
         domains=domains,
+        domain_wait_since=None,
         stays=(*binding.stays, Stay(cluster, now)),
         evictions=tuple(e for e in binding.evictions if e.from_cluster != cluster),
     )

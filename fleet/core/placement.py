@@ -36,6 +36,8 @@ from typing import NamedTuple, cast
 from fleet.core.assignment import Assignment
 from fleet.core.domains import screen as preferred_miss
 from fleet.core.domains import tightest_room
+from fleet.core.domainwait import WAITING_FOR_DOMAIN, DomainWait, wait_at, waiting_sentence
+from fleet.core.domainwait import summary as waiting_summary
 from fleet.core.estimate import NODES, SUM, Estimator
 from fleet.core.explain import Fact, Reason, Sentence, clip, facts_of
 from fleet.core.fragmentation import WorkloadMix, assignment_delta, estimated_delta
@@ -66,6 +68,7 @@ CODES = (
     AFFINITY,
     INSUFFICIENT,
     OUTRANKED,
+    WAITING_FOR_DOMAIN,
 )
 _PURE = (NODES, SUM)
 
@@ -158,7 +161,7 @@ class Rejection(NamedTuple):
     cluster: str
     why: Reason
     #: One of CODES: NotReady, FailedOver, TaintUntolerated, ClusterAffinity, Insufficient,
-    #: Outranked.
+    #: Outranked, WaitingForDomain.
     category: str
 
     @property
@@ -180,6 +183,9 @@ class Rejection(NamedTuple):
 class Decision:
     placement: Placement | None
     rejections: tuple[Rejection, ...]
+    #: Not placed because the gang fits only spread and waits for one domain of its preferred
+    #: rule (`fleet.core.domainwait`): since and until when. None otherwise.
+    domain_wait: DomainWait | None = None
 
     @property
     def fits(self) -> bool:
@@ -195,6 +201,8 @@ class Decision:
             return f"Result: {self.placement}"
         considered = len(self.rejections)
         head = f"0/{considered} clusters can take the gang"
+        if self.domain_wait is not None:
+            head = waiting_summary(self.domain_wait)
         return clip("; ".join([head, *self.sentences()]), limit)
 
 
@@ -246,6 +254,8 @@ def place(
     mix: WorkloadMix | None = None,
     lacking: Mapping[str, str] | None = None,
     refused: Mapping[str, tuple[str, str]] | None = None,
+    now: float | None = None,
+    domain_wait_since: float | None = None,
 ) -> Decision:
     """Pick one cluster for `gang` (see the module docstring for the order of work).
 
@@ -255,7 +265,10 @@ def place(
     gang's kind at all; `refused` maps cluster -> (code, why) for a cluster that refused this
     gang (a dependency there is not fleet's), reported under that code. `mix` (with the `nodes`
     estimator) ranks by fragmentation; the `sum` estimator has no nodes to measure and ignores
-    it.
+    it. `now` (epoch seconds) turns on the wait of a preferred rule that has one
+    (`domainwait`): a gang that fits only spread is not placed while it waits, and the decision
+    carries the wait (`domain_wait_since`: when it started, None if it has not); without `now`
+    a preferred gang is placed spread at once.
     """
     fragmented = mix is not None and bool(mix) and estimator is NODES
     failed_over = failed_over or {}
@@ -334,7 +347,11 @@ def place(
 
     if fit_key is not None:
         assert mix is not None
-        return _choose_least_fragmenting(gang, candidates, rejections, mix, fit_key, explain_all)
+        decision = _choose_least_fragmenting(
+            gang, candidates, rejections, mix, fit_key, explain_all
+        )
+        measured = ((name, cluster) for _, name, _, cluster in candidates)
+        return _unless_waiting(gang, decision, measured, {}, now, domain_wait_since)
     ranked.sort(key=lambda entry: (entry[0], entry[1]))
     chosen: Placement | None = None
     # A preferred topology: the first cluster in rank order that holds the gang in one domain
@@ -398,7 +415,43 @@ def place(
                 )
             )
     rejections.sort(key=lambda r: r.cluster)
-    return Decision(chosen, tuple(rejections))
+    decision = Decision(chosen, tuple(rejections))
+    if estimator is not NODES:
+        return decision
+    screened = ((name, cluster) for _, name, _, cluster in ranked)
+    return _unless_waiting(gang, decision, screened, no_domain, now, domain_wait_since)
+
+
+def _unless_waiting(
+    gang: Gang,
+    decision: Decision,
+    screened: Iterable[tuple[str, ClusterSnapshot]],
+    no_domain: Mapping[str, Reason],
+    now: float | None,
+    since: float | None,
+) -> Decision:
+    """`decision`, unless it places the gang spread while the gang waits for a domain of its
+    preferred rule (`domainwait.wait_at`): then no placement, and every member that passed the
+    screens and was not found too small is told that the gang waits, until when, and why no
+    domain of it holds the gang (`no_domain`, else its screen). `screened`: the members that
+    passed the screens, read only when the gang waits (a decision's hot path builds nothing)."""
+    spread = decision.placement
+    if spread is None or now is None or not _preferred_missed(gang, spread.assignment):
+        return decision
+    wait = wait_at(gang, since, now)
+    if wait is None:
+        return decision
+    snapshots = dict(screened)
+    rejections = decision.rejections
+    out = [r for r in rejections if r.category != OUTRANKED]
+    others = [r.cluster for r in rejections if r.category == OUTRANKED]
+    for name in (spread.cluster, *others):
+        why = no_domain.get(name)
+        if why is None:
+            why = preferred_miss(gang, snapshots[name], True) or "none holds it node by node"
+        out.append(Rejection(name, waiting_sentence(wait, why), WAITING_FOR_DOMAIN))
+    out.sort(key=lambda r: r.cluster)
+    return Decision(None, tuple(out), wait)
 
 
 def _placement(
@@ -645,6 +698,8 @@ def place_in_groups(
     mix: WorkloadMix | None = None,
     lacking: Mapping[str, str] | None = None,
     refused: Mapping[str, tuple[str, str]] | None = None,
+    now: float | None = None,
+    domain_wait_since: float | None = None,
 ) -> GroupDecision:
     """Karmada's `clusterAffinities`: try each group in order, from `start_at` (the group the
     previous placement used, so a failover searches its current group first, then the later
@@ -653,7 +708,9 @@ def place_in_groups(
     When no group fits, each cluster is explained by the first group that admits it (so its
     reason is about capacity or health, not affinity), and clusters no group admits by why the
     first group refused them. Without groups, `affinity` (Karmada's single clusterAffinity)
-    applies. The other arguments are `place`'s.
+    applies. A group where the gang fits only spread while it waits for a domain ends the
+    search as a fit would (the groups order members; the wait is for a domain among them).
+    The other arguments are `place`'s.
     """
     snapshots = list(clusters)
 
@@ -670,6 +727,8 @@ def place_in_groups(
             mix=mix,
             lacking=lacking,
             refused=refused,
+            now=now,
+            domain_wait_since=domain_wait_since,
         )
 
     if not groups:
@@ -679,7 +738,7 @@ def place_in_groups(
     tried: list[tuple[AffinityGroup, Decision]] = []
     for group in groups[first:]:
         decision = attempt(group.affinity)
-        if decision.placement is not None:
+        if decision.placement is not None or decision.domain_wait is not None:
             return GroupDecision(decision, group.name)
         tried.append((group, decision))
     explained: dict[str, Rejection] = {}

@@ -58,12 +58,19 @@ class TopologyRule:
     components: tuple[str, ...] = ()
     #: Where the rule came from, for sentences: the annotation's field, or the policy field.
     source: str = ""
+    #: Preferred only: seconds a gang that fits only spread waits for one domain before it is
+    #: placed spread (`fleet.core.domainwait`); 0 places it spread at once (Kueue's meaning).
+    wait_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"topology mode {self.mode!r} not one of {MODES}")
         if not self.level:
             raise ValueError("topology level must be a node label key")
+        if self.wait_seconds < 0:
+            raise ValueError("topology wait must not be negative")
+        if self.wait_seconds and self.mode == REQUIRED:
+            raise ValueError("a required topology never places spread: it has no wait")
 
     @property
     def required(self) -> bool:

@@ -12,6 +12,7 @@ python -m fleet.simulate --dataset philly-x5 --policies nodes,nodes+reserve \
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.core.admission import AdmissionSettings
+from fleet.core.domainwait import DEFAULT_WAIT_SECONDS
 from fleet.core.failover import FailoverSettings
 from fleet.simulate import report
 from fleet.simulate.errors import DataError
@@ -84,6 +86,12 @@ def parser() -> argparse.ArgumentParser:
         help="with reclaim: a dequeued gang no member can place node by node claims too",
     )
     p.add_argument(
+        "--queue-reclaim-delay",
+        default=str(int(AdmissionSettings.reclaim_delay)),
+        help="with node claims: how long a dequeued gang stays unplaced before it may claim "
+        "node capacity (e.g. 10, 2m)",
+    )
+    p.add_argument(
         "--queue-reclaim-worth",
         choices=("on", "off"),
         default="on" if AdmissionSettings.reclaim_worth else "off",
@@ -100,6 +108,13 @@ def parser() -> argparse.ArgumentParser:
         default=str(int(AdmissionSettings.reclaim_min_saving)),
         help="with the worth rule: no eviction of victims that all end by their declared "
         "limits within this (e.g. 300, 5m)",
+    )
+    p.add_argument(
+        "--queue-reclaim-loss-per-gpu",
+        default=_loss_per_gpu_text(AdmissionSettings.reclaim_loss_per_gpu),
+        help="with reclaim: one eviction destroys at most this much work per GPU its claimant "
+        "asks (e.g. 8h: a 2-GPU claimant evicts gangs that lose at most 16 GPU-hours; off: no "
+        "limit)",
     )
     p.add_argument(
         "--checkpoint-interval",
@@ -137,6 +152,13 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         help="give every member's nodes racks, N nodes to a rack in list order (label "
         "topology.kubernetes.io/rack); policies +required / +preferred keep gangs in one",
+    )
+    p.add_argument(
+        "--topology-wait",
+        default=f"{DEFAULT_WAIT_SECONDS}s",
+        help="with +preferred: how long a gang that fits only spread waits for one rack before "
+        "it is placed spread, as gangTopology.waitSeconds (30m, 0 = at once; default "
+        f"{DEFAULT_WAIT_SECONDS} s, the field's)",
     )
     p.add_argument("--out", type=Path, default=Path("out/simulate"), help="report folder")
     p.add_argument("--seed", type=int, default=0, help="seed for random choices and faults")
@@ -236,9 +258,11 @@ def _run(args: argparse.Namespace) -> int:
         no_quota=args.no_quota,
         hold=args.queue_hold == "on",
         reclaim_unplaced=args.queue_reclaim_unplaced == "on",
+        reclaim_delay=parse_duration(args.queue_reclaim_delay),
         reclaim_worth=args.queue_reclaim_worth == "on",
         reclaim_lookahead=parse_duration(args.queue_reclaim_lookahead),
         reclaim_min_saving=parse_duration(args.queue_reclaim_min_saving),
+        reclaim_loss_per_gpu=parse_loss_per_gpu(args.queue_reclaim_loss_per_gpu),
     )
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
@@ -335,7 +359,17 @@ def _config(args: argparse.Namespace, scenario: Scenario, settings: FailoverSett
         reservation_wait=args.reservation_wait,
         checkpoint_interval=parse_duration(args.checkpoint_interval),
         checkpoint_teams=parse_checkpoint_teams(args.checkpoint_teams),
+        topology_wait=parse_duration(args.topology_wait),
     )
+
+
+def parse_loss_per_gpu(text: str) -> float:
+    """`--queue-reclaim-loss-per-gpu`: a duration (`8h`), or `off` (no limit)."""
+    return math.inf if text.strip() == "off" else parse_duration(text)
+
+
+def _loss_per_gpu_text(seconds: float) -> str:
+    return "off" if math.isinf(seconds) else f"{seconds / 3600:g}h"
 
 
 def parse_checkpoint_teams(text: str) -> dict[str, float]:
@@ -363,12 +397,13 @@ def replay(
 ) -> RunResult:
     """One policy over one scenario; with a quota tree, under queue `mode` (see kubequeue)."""
     members = [m.name for m in scenario.fleet.members]
+    made = make_policy(policy, members, seed, topology_wait=config.topology_wait)
     if mode is None or scenario.quota is None:
-        return simulate(scenario.fleet, scenario.trace, make_policy(policy, members, seed), config)
+        return simulate(scenario.fleet, scenario.trace, made, config)
     return replay_queued(
         scenario.fleet,
         scenario.trace,
-        make_policy(policy, members, seed),
+        made,
         config,
         tree=quota_tree(scenario.quota, scenario.name),
         mode=mode,
@@ -444,6 +479,7 @@ def _settings(
         out["limit"] = args.limit
     if args.racks:
         out["nodes per rack"] = args.racks
+        out["topology wait (s)"] = parse_duration(args.topology_wait)
     if args.queue:
         out["quota tree"] = str(args.queue)
     out["queue modes (with a quota tree)"] = args.queue_policies
@@ -452,9 +488,11 @@ def _settings(
     if "Priority+reclaim" in args.queue_policies:
         out["reclaim: hold"] = args.queue_hold
         out["reclaim: unplaced gangs claim"] = args.queue_reclaim_unplaced
+        out["reclaim: node claims after (s)"] = parse_duration(args.queue_reclaim_delay)
         out["reclaim: worth rule"] = args.queue_reclaim_worth
         out["reclaim: look-ahead (s)"] = parse_duration(args.queue_reclaim_lookahead)
         out["reclaim: min saving (s)"] = parse_duration(args.queue_reclaim_min_saving)
+        out["reclaim: work lost per GPU"] = args.queue_reclaim_loss_per_gpu
     if args.checkpoint_interval not in ("", "0") or args.checkpoint_teams:
         out["checkpoint interval"] = args.checkpoint_interval
         out["checkpoint intervals per team"] = args.checkpoint_teams

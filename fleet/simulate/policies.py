@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fleet.core.arrivals import RecentArrivals, mix_of
+from fleet.core.domainwait import DEFAULT_WAIT_SECONDS
 from fleet.core.estimate import NODES, Estimator, estimator_named
 from fleet.core.fragmentation import WorkloadMix
 from fleet.core.placement import Decision, place
@@ -62,7 +63,11 @@ class PlacementPolicy(Protocol):
         *,
         not_ready: Collection[str],
         failed_over: Mapping[str, str],
-    ) -> Decision: ...
+        now: float | None = None,
+        domain_wait_since: float | None = None,
+    ) -> Decision:
+        """`now` and `domain_wait_since` as `place` takes them (the wait for a domain)."""
+        ...
 
     def observe(self, gang: Gang) -> None:
         """A job arrived (policies that learn from arrivals count it)."""
@@ -104,6 +109,8 @@ class EnginePolicy:
         *,
         not_ready: Collection[str],
         failed_over: Mapping[str, str],
+        now: float | None = None,
+        domain_wait_since: float | None = None,
     ) -> Decision:
         mix = None
         if self.arrivals is not None:
@@ -116,6 +123,8 @@ class EnginePolicy:
             not_ready=not_ready,
             failed_over=failed_over,
             mix=mix,
+            now=now,
+            domain_wait_since=domain_wait_since,
         )
 
 
@@ -143,11 +152,18 @@ OPTIONS = ("reserve", REQUIRED.lower(), PREFERRED.lower())
 
 
 def make_policy(
-    spec: str, members: Sequence[str], seed: int = 0, *, level: str = RACK_LABEL
+    spec: str,
+    members: Sequence[str],
+    seed: int = 0,
+    *,
+    level: str = RACK_LABEL,
+    topology_wait: float = DEFAULT_WAIT_SECONDS,
 ) -> PlacementPolicy:
     """`sum`, `nodes`, `fgd`, `random`, `first`, or `<best|random|first>@<sum|nodes>`; any of
     them with `+reserve`, and with `+required` or `+preferred` (every gang in one domain of
-    `level`, as a policy's gangTopology: the members are pinned to the domain chosen)."""
+    `level`, as a policy's gangTopology: the members are pinned to the domain chosen; a
+    preferred gang that fits only spread waits up to `topology_wait` seconds for one, as
+    `gangTopology.waitSeconds`, whose default it takes)."""
     name = spec.strip()
     text, *options = name.split("+")
     for option in options:
@@ -160,7 +176,16 @@ def make_policy(
         raise ValueError(f"{spec!r}: +required or +preferred, not both")
     reserve = "reserve" in options
     mode = next((m for m in (REQUIRED, PREFERRED) if m.lower() in options), None)
-    topology = TopologyRule(level, mode, source="simulated policy") if mode else None
+    topology = (
+        TopologyRule(
+            level,
+            mode,
+            source="simulated policy",
+            wait_seconds=topology_wait if mode == PREFERRED else 0.0,
+        )
+        if mode
+        else None
+    )
     if text in ("fgd", "fgd-fleet"):
         return EnginePolicy(
             name,

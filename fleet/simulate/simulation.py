@@ -42,6 +42,7 @@ from fleet.core.admission import Placed
 from fleet.core.admission.hold import Hold, place_claimant, sync
 from fleet.core.assignment import Assignment
 from fleet.core.domains import pinned
+from fleet.core.domainwait import DEFAULT_WAIT_SECONDS as DEFAULT_DOMAIN_WAIT_SECONDS
 from fleet.core.failover import GiveUp, Move, Observation, Stay, delete_before_placing
 from fleet.core.inventory import PodInfo
 from fleet.core.placement import Decision
@@ -74,13 +75,14 @@ from fleet.simulate.trace import JobSpec
     PURGE,
     EXPIRE,
     UNEXCLUDE,
+    DOMAIN_WAIT_END,
     OUTAGE_START,
     CHECK,
     RESERVE_DEADLINE,
     RESERVE,
     ARRIVE,
     LOCAL_START,
-) = range(13)
+) = range(14)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,9 @@ class SimConfig:
 
     #: The node label the report counts domains by (racks from `fleets.with_racks`).
     topology_level: str = RACK_LABEL
+    #: With a `+preferred` policy: seconds a gang that fits only spread waits for one domain
+    #: (`gangTopology.waitSeconds`; `cli.replay` makes the policy with it).
+    topology_wait: float = DEFAULT_DOMAIN_WAIT_SECONDS
 
     def __post_init__(self) -> None:
         if self.member_order not in ("backfill", "strict"):
@@ -127,6 +132,8 @@ class SimConfig:
             raise ValueError("reservation wait must be positive")
         if self.checkpoint_interval < 0 or any(v < 0 for v in self.checkpoint_teams.values()):
             raise ValueError("checkpoint interval must not be negative")
+        if self.topology_wait < 0:
+            raise ValueError("topology wait must not be negative")
 
 
 class Simulation:
@@ -169,6 +176,9 @@ class Simulation:
         #: Room held for claimants of a reclaim (`fleet.core.admission.hold`), as reserved in
         #: the views: by claimant (the queue's unit key, the job's id).
         self._held: dict[str, Hold] = {}
+        #: Jobs whose wait for a domain started in this drain: re-keyed after it (their line
+        #: is their wait's, see `_queue_key`).
+        self._rekey: list[SimJob] = []
         #: When a job last changed state; the run "ends" there (bookkeeping events after it,
         #: such as a reservation expiring with nothing left to place, do not count).
         self._last_change = 0.0
@@ -201,6 +211,7 @@ class Simulation:
             PURGE: self._on_purge,
             EXPIRE: self._on_expire,
             UNEXCLUDE: self._on_unexclude,
+            DOMAIN_WAIT_END: self._on_domain_wait_end,
             OUTAGE_START: self._on_outage_start,
             CHECK: self._on_check,
             RESERVE_DEADLINE: self._on_reserve_deadline,
@@ -289,6 +300,18 @@ class Simulation:
             self.queue.capacity_freed()
         if len(self.queue):
             self.queue.drain(self._try_dispatch, self.now)
+        while self._rekey:
+            # A gang whose wait for a domain started moves to its wait's line, and the line it
+            # left is tried again: the controller tries every pending gang, so the gangs of
+            # its shape behind it start their own waits now, not after it is placed.
+            for job in self._rekey:
+                if job.state is State.PENDING:
+                    self.queue.remove(job)
+                    job.queue_key = self._queue_key(job)
+                    self.queue.push(job, self.now)
+            self._rekey.clear()
+            self.queue.capacity_freed()
+            self.queue.drain(self._try_dispatch, self.now)
 
     # Fleet side -------------------------------------------------------------------------------
     def _try_dispatch(self, job: SimJob) -> bool:
@@ -300,13 +323,23 @@ class Simulation:
         def decide(names: list[str]) -> Decision:
             views = self._view_list if len(names) > 1 else [self.views[n] for n in names]
             return self.policy.decide(
-                job.spec.shape.gang, views, not_ready=self._down, failed_over=failed_over
+                job.spec.shape.gang,
+                views,
+                not_ready=self._down,
+                failed_over=failed_over,
+                now=now,
+                domain_wait_since=job.life.domain_wait_since,
             )
 
         # The claimant's held room is its own, and its member tried first (as the controller).
         decision = place_claimant(hold, self.views, decide, _chosen_cluster)
         placement = decision.placement
         if placement is None:
+            wait = decision.domain_wait
+            if wait is not None and job.life.domain_wait_since != wait.since:
+                job.life = lifecycle.waiting_for_domain(job.life, wait.since)
+                self._push(wait.until, DOMAIN_WAIT_END, (job, wait.since))
+                self._rekey.append(job)
             return False
         if hold is not None:
             del self._held[job.spec.id]  # the queue ends it when it hears of the placement
@@ -776,11 +809,19 @@ class Simulation:
             job.queue_key = self._queue_key(job)
 
     def _queue_key(self, job: SimJob) -> object:
-        """Jobs are interchangeable on the fleet queue when shape and exclusions agree."""
+        """Jobs are interchangeable on the fleet queue when shape, exclusions and the start of
+        their wait for a domain (if any) agree."""
         excluded = job.life.excluded(self.now)
-        if not excluded:
-            return job.spec.shape
-        return (job.spec.shape, frozenset(excluded))
+        key: object = job.spec.shape if not excluded else (job.spec.shape, frozenset(excluded))
+        since = job.life.domain_wait_since
+        return key if since is None else (key, "domain-wait", since)
+
+    def _on_domain_wait_end(self, payload: tuple[SimJob, float]) -> None:
+        """A gang's wait for a domain ran out: it is tried again (spread, if no domain holds
+        it), as the controller requeues it at that time."""
+        job, since = payload
+        if job.state is State.PENDING and job.life.domain_wait_since == since:
+            self._freed = True
 
     def _on_outage_start(self, name: str) -> None:
         self._outages[name] = self._outages.get(name, 0) + 1

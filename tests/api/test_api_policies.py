@@ -19,8 +19,10 @@ from fleet.api import (
     parse_object,
     placement_rules,
 )
+from fleet.core.domainwait import DEFAULT_WAIT_SECONDS
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import untolerated
+from fleet.core.topology import TopologyRule
 from fleet.kubeconfig import kubeconfig_text_from_secret, load_kubeconfig, validate_kubeconfig
 
 Docs = Callable[[str], list[dict[str, Any]]]
@@ -203,3 +205,36 @@ def test_state_preservation_is_acted_on_and_copied_into_the_binding() -> None:
     assert copied.state_preservation is not None and copied.cluster_state_preservation is not None
     assert copied.to_dict()["statePreservation"] == rules
     assert copied.to_dict()["clusterStatePreservation"] == rules
+
+
+def test_gang_topology_wait_seconds_reaches_the_rule_with_its_default() -> None:
+    def policy_of(topology: dict[str, object]) -> PropagationPolicy:
+        return PropagationPolicy.from_dict(
+            {
+                "apiVersion": "policy.one.alibabacloud.com/v1alpha1",
+                "kind": "PropagationPolicy",
+                "metadata": {"name": "p", "namespace": "default"},
+                "spec": {
+                    "resourceSelectors": [{"apiVersion": "batch/v1", "kind": "Job"}],
+                    "placement": {
+                        "replicaScheduling": {
+                            "customSchedulingType": "Gang",
+                            "gangTopology": topology,
+                        }
+                    },
+                },
+            }
+        )
+
+    def rule_of(topology: dict[str, object]) -> TopologyRule | None:
+        return placement_rules(policy_of(topology).spec).topology
+
+    rack = "topology.kubernetes.io/rack"
+    preferred = rule_of({"level": rack, "mode": "Preferred"})
+    assert preferred is not None and preferred.wait_seconds == DEFAULT_WAIT_SECONDS
+    now = rule_of({"level": rack, "mode": "Preferred", "waitSeconds": 0})
+    assert now is not None and now.wait_seconds == 0
+    required = rule_of({"level": rack, "waitSeconds": 60})
+    assert required is not None and required.wait_seconds == 0
+    ignored = policy_of({"level": rack, "waitSeconds": 60}).spec.not_acted_on()
+    assert any("waitSeconds" in line for line in ignored)

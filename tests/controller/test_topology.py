@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.core.domainwait import WAITING_FOR_DOMAIN, stamp
 from fleet.core.placement import INSUFFICIENT
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, PYTORCH, World, conditions
@@ -13,10 +14,12 @@ from tests.controller.harness import NAMESPACE, PYTORCH, World, conditions
 RACK = "topology.kubernetes.io/rack"
 
 
-def rack_policy(mode: str = "Required") -> dict[str, Any]:
+def rack_policy(mode: str = "Required", wait_seconds: int | None = None) -> dict[str, Any]:
     policy = gang_policy("gang", NAMESPACE)
     strategy = policy["spec"]["placement"]["replicaScheduling"]
     strategy["gangTopology"] = {"level": RACK, "mode": mode}
+    if wait_seconds is not None:
+        strategy["gangTopology"]["waitSeconds"] = wait_seconds
     return policy
 
 
@@ -65,17 +68,72 @@ async def test_while_no_rack_holds_it_the_gang_waits_and_the_facts_name_the_larg
     assert spread.copy("job") is None
 
 
-async def test_preferred_goes_spread_when_no_rack_holds_it():
+def spread_world(wait_seconds: int | None) -> tuple[World, Any]:
+    """One member whose racks hold the gang (master + 2 workers, 1 GPU each) only spread."""
     world = World()
     spread = world.add_member("member-1", nodes=0)
     spread.add_node("member-1-n0", gpus=2, labels={RACK: "a0"})
     spread.add_node("member-1-n1", gpus=1, labels={RACK: "a1"})
-    world.apply_policy(rack_policy("Preferred"))
+    world.apply_policy(rack_policy("Preferred", wait_seconds))
+    return world, spread
+
+
+async def test_preferred_without_a_wait_goes_spread_when_no_rack_holds_it():
+    world, _ = spread_world(0)
     key = world.submit(pytorchjob("job"))
 
     await world.reconcile(key)
 
     assert placed_on(world, key) == "member-1"
+
+
+async def test_preferred_waits_for_a_rack_then_goes_spread_when_its_wait_runs_out():
+    world, spread = spread_world(600)
+    key = world.submit(pytorchjob("job"))
+    started = world.clock.now()
+
+    await world.reconcile(key)
+
+    # Waiting: no copy, the binding says for what and until when, and it is requeued then.
+    assert placed_on(world, key) is None and spread.copy("job") is None
+    status = status_of(world, key)
+    assert status["domainWaitSince"] is not None
+    (reason,) = status["pendingReasons"]
+    assert reason["code"] == WAITING_FOR_DOMAIN
+    until = stamp(started + 600)
+    assert reason["facts"]["waitingUntil"] == until
+    assert f"waiting for one rack until {until}" in reason["reason"]
+    scheduled = conditions(world.binding(key))[c.CONDITION_SCHEDULED]
+    assert scheduled["reason"] == c.REASON_WAITING_FOR_DOMAIN
+    assert until in scheduled["message"]
+    assert any(k == key and 599 <= delay <= 601 for k, delay in world.queue.later)
+
+    # Still within the wait: still waiting, bounded from the same start.
+    world.clock.advance(300)
+    await world.reconcile(key)
+    assert placed_on(world, key) is None
+    (reason,) = status_of(world, key)["pendingReasons"]
+    assert reason["facts"]["waitingUntil"] == until
+
+    # The wait ran out: placed spread, and the start is cleared.
+    world.clock.advance(300)
+    await world.reconcile(key)
+    assert placed_on(world, key) == "member-1"
+    assert status_of(world, key).get("domainWaitSince") is None
+
+
+async def test_a_waiting_preferred_gang_takes_a_rack_as_soon_as_one_holds_it():
+    world, spread = spread_world(600)
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    assert placed_on(world, key) is None
+
+    spread.add_node("member-1-n2", gpus=4, labels={RACK: "a2"})
+    world.clock.advance(60)
+    await world.reconcile(key)
+
+    (target,) = (world.binding(key) or {})["spec"]["clusters"]
+    assert target["domains"] == [{"level": RACK, "value": "a2", "mode": "Preferred"}]
 
 
 def required_pin(template: dict[str, Any]) -> list[Any]:

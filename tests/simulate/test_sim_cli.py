@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from fleet.simulate import (
     simulate,
     summarize,
 )
-from fleet.simulate.cli import main, parse_checkpoint_teams, parser
+from fleet.simulate.cli import main, parse_checkpoint_teams, parse_loss_per_gpu, parser
 from fleet.simulate.csvio import locate
 from fleet.simulate.scenarios import (
     ALIBABA_NODES,
@@ -184,13 +185,22 @@ def test_help_lists_every_policy_queue_mode_and_reclaim_knob():
         "FIFO",
         "--queue-hold",
         "--queue-reclaim-unplaced",
+        "--queue-reclaim-delay",
         "--queue-reclaim-worth",
         "--queue-reclaim-lookahead",
         "--queue-reclaim-min-saving",
+        "--queue-reclaim-loss-per-gpu",
         "--checkpoint-interval",
         "--checkpoint-teams",
     ):
         assert word in text, word
+
+
+def test_loss_per_gpu_parses_a_duration_or_off():
+    assert parse_loss_per_gpu("24h") == 86400.0
+    assert parse_loss_per_gpu("off") == math.inf
+    with pytest.raises(ValueError, match="duration"):
+        parse_loss_per_gpu("lots")
 
 
 def test_checkpoint_teams_parse_and_name_a_bad_entry():

@@ -142,6 +142,8 @@ class KubeQueue:
                 reclaim=s.queue_reclaim,
                 preemption=s.queue_preemption,
                 reclaim_unplaced=s.queue_reclaim_unplaced,
+                reclaim_loss_per_gpu=s.queue_reclaim_loss_per_gpu,
+                reclaim_delay=s.queue_reclaim_delay,
             )
         )
 

@@ -49,6 +49,7 @@ does not grow with the number of units waiting (bench/queue.py).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -202,6 +203,7 @@ class Admission(Claims):
         self._end_hold(key, "Placed")
         self._claimed.discard(key)
         self._retry.pop(key, None)
+        self.over_budget.pop(key, None)
         return True
 
     def charge_running(self, key: str, now: float) -> Charge:
@@ -239,6 +241,7 @@ class Admission(Claims):
             self._charge(unit)
             self._claimed.discard(key)
             self._retry.pop(key, None)
+            self.over_budget.pop(key, None)
         return charge
 
     def unplaced(self, key: str, now: float) -> bool:
@@ -277,6 +280,7 @@ class Admission(Claims):
         self._end_hold(key, "Gone")
         self._claimed.discard(key)
         self._retry.pop(key, None)
+        self.over_budget.pop(key, None)
         return True
 
     # --- Deciding --------------------------------------------------------------------------
@@ -539,9 +543,13 @@ class Admission(Claims):
             )
         if not self._may_borrow(line, unit):  # first: no free capacity would let it go
             return opted_out(self._tree, self._used, unit.quota, unit.demand)
-        return shortage(self._tree, self._used, unit.quota, unit.demand) or WaitReason(
+        reason = shortage(self._tree, self._used, unit.quota, unit.demand) or WaitReason(
             "Ready", "fits its quota now: dequeued at the next pass", unit.quota
         )
+        spared = self.over_budget.get(key)
+        if spared is not None:  # why its reclaim evicted nothing (module `budget`)
+            reason = dataclasses.replace(reason, message=f"{reason.message}; {spared}")
+        return reason
 
     def waiting(self, now: float) -> dict[str, WaitReason]:
         """Every waiting unit's reason (O(units): for reports and tests, not every pass)."""

@@ -61,6 +61,9 @@ class Books:
         self._unheld: list[tuple[Hold, HoldEnd]] = []
         #: Evictions found but not made because they were not worth their cost (a counter).
         self.not_worth = 0
+        #: Claims whose last try found no eviction within their loss budget (module `budget`),
+        #: with the budget in words; dropped once an eviction is made for them.
+        self.over_budget: dict[str, str] = {}
 
     # --- The tree ------------------------------------------------------------------------------
     @property

@@ -8,9 +8,11 @@ finds the claims, hands each to it and applies the choice, as part of `Admission
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterator, Mapping
 
 from fleet.core.admission.bookkeeping import Books
+from fleet.core.admission.budget import LossBudget
 from fleet.core.admission.decisions import Dequeue, Evict, Notice, Plan
 from fleet.core.admission.explain import describe
 from fleet.core.admission.hold import hold_for
@@ -29,6 +31,7 @@ from fleet.core.admission.reclaim import (
     Runner,
     Scratch,
     choose,
+    eligible,
 )
 from fleet.core.admission.unit import OrderKey, Unit
 from fleet.core.admission.worth import judge
@@ -74,6 +77,7 @@ class Claims(Books):
             if tried >= settings.reclaim_claims_per_pass:
                 break
             tried += 1
+            budget = LossBudget.of(claim.demand, settings.reclaim_loss_per_gpu)
             choice = choose(
                 kind,
                 self._tree,
@@ -83,7 +87,17 @@ class Claims(Books):
                 members_for(claim.key),
                 now,
                 scratch=scratch,
+                budget=budget.gpu_hours,
             )
+            if choice is None and not math.isinf(budget.gpu_hours):
+                spared = [
+                    lost
+                    for r in runners
+                    if eligible(kind, self._tree, claim, r)
+                    and not budget.allows(lost := r.lost(now))
+                ]
+                if spared:
+                    self.over_budget[claim.key] = budget.describe(spared)
             if choice is not None and settings.reclaim_worth and choice.victims:
                 verdict = judge(
                     claim.demand,
@@ -101,6 +115,7 @@ class Claims(Books):
                 self._retry[claim.key] = now + settings.reclaim_retry
                 continue
             self._retry.pop(claim.key, None)
+            self.over_budget.pop(claim.key, None)
             self._apply(choice, now, plan)
             scratch.commit(choice, now + settings.placement_timeout)
             gone = {v.key for v in choice.victims}

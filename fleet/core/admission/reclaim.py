@@ -22,6 +22,8 @@ Victims, and the proof (`choose`):
 * of the victims found, any whose eviction is not needed for that fit is dropped again (most
   precious first), so the set is minimal; across members, the fewest victims, then the least
   work lost, win.
+* with a loss budget (module `budget`, GPU-hours passed in by the caller), a runner that alone
+  would lose more is no candidate, and a set that would lose more is not chosen.
 
 Bounded search (a reclaim runs in the dequeue pass, over thousands of units): the candidates of
 the node that frees room for the gang's largest pod soonest go first, and a one-pod gang looks at
@@ -40,6 +42,7 @@ Pure: snapshots are copied, never changed; time is passed in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -389,11 +392,14 @@ def choose(
     now: float,
     *,
     scratch: Scratch | None = None,
+    budget: float = math.inf,
 ) -> Choice | None:
     """The smallest set of victims in one member whose eviction lets `claim` start there (see
     the module docstring), or None when no such set exists, or when none is needed (the gang
     already fits somewhere: placement, not eviction, is what it waits for). `scratch`: member
-    copies shared with the other claims of the same reclaim."""
+    copies shared with the other claims of the same reclaim. `budget`: the GPU-hours of work
+    the victims may lose at most (module `budget`): a runner that alone would lose more is no
+    candidate, and a set found that loses more is not chosen."""
     scratch = scratch if scratch is not None else Scratch()
     shared = set(tree.nodes[claim.quota].lineage)
     # Per quota path: None if its gangs may not be victims, else how many nodes of its lineage
@@ -422,6 +428,8 @@ def choose(
             # One that alone would take a node on its side below its min can never go.
             elif fragile[runner.key] < depth:
                 continue
+            if runner.lost(now) > budget:
+                continue
             out.append(runner)
     largest = _largest_pod(claim.gang)
     total = int(claim.demand.get(GPU, 0))
@@ -435,6 +443,8 @@ def choose(
             continue
         if not found.victims:
             return None  # it fits as things are: nothing to evict
+        if found.lost > budget:
+            continue
         if best is None or (len(found.victims), found.lost) < (len(best.victims), best.lost):
             best = found
     return best

@@ -29,9 +29,12 @@ class AdmissionSettings:
     (docs/queue.md, "Simulated: reclaim"); without the hold it thrashed (other gangs took the
     room). A shell that does not carry the hold must keep it off (the controller and the
     simulator both carry it)."""
-    reclaim_delay: float = 10.0
+    reclaim_delay: float = 240.0
     """With `reclaim_unplaced`: a dequeued unit that placement has not placed for this long may
-    claim (before that, placement may simply not have run yet)."""
+    claim (before that, placement may simply not have run yet, and jobs that end may free the
+    room). 4 minutes: with 10 s, node claims on the Philly replay evicted gangs that room
+    freed a few minutes later would have spared (docs/queue.md, "The loss budget"); it stays
+    within the placement timeout (300 s), which does not run while the victims leave."""
     hold: bool = True
     """The room an eviction frees is held for its claimant (module `hold`) until it is placed or
     gives up, so no other gang of the fleet takes it."""
@@ -48,6 +51,12 @@ class AdmissionSettings:
     a victim declares no run-time limit."""
     reclaim_min_saving: float = 300.0
     """No eviction when every victim ends by its declared limit within this many seconds."""
+    reclaim_loss_per_gpu: float = 24 * 3600.0
+    """Seconds of work one eviction may destroy per GPU its claimant asks (module `budget`): a
+    runner that alone would lose more is spared, and so is a set of victims that would (inf:
+    no limit). A day by default: on the Philly replay it more than halved the work reclaim
+    loses, and on `lenders` it keeps the min-guarantee violation within what reclaim gave
+    before the hold (docs/queue.md, "The loss budget")."""
     reclaim_claims_per_pass: int = 4
     """At most this many claims are tried per reclaim (best first): a proof packs gangs, and a
     pass must stay cheap with thousands of units waiting (bench/queue.py)."""
@@ -62,6 +71,10 @@ class AdmissionSettings:
             raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
         if not self.hold_seconds > 0:
             raise ValueError(f"hold_seconds must be positive, got {self.hold_seconds}")
+        if not self.reclaim_loss_per_gpu > 0:
+            raise ValueError(
+                f"reclaim_loss_per_gpu must be positive, got {self.reclaim_loss_per_gpu}"
+            )
         if self.no_quota not in ("wait", "bypass"):
             raise ValueError(f"no_quota must be wait or bypass, got {self.no_quota!r}")
 
