@@ -6,6 +6,7 @@ tests can SIGKILL it as a failing node would.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import urllib.request
@@ -319,6 +320,50 @@ def _bootstrap(kubeconfig: Path) -> None:
                 base=kubeconfig.parent,
                 fleet_id=FLEET_ID,
             )
+
+
+@contextlib.contextmanager
+def joined_apart(
+    fleet: Fleet, member: str, taint: dict[str, str], gang_scheduler: str | None = None
+) -> Iterator[ClusterClient]:
+    """`member` joined as users join theirs (fleet join, the e2e fleet's id) and its
+    MemberCluster tainted with `taint`, so that only policies tolerating it send gangs there:
+    the Koordinator and native-gang members, for the modules about them. With
+    `gang_scheduler`, waits until the MemberCluster names it. Deleted when the block ends."""
+    kubeconfig = read_kubeconfig_file(fleet.sandbox.kubeconfig)
+    with SyncKubeClient(load(str(fleet.sandbox.kubeconfig), "fleet"), name="fleet") as api:
+        join_member(
+            api,
+            member,
+            kubeconfig,
+            {},
+            context=member,
+            base=fleet.sandbox.kubeconfig.parent,
+            fleet_id=FLEET_ID,
+        )
+    fleet.api.apply(
+        {
+            "apiVersion": "fleet.dev/v1alpha1",
+            "kind": "MemberCluster",
+            "metadata": {"name": member},
+            "spec": {"taints": [taint]},
+        }
+    )
+    try:
+        if gang_scheduler is not None:
+            wait_until(
+                lambda: (
+                    ((fleet.api.get(*MEMBER_CLUSTER, member) or {}).get("status") or {}).get(
+                        "gangScheduler"
+                    )
+                    == gang_scheduler
+                ),
+                timeout=60,
+                what=f"{member} with its gang scheduler detected ({gang_scheduler})",
+            )
+        yield fleet.clusters[member]
+    finally:
+        fleet.api.delete(*MEMBER_CLUSTER, member)
 
 
 def _install_chart_rbac(kubeconfig: Path, api: ClusterClient) -> dict[str, Any]:

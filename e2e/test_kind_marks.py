@@ -19,8 +19,6 @@ from typing import Any
 import pytest
 
 from fleet.api import constants as c
-from fleet.join import join_member
-from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox.process import log_tail
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER, OPERATOR_MEMBERS
@@ -33,7 +31,7 @@ from fleet.testing.workloads import (
     trainjob,
 )
 
-from .conftest import FLEET_ID, Fleet
+from .conftest import Fleet, joined_apart
 from .test_reservation import foreign_reservation
 
 TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
@@ -52,39 +50,8 @@ JOBSET_TYPES = {"Completed", "Failed", "Suspended", "StartupPolicyCompleted", "S
 @pytest.fixture(scope="module")
 def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
     """member-4 joined, tainted (its gang scheduler detected: Koordinator), then removed."""
-    kubeconfig = read_kubeconfig_file(fleet.sandbox.kubeconfig)
-    with SyncKubeClient(load(str(fleet.sandbox.kubeconfig), "fleet"), name="fleet") as api:
-        join_member(
-            api,
-            KOORDINATOR_MEMBER,
-            kubeconfig,
-            {},
-            context=KOORDINATOR_MEMBER,
-            base=fleet.sandbox.kubeconfig.parent,
-            fleet_id=FLEET_ID,
-        )
-    fleet.api.apply(
-        {
-            "apiVersion": MEMBER_CLUSTER[0],
-            "kind": MEMBER_CLUSTER[1],
-            "metadata": {"name": KOORDINATOR_MEMBER},
-            "spec": {"taints": [TAINT]},
-        }
-    )
-    wait_until(
-        lambda: (
-            ((fleet.api.get(*MEMBER_CLUSTER, KOORDINATOR_MEMBER) or {}).get("status") or {}).get(
-                "gangScheduler"
-            )
-            == "Koordinator"
-        ),
-        timeout=60,
-        what="member-4 Ready with its gang scheduler detected",
-    )
-    try:
-        yield fleet.clusters[KOORDINATOR_MEMBER]
-    finally:
-        fleet.api.delete(*MEMBER_CLUSTER, KOORDINATOR_MEMBER)
+    with joined_apart(fleet, KOORDINATOR_MEMBER, TAINT, "Koordinator") as member:
+        yield member
 
 
 @pytest.fixture(autouse=True)

@@ -17,14 +17,12 @@ import pytest
 
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.demo import seeds
-from fleet.join import join_member
-from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox.process import log_tail
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import NATIVE_MEMBER
 from fleet.testing.workloads import batch_job, gang_policy, jobset, pytorchjob, with_node_selector
 
-from .conftest import FLEET_ID, Fleet
+from .conftest import FLEET_ID, Fleet, joined_apart
 
 MEMBER_CLUSTER = ("fleet.dev/v1alpha1", "MemberCluster")
 POD_GROUP = ("scheduling.k8s.io/v1beta1", "PodGroup")
@@ -39,30 +37,9 @@ REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 
 @pytest.fixture(scope="module")
 def native(fleet: Fleet) -> Iterator[ClusterClient]:
-    """member-5 joined with fleet join and tainted; removed after the module."""
-    kubeconfig = read_kubeconfig_file(fleet.sandbox.kubeconfig)
-    with SyncKubeClient(load(str(fleet.sandbox.kubeconfig), "fleet"), name="fleet") as api:
-        join_member(
-            api,
-            NATIVE_MEMBER,
-            kubeconfig,
-            {},
-            context=NATIVE_MEMBER,
-            base=fleet.sandbox.kubeconfig.parent,
-            fleet_id=FLEET_ID,
-        )
-    fleet.api.apply(
-        {
-            "apiVersion": MEMBER_CLUSTER[0],
-            "kind": MEMBER_CLUSTER[1],
-            "metadata": {"name": NATIVE_MEMBER},
-            "spec": {"taints": [TAINT]},
-        }
-    )
-    try:
-        yield fleet.clusters[NATIVE_MEMBER]
-    finally:
-        fleet.api.delete(*MEMBER_CLUSTER, NATIVE_MEMBER)
+    """member-5 joined with fleet join and tainted for this module."""
+    with joined_apart(fleet, NATIVE_MEMBER, TAINT) as member:
+        yield member
 
 
 @pytest.fixture(autouse=True)

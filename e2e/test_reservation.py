@@ -15,14 +15,12 @@ from typing import Any
 
 import pytest
 
-from fleet.join import join_member
-from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.sandbox.process import log_tail
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import JOBSET_NAME_LABEL, gang_policy, jobset, pytorchjob
 
-from .conftest import FLEET_ID, PYTORCHJOB, Fleet
+from .conftest import PYTORCHJOB, Fleet, joined_apart
 
 RESERVATION = ("scheduling.koordinator.sh/v1alpha1", "Reservation")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -49,32 +47,9 @@ def _member_settings(api: ClusterClient, ttl: int = 600, wait: int = 15) -> None
 @pytest.fixture(scope="module")
 def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
     """member-4 joined (taint, reservations on; its gang scheduler detected), then removed."""
-    kubeconfig = read_kubeconfig_file(fleet.sandbox.kubeconfig)
-    with SyncKubeClient(load(str(fleet.sandbox.kubeconfig), "fleet"), name="fleet") as api:
-        join_member(
-            api,
-            KOORDINATOR_MEMBER,
-            kubeconfig,
-            {},
-            context=KOORDINATOR_MEMBER,
-            base=fleet.sandbox.kubeconfig.parent,
-            fleet_id=FLEET_ID,
-        )
-    _member_settings(fleet.api)
-    wait_until(
-        lambda: (
-            ((fleet.api.get(*MEMBER_CLUSTER, KOORDINATOR_MEMBER) or {}).get("status") or {}).get(
-                "gangScheduler"
-            )
-            == "Koordinator"
-        ),
-        timeout=60,
-        what="member-4 Ready with its gang scheduler detected",
-    )
-    try:
-        yield fleet.clusters[KOORDINATOR_MEMBER]
-    finally:
-        fleet.api.delete(*MEMBER_CLUSTER, KOORDINATOR_MEMBER)
+    with joined_apart(fleet, KOORDINATOR_MEMBER, TAINT, "Koordinator") as member:
+        _member_settings(fleet.api)
+        yield member
 
 
 @pytest.fixture(autouse=True)

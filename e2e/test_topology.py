@@ -16,48 +16,24 @@ from typing import Any
 
 import pytest
 
-from fleet.join import join_member
-from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import FLEET_ID, MEMBERS, PYTORCHJOB, Fleet
+from .conftest import MEMBERS, PYTORCHJOB, Fleet, joined_apart
 
 RACK = "topology.kubernetes.io/rack"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 #: member-2 runs coscheduling (scheduler-plugins), as test_dispatch says.
 COSCHEDULING = "member-2"
-MEMBER_CLUSTER = ("fleet.dev/v1alpha1", "MemberCluster")
 TAINT = {"key": "fleet.dev/topology", "value": "e2e", "effect": "NoSchedule"}
 
 
 @pytest.fixture(scope="module")
 def koordinator(fleet: Fleet) -> Iterator[ClusterClient]:
-    """member-4 joined and tainted (its gang scheduler detected: Koordinator), then removed."""
-    kubeconfig = read_kubeconfig_file(fleet.sandbox.kubeconfig)
-    with SyncKubeClient(load(str(fleet.sandbox.kubeconfig), "fleet"), name="fleet") as api:
-        join_member(
-            api,
-            KOORDINATOR_MEMBER,
-            kubeconfig,
-            {},
-            context=KOORDINATOR_MEMBER,
-            base=fleet.sandbox.kubeconfig.parent,
-            fleet_id=FLEET_ID,
-        )
-    fleet.api.apply(
-        {
-            "apiVersion": MEMBER_CLUSTER[0],
-            "kind": MEMBER_CLUSTER[1],
-            "metadata": {"name": KOORDINATOR_MEMBER},
-            "spec": {"taints": [TAINT]},
-        }
-    )
-    try:
-        yield fleet.clusters[KOORDINATOR_MEMBER]
-    finally:
-        fleet.api.delete(*MEMBER_CLUSTER, KOORDINATOR_MEMBER)
+    """member-4 joined and tainted for this module (its gang scheduler: Koordinator)."""
+    with joined_apart(fleet, KOORDINATOR_MEMBER, TAINT, "Koordinator") as member:
+        yield member
 
 
 def _rack_job(namespace: str, name: str, **kw: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from fleet.sandbox.errors import SandboxError
@@ -449,38 +449,57 @@ def _koordinator_complete(tools: Toolchain) -> bool:
 def ensure_koordinator(progress: Progress | None = None) -> Toolchain:
     """The pinned koord-scheduler and the CRDs it needs, built on first use (cold: about
     25 minutes on 2 shared cores, see docs/sandbox.md), cached apart from the cluster binaries."""
-    say = progress or _default_progress
-    tools = koordinator_toolchain()
-    if _koordinator_complete(tools):
+    return _built_apart(
+        koordinator_toolchain(),
+        _koordinator_complete,
+        progress or _default_progress,
+        KOORDINATOR_MODULE,
+        "koordinator",
+        lambda go: (
+            f"building koord-scheduler (Koordinator {KOORDINATOR}, Kubernetes libraries "
+            f"{KOORDINATOR_KUBERNETES}) with {go}; only sandboxes with a Koordinator member "
+            "need it"
+        ),
+        {"koordinator": KOORDINATOR, "kubernetes": KOORDINATOR_KUBERNETES},
+        crds=KOORDINATOR_CRD_SOURCES,
+    )
+
+
+def _built_apart(
+    tools: Toolchain,
+    complete: Callable[[Toolchain], bool],
+    say: Progress,
+    module: GoModule,
+    what: str,
+    headline: Callable[[str], str],
+    stamp: Mapping[str, object],
+    crds: Sequence[tuple[str, str]] = (),
+) -> Toolchain:
+    """An optional part cached apart from the cluster binaries (koord-scheduler, the
+    native-gang control plane): found, or built under the lock from `module` (and its `crds`
+    copied), stamped with what it was built from. `headline(go)` says what is built with which
+    Go before the build starts."""
+    if complete(tools):
         return tools
     with _build_lock(tools.root, say):
-        if _koordinator_complete(tools):
+        if complete(tools):  # another process finished it while this one waited
             return tools
         started = time.monotonic()
         go = find_go()
-        say(
-            f"building koord-scheduler (Koordinator {KOORDINATOR}, Kubernetes libraries "
-            f"{KOORDINATOR_KUBERNETES}) into {tools.root} with {_go_version(go)}; "
-            "only sandboxes with a Koordinator member need it"
-        )
-        result = build_modules(go, tools, (KOORDINATOR_MODULE,), say)
-        say(f"copying {len(KOORDINATOR_CRD_SOURCES)} CRD manifests from {KOORDINATOR}")
-        _collect_crds(go, tools, result.module_dirs, KOORDINATOR_CRD_SOURCES, (KOORDINATOR_MODULE,))
-        tools.stamp.write_text(
-            json.dumps(
-                {
-                    "koordinator": KOORDINATOR,
-                    "kubernetes": KOORDINATOR_KUBERNETES,
-                    "platform": _platform(),
-                    "go.mod": KOORDINATOR_MODULE.go_mod(),
-                    "ldflags": KOORDINATOR_MODULE.ldflags,
-                    "crds": [list(src) for src in KOORDINATOR_CRD_SOURCES],
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
-        for line in summary(tools, result.binaries, time.monotonic() - started, "koordinator"):
+        say(f"{headline(_go_version(go))}; into {tools.root}")
+        result = build_modules(go, tools, (module,), say)
+        if crds:
+            say(f"copying {len(crds)} CRD manifests from the module just built")
+            _collect_crds(go, tools, result.module_dirs, crds, (module,))
+        record = {
+            **stamp,
+            "platform": _platform(),
+            "go.mod": module.go_mod(),
+            "ldflags": module.ldflags,
+            "crds": [list(src) for src in crds],
+        }
+        tools.stamp.write_text(json.dumps(record, indent=2, sort_keys=True))
+        for line in summary(tools, result.binaries, time.monotonic() - started, what):
             say(line)
     return tools
 
@@ -500,37 +519,20 @@ def _native_complete(tools: Toolchain) -> bool:
 
 def ensure_native(progress: Progress | None = None) -> Toolchain:
     """The pinned Kubernetes control plane of native-gang members, built on first use (cold:
-    about 10 minutes on 2 cores, see docs/sandbox.md), cached apart from the cluster binaries."""
-    say = progress or _default_progress
-    tools = native_toolchain()
-    if _native_complete(tools):
-        return tools
-    with _build_lock(tools.root, say):
-        if _native_complete(tools):
-            return tools
-        started = time.monotonic()
-        go = find_go()
-        say(
+    about 12 minutes on 2 cores, see docs/sandbox.md), cached apart from the cluster binaries."""
+    return _built_apart(
+        native_toolchain(),
+        _native_complete,
+        progress or _default_progress,
+        NATIVE_MODULE,
+        "native",
+        lambda go: (
             f"building Kubernetes {NATIVE_KUBERNETES} (kube-apiserver, kube-controller-manager, "
-            f"kube-scheduler with the Workload API's gang scheduling) into {tools.root} with "
-            f"{_go_version(go)}; only sandboxes with a native-gang member need it"
-        )
-        result = build_modules(go, tools, (NATIVE_MODULE,), say)
-        tools.stamp.write_text(
-            json.dumps(
-                {
-                    "kubernetes": NATIVE_KUBERNETES,
-                    "platform": _platform(),
-                    "go.mod": NATIVE_MODULE.go_mod(),
-                    "ldflags": NATIVE_MODULE.ldflags,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
-        for line in summary(tools, result.binaries, time.monotonic() - started, "native"):
-            say(line)
-    return tools
+            f"kube-scheduler with the Workload API's gang scheduling) with {go}; only "
+            "sandboxes with a native-gang member need it"
+        ),
+        {"kubernetes": NATIVE_KUBERNETES},
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@ cluster toolchain, its processes' gates, and how fleet tells such a member from 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,39 @@ def test_kind_provider_refuses_native_members(tmp_path):
     config = SandboxConfig(members=[MemberSpec(name="member-n", scheduler="kubernetes")])
     with pytest.raises(SandboxError, match="scheduler kubernetes is not supported"):
         plan(config, tmp_path)
+
+
+FAKE_GO = """#!/bin/sh
+# A stand-in for go: `env GOVERSION`, `list` (resolves), `build ... -o OUT ... PKG` (writes OUT).
+case "$1" in
+  env) echo go1.fake ;;
+  list) echo k8s.io/kubernetes/cmd/kube-apiserver ;;
+  build)
+    while [ $# -gt 0 ]; do
+      if [ "$1" = "-o" ]; then shift; printf '#!/bin/sh\\n' > "$1"; chmod +x "$1"; fi
+      shift
+    done ;;
+esac
+"""
+
+
+def test_the_native_control_plane_is_built_once_under_the_lock_and_stamped(tmp_path, monkeypatch):
+    """What a cold `ensure_native` does, with a stand-in for go: every binary, a stamp naming
+    what it was built from, the steps said; a second call finds it built and says nothing."""
+    go = tmp_path / "go"
+    go.write_text(FAKE_GO)
+    go.chmod(0o755)
+    monkeypatch.setenv("FLEET_GO", str(go))
+    monkeypatch.setenv("FLEET_CACHE_DIR", str(tmp_path / "cache"))
+    said: list[str] = []
+    tools = toolchain.ensure_native(said.append)
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert (tools.bin_dir / name).is_file(), name
+    stamp = json.loads(tools.stamp.read_text())
+    assert stamp["kubernetes"] == toolchain.NATIVE_KUBERNETES
+    assert stamp["go.mod"] == toolchain.NATIVE_MODULE.go_mod()
+    assert said[0].startswith(f"building Kubernetes {toolchain.NATIVE_KUBERNETES}")
+    assert any(line.startswith("native ready in") for line in said)
+    again: list[str] = []
+    assert toolchain.ensure_native(again.append) == tools
+    assert again == []
