@@ -8,6 +8,7 @@ failover, logs and Reservations are proven with this identity alone."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
 import sys
@@ -24,7 +25,14 @@ from fleet.api import constants as c
 from fleet.install import SECRETS_NAMESPACE, single_context
 from fleet.join import JoinError, join_member
 from fleet.join.join import identity_objects
-from fleet.kube import Forbidden, SyncKubeClient, from_kubeconfig, load, read_kubeconfig_file
+from fleet.kube import (
+    Forbidden,
+    NotFound,
+    SyncKubeClient,
+    from_kubeconfig,
+    load,
+    read_kubeconfig_file,
+)
 from fleet.testing.chart import service_account_kubeconfig
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.workloads import gang_policy, pytorchjob
@@ -83,7 +91,8 @@ def second_name(live: Fleet) -> Iterator[tuple[str, str]]:
 
 def _remove_identity(member: ClusterClient, namespace: str) -> None:
     for api_version, kind, obj_name, obj_namespace in identity_objects(namespace):
-        member.delete(api_version, kind, obj_name, obj_namespace)
+        with contextlib.suppress(NotFound):  # a kind the member does not serve: none of it
+            member.delete(api_version, kind, obj_name, obj_namespace)
 
 
 def _join_member_3(live: Fleet, name: str, namespace: str, **options: Any) -> None:

@@ -9,6 +9,7 @@ controller connects with it."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import secrets
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from fleet.install import SECRETS_NAMESPACE, single_context
 from fleet.join import join_member
 from fleet.join.join import identity_objects
 from fleet.kube import (
+    NotFound,
     SyncKubeClient,
     Trust,
     Unreachable,
@@ -47,7 +49,8 @@ def joined_name(live: Fleet) -> Iterator[tuple[str, str]]:
     live.api.delete("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
     member = live.clusters[MEMBER]
     for api_version, kind, obj_name, obj_namespace in identity_objects(namespace):
-        member.delete(api_version, kind, obj_name, obj_namespace)
+        with contextlib.suppress(NotFound):  # a kind the member does not serve: none of it
+            member.delete(api_version, kind, obj_name, obj_namespace)
 
 
 def _by_name(live: Fleet) -> dict[str, Any]:

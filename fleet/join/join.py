@@ -36,7 +36,7 @@ from fleet.api.membership import (
 )
 from fleet.api.schedulinggroup import MUTATING_API_VERSION, scheduling_group_name
 from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
-from fleet.kube import ApiError, Connection, KubeError, SyncKubeClient
+from fleet.kube import ApiError, Connection, KubeError, NotFound, SyncKubeClient
 
 __all__ = [
     "FIELD_MANAGER",
@@ -312,6 +312,8 @@ def _forget_previous(
             if found is None or not made_by(found, plan.fleet_id):
                 continue
             member.delete(api_version, kind, name, namespace)
+        except NotFound:
+            continue  # the member does not serve that kind (an older Kubernetes): none of it
         except KubeError as e:
             say(f"member {plan.name}: could not delete the old {kind.lower()}/{name}: {e}")
             continue
