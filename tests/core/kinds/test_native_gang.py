@@ -20,31 +20,11 @@ from fleet.core.gangmarks import (
 )
 from fleet.core.kinds import ADAPTERS, adapter_for, gang_from_workload
 from fleet.core.kinds.adapter import NATIVE_POD_GROUP_ACCESS
-from fleet.testing.workloads import (
-    batch_job,
-    jobset,
-    mpijob,
-    pytorchjob,
-    raycluster,
-    rayjob,
-    training_runtime,
-    trainjob,
-)
+from fleet.testing.workloads import pytorchjob
 
-NS = "team-a"
+from .test_pod_marks import NS, _every_kind, _fleet
+
 RACK = "topology.kubernetes.io/rack"
-
-
-def _fleet(obj: dict[str, Any]) -> dict[str, Any]:
-    obj["metadata"] |= {"namespace": NS, "uid": "u-1", "resourceVersion": "7"}
-    return obj
-
-
-def _every_kind() -> list[tuple[dict[str, Any], dict[Any, Any]]]:
-    jobs = [pytorchjob("j"), mpijob("j"), batch_job("j"), jobset("j"), raycluster("j"), rayjob("j")]
-    tj = _fleet(trainjob("j", "torch", namespace=NS, nodes=3))
-    rt = training_runtime("torch", namespace=NS)
-    return [(_fleet(j), {}) for j in jobs] + [(tj, {("TrainingRuntime", NS, "torch"): rt})]
 
 
 def _member_copy(obj: dict[str, Any], needed: dict[Any, Any]) -> tuple[Any, dict[str, Any], int]:
@@ -68,16 +48,17 @@ def _member_copy(obj: dict[str, Any], needed: dict[Any, Any]) -> tuple[Any, dict
 @pytest.mark.parametrize(("obj", "needed"), _every_kind(), ids=lambda x: x.get("kind", ""))
 def test_every_kinds_pods_name_the_native_pod_group_written_beside_the_copy(obj, needed):
     kind, out, min_member = _member_copy(obj, needed)
+    name = obj["metadata"]["name"]
     pods = kind.pod_templates(out, needed)
     assert pods
     for t in pods:
         labels = t.template["metadata"]["labels"]
-        assert labels[KUBERNETES_POD_GROUP_LABEL] == "j"
+        assert labels[KUBERNETES_POD_GROUP_LABEL] == name
         assert POD_GROUP_NAME_LABEL not in labels  # ACK's labels mean nothing there
     group = kind.pod_group(out, min_member=min_member, gang_scheduler=KUBERNETES)
     assert group is not None
     assert group["apiVersion"] == KUBERNETES_POD_GROUP_API and group["kind"] == "PodGroup"
-    assert group["metadata"]["name"] == "j" and group["metadata"]["namespace"] == NS
+    assert group["metadata"]["name"] == name and group["metadata"]["namespace"] == NS
     assert group["spec"] == {"schedulingPolicy": {"gang": {"minCount": min_member}}}
     (owner,) = group["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"], owner["controller"]) == (obj["kind"], "member-uid", True)
