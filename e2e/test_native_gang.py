@@ -10,6 +10,7 @@ fake nodes it adds (labelled with its namespace, and with racks where it is abou
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,12 +18,14 @@ import pytest
 
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.demo import seeds
+from fleet.kube import ApiError
 from fleet.sandbox.process import log_tail
 from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import NATIVE_MEMBER
 from fleet.testing.workloads import batch_job, gang_policy, jobset, pytorchjob, with_node_selector
 
 from .conftest import FLEET_ID, Fleet, joined_apart
+from .test_trust import _stored_token_client
 
 MEMBER_CLUSTER = ("fleet.dev/v1alpha1", "MemberCluster")
 POD_GROUP = ("scheduling.k8s.io/v1beta1", "PodGroup")
@@ -245,3 +248,56 @@ def test_a_batch_job_and_a_jobset_run_as_one_native_gang(
         timeout=60,
         what="the PodGroup deleted with the copy",
     )
+
+
+def test_the_token_fleet_stores_writes_only_its_own_pod_groups_and_no_admission_policy(
+    live: Fleet, native: ClusterClient, namespace: str
+):
+    """As an attacker holding the token fleet stores for member-5, by raw requests: the
+    PodGroup rule fleet gained there is guarded like every kind it writes, and the
+    scheduling-group policy join installed is out of its reach."""
+    marker = "probe-" + secrets.token_hex(4)
+    theirs = {
+        "apiVersion": POD_GROUP[0],
+        "kind": POD_GROUP[1],
+        "metadata": {"name": "theirs", "namespace": namespace, "labels": {"probe": marker}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+    native.create(theirs)
+    policy_name = "scheduling-group.fleet-member.fleet.dev"
+    with _stored_token_client(live, NATIVE_MEMBER) as attacker:
+
+        def refused(call: Any) -> None:
+            with pytest.raises(ApiError) as caught:
+                call()
+            assert caught.value.status == 403, caught.value
+            assert marker not in caught.value.body, "the object's data in the answer"
+
+        # A PodGroup fleet did not write: not read through a patch, not changed, not deleted.
+        refused(lambda: attacker.patch(*POD_GROUP, "theirs", {}, namespace))
+        refused(lambda: attacker.patch(*POD_GROUP, "theirs", [], namespace, patch_type="json"))
+        refused(lambda: attacker.apply(theirs, field_manager="attacker"))
+        refused(lambda: attacker.delete(*POD_GROUP, "theirs", namespace))
+        # None without fleet's mark, none in a system namespace even with it.
+        unmarked = {**theirs, "metadata": {"name": "unmarked", "namespace": namespace}}
+        refused(lambda: attacker.create(unmarked))
+        marked = {"labels": {"fleet.dev/managed-by": FLEET_ID}}
+        in_system = {**theirs, "metadata": {"name": "sys", "namespace": "kube-system", **marked}}
+        refused(lambda: attacker.create(in_system))
+        # The admission policy that joins pods to their PodGroup: not changed, not deleted, and
+        # no policy of the token's own.
+        refused(lambda: attacker.patch(*MUTATING_POLICY, policy_name, {}))
+        refused(lambda: attacker.delete(*MUTATING_POLICY, policy_name))
+        own = {
+            "apiVersion": MUTATING_POLICY[0],
+            "kind": MUTATING_POLICY[1],
+            "metadata": {"name": "attacker", **marked},
+            "spec": {"failurePolicy": "Ignore", "reinvocationPolicy": "Never"},
+        }
+        refused(lambda: attacker.create(own))
+        # What fleet needs is still allowed: a PodGroup of its own, marked, in a tenant namespace.
+        ours = {**theirs, "metadata": {"name": "ours", "namespace": namespace, **marked}}
+        attacker.create(ours)  # (fleet never deletes one: the member's GC does, with the copy)
+    after = native.get(*POD_GROUP, "theirs", namespace)
+    assert after is not None and after["metadata"]["labels"] == {"probe": marker}
+    assert native.get(*MUTATING_POLICY, policy_name) is not None
