@@ -107,7 +107,7 @@ def admission_policy(namespace: str, fleet_id: str) -> dict[str, Any]:
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": admission_policy_name(namespace), "labels": _labels(fleet_id)},
+        "metadata": {"name": admission_policy_name(namespace), "labels": identity_labels(fleet_id)},
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": written_resources(member_rules())},
@@ -192,7 +192,7 @@ def admission_policy_binding(namespace: str, fleet_id: str) -> dict[str, Any]:
     return {
         "apiVersion": ADMISSION_API_VERSION,
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": _labels(fleet_id)},
+        "metadata": {"name": name, "labels": identity_labels(fleet_id)},
         "spec": {"policyName": name, "validationActions": ["Deny"]},
     }
 
@@ -202,5 +202,7 @@ def admission_objects(namespace: str, fleet_id: str) -> tuple[dict[str, Any], di
     return admission_policy(namespace, fleet_id), admission_policy_binding(namespace, fleet_id)
 
 
-def _labels(fleet_id: str) -> dict[str, str]:
+def identity_labels(fleet_id: str) -> dict[str, str]:
+    """The labels of the admission objects join installs for the fleet `fleet_id` (the guard
+    here, the scheduling-group policy): made by join, and whose."""
     return {c.JOINED_BY_LABEL: c.JOINED_BY, c.FLEET_ID_LABEL: fleet_id}

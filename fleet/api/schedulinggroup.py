@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from fleet.api import constants as c
+from fleet.api.guard import identity_labels
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_API, KUBERNETES_POD_GROUP_LABEL
 
 __all__ = [
@@ -42,16 +42,12 @@ def scheduling_group_name(namespace: str) -> str:
     return f"scheduling-group.{namespace}.fleet.dev"
 
 
-def _labels(fleet_id: str) -> dict[str, str]:
-    return {c.JOINED_BY_LABEL: c.JOINED_BY, c.FLEET_ID_LABEL: fleet_id}
-
-
 def scheduling_group_policy(namespace: str, fleet_id: str) -> dict[str, Any]:
     label = KUBERNETES_POD_GROUP_LABEL
     return {
         "apiVersion": MUTATING_API_VERSION,
         "kind": "MutatingAdmissionPolicy",
-        "metadata": {"name": scheduling_group_name(namespace), "labels": _labels(fleet_id)},
+        "metadata": {"name": scheduling_group_name(namespace), "labels": identity_labels(fleet_id)},
         "spec": {
             # A pod that cannot join its gang would be scheduled alone: refuse it instead, and
             # its operator creates it again.
@@ -92,7 +88,7 @@ def scheduling_group_binding(namespace: str, fleet_id: str) -> dict[str, Any]:
     return {
         "apiVersion": MUTATING_API_VERSION,
         "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": {"name": name, "labels": _labels(fleet_id)},
+        "metadata": {"name": name, "labels": identity_labels(fleet_id)},
         "spec": {"policyName": name},
     }
 
