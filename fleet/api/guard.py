@@ -45,6 +45,7 @@ __all__ = [
     "admission_policy",
     "admission_policy_binding",
     "admission_policy_name",
+    "identity_labels",
     "written_resources",
 ]
 
