@@ -182,9 +182,12 @@ class KubeClient:
             self._requests.table(res, namespace, name, label_selector=label_selector)
         )
 
-    async def create(self, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
-        """POST, not retried: a Conflict (409) means it is already there."""
-        return await self._run(self._requests.create(obj, namespace))
+    async def create(
+        self, obj: Mapping[str, Any], namespace: str | None = None, *, dry_run: bool = False
+    ) -> Obj:
+        """POST, not retried: a Conflict (409) means it is already there. `dry_run`: the object
+        as the server's admission would make it, nothing stored."""
+        return await self._run(self._requests.create(obj, namespace, dry_run=dry_run))
 
     async def create_subresource(
         self,

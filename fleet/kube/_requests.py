@@ -33,6 +33,13 @@ T = TypeVar("T")
 #: Server-side printing: what `kubectl get` shows, columns and all.
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
+
+def dry_run_params(dry_run: bool) -> dict[str, str]:
+    """The query of a server-side dry run (`dryRun=All`: every admission step runs, nothing is
+    stored), or none. A dry run is a question, not a change: it is asked once, never retried."""
+    return {"dryRun": "All"} if dry_run else {}
+
+
 _PATCH_TYPES: Mapping[str, str] = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
@@ -313,8 +320,11 @@ class Requests:
             raise
         return table
 
-    def create(self, obj: Mapping[str, Any], namespace: str | None = None) -> Op[Obj]:
-        """POST: never retried blindly; a 409 (Conflict) means it is already there."""
+    def create(
+        self, obj: Mapping[str, Any], namespace: str | None = None, *, dry_run: bool = False
+    ) -> Op[Obj]:
+        """POST: never retried blindly; a 409 (Conflict) means it is already there. `dry_run`
+        answers with the object as admission made it, and keeps nothing."""
         res = yield from self.resource(obj["apiVersion"], obj["kind"])
         meta = obj.get("metadata") or {}
         ns = namespace or meta.get("namespace")
@@ -323,6 +333,7 @@ class Requests:
             res.path(ns),
             verb="CREATE",
             target=res.describe(ns, meta.get("name") or meta.get("generateName")),
+            params=dry_run_params(dry_run),
             body=obj,
             retry=False,
         )
@@ -363,9 +374,11 @@ class Requests:
         fields."""
         res = yield from self.resource(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
-        params = {"fieldManager": field_manager, "force": "true" if force else "false"}
-        if dry_run:
-            params["dryRun"] = "All"
+        params = {
+            "fieldManager": field_manager,
+            "force": "true" if force else "false",
+            **dry_run_params(dry_run),
+        }
         if field_validation:
             params["fieldValidation"] = field_validation
         applied: Obj = yield Call(

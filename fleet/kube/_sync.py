@@ -162,9 +162,12 @@ class SyncKubeClient:
         missing."""
         return self._run(self._requests.table(res, namespace, name, label_selector=label_selector))
 
-    def create(self, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
-        """POST, not retried: a Conflict (409) means it is already there."""
-        return self._run(self._requests.create(obj, namespace))
+    def create(
+        self, obj: Mapping[str, Any], namespace: str | None = None, *, dry_run: bool = False
+    ) -> Obj:
+        """POST, not retried: a Conflict (409) means it is already there. `dry_run`: the object
+        as the server's admission would make it, nothing stored."""
+        return self._run(self._requests.create(obj, namespace, dry_run=dry_run))
 
     def create_subresource(
         self,

@@ -106,3 +106,27 @@ def test_a_dry_run_is_asked_once() -> None:
     (request,) = api.asked("PATCH", POD)
     assert request.url.params["dryRun"] == "All"
     assert request.url.params["fieldValidation"] == "Strict"
+
+
+async def test_a_dry_run_create_asks_for_a_dry_run_once_in_both_clients() -> None:
+    """`create(dry_run=True)` sends dryRun=All (the server admits the object and keeps
+    nothing), once, as every create; a plain create sends no dryRun at all."""
+    starting = status(503, "ServiceUnavailable", "starting")
+    api = FakeApi().on("POST", PODS, starting)
+    client, sleeps = sync_client(api)
+    with pytest.raises(ApiError):
+        client.create(OBJ, dry_run=True)
+    async_api = FakeApi().on("POST", PODS, status(503, "ServiceUnavailable", "starting"))
+    aclient, async_sleeps = async_client(async_api)
+    try:
+        with pytest.raises(ApiError):
+            await aclient.create(OBJ, dry_run=True)
+        with pytest.raises(ApiError):
+            await aclient.create(OBJ)
+    finally:
+        await aclient.aclose()
+    (dry,) = api.asked("POST", PODS)
+    async_dry, plain = async_api.asked("POST", PODS)
+    assert dry.url.params["dryRun"] == "All" and async_dry.url.params["dryRun"] == "All"
+    assert "dryRun" not in plain.url.params
+    assert sleeps.waits == [] and async_sleeps.waits == []
