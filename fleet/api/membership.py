@@ -119,6 +119,9 @@ class JoinPlan:
     #: Whether `member` holds the admission policy (fleet.api.guard): False on a member that
     #: does not serve ValidatingAdmissionPolicy (Kubernetes < 1.30).
     guarded: bool = True
+    #: Whether `member` holds the scheduling-group policy (fleet.api.schedulinggroup): the
+    #: member gang-schedules with Kubernetes' own PodGroup.
+    native_gang: bool = False
 
     @property
     def secret_name(self) -> str:
@@ -268,6 +271,7 @@ def plan_join(
         fleet_id=fleet_id,
         cluster_id=cluster_id,
         guarded=guarded,
+        native_gang=native_gang,
     )
 
 
