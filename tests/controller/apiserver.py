@@ -289,6 +289,9 @@ class MemoryApi:
         self.holds: list[Callable[[httpx.Request], bool]] = []
         #: Called before a request is served; an answer it returns is sent instead.
         self.interceptors: list[Callable[[httpx.Request], httpx.Response | None]] = []
+        #: Mutating admission: each may change an object being created (dry run or not), as
+        #: its creator sent it, before it is stored and answered.
+        self.admission: list[Callable[[Obj], None]] = []
         #: False: every request fails as a refused connection.
         self.reachable = True
         self.version = {"major": "1", "minor": "34", "gitVersion": "v1.34.4"}
@@ -452,11 +455,12 @@ class MemoryApi:
         if route is None:
             return status(404, "NotFound", f"the server could not find {path}")
         body = json.loads(request.content) if request.content else None
+        dry_run = request.url.params.get("dryRun") == "All"
         if route.name is None:
             if request.method == "GET":
                 return self._list(route, request)
             if request.method == "POST":
-                return self._create(route, body)
+                return self._create(route, body, dry_run=dry_run)
             return status(405, "MethodNotAllowed", f"{request.method} {path}")
         key = self._key(route.kind, route.namespace, route.name)
         if request.method == "GET":
@@ -467,7 +471,7 @@ class MemoryApi:
         if request.method == "PATCH":
             content_type = request.headers.get("content-type", "")
             if content_type.startswith("application/apply-patch"):
-                return self._apply(route, key, body)
+                return self._apply(route, key, body, dry_run=dry_run)
             if content_type.startswith("application/json-patch"):
                 return self._json_patch(route, key, body)
             return self._patch(route, key, body)
@@ -496,7 +500,9 @@ class MemoryApi:
         }
         return httpx.Response(200, json=body)
 
-    def _create(self, route: _Route, body: Obj) -> httpx.Response:
+    def _create(self, route: _Route, body: Obj, *, dry_run: bool = False) -> httpx.Response:
+        """POST; with `dry_run` (dryRun=All) admitted and answered, but neither stored nor
+        watched."""
         meta = body.setdefault("metadata", {})
         if route.kind.namespaced:
             meta["namespace"] = route.namespace or meta.get("namespace")
@@ -509,17 +515,25 @@ class MemoryApi:
         key = self._key(route.kind, namespace, meta["name"])
         if key in self.objects:
             return status(409, "AlreadyExists", f"{route.kind.kind} {meta['name']} already exists")
+        for admit in self.admission:
+            admit(body)
         self._stamp(body, None)
+        if dry_run:
+            return httpx.Response(201, json=body)
         self.objects[key] = body
         self._tell("ADDED", body)
         return httpx.Response(201, json=body)
 
-    def _apply(self, route: _Route, key: tuple[str, str, str, str], body: Obj) -> httpx.Response:
+    def _apply(
+        self, route: _Route, key: tuple[str, str, str, str], body: Obj, *, dry_run: bool = False
+    ) -> httpx.Response:
         """Server-side apply, approximated: the applied fields are merged over the object."""
         old = self.objects.get(key)
         if old is None:
-            return self._create(route, body)
+            return self._create(route, body, dry_run=dry_run)
         applied = {k: v for k, v in body.items() if k != "status"}
+        if dry_run:
+            return httpx.Response(200, json=merge_patch(copy.deepcopy(old), applied))
         return self._write(route, key, merge_patch(old, applied), old)
 
     def _patch(self, route: _Route, key: tuple[str, str, str, str], patch: Obj) -> httpx.Response:
