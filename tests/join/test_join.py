@@ -17,7 +17,13 @@ from fleet import cli
 from fleet.api import access
 from fleet.api import constants as c
 from fleet.api.membership import MemberEndpoint, plan_join
+from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.join import JoinError, dry_run, join, serves_native_gang, unjoin
+from fleet.join.join import (
+    SCHEDULING_GROUP_WAIT,
+    joined_pod_group,
+    scheduling_group_probe,
+)
 from tests.controller.apiserver import (
     FLEET_KINDS,
     MEMBER_KINDS,
@@ -390,11 +396,42 @@ def test_join_of_a_member_without_a_gang_scheduler_writes_none(fleet):
     assert mc is not None and not (mc.get("status") or {}).get("gangScheduler")
 
 
-def _native_member() -> MemoryApi:
+class SchedulingGroupAdmission:
+    """The member's API server running the scheduling-group MutatingAdmissionPolicy: a pod
+    created with the pod-group label gets spec.schedulingGroup, but only once the server's own
+    watch has loaded the policy and its binding, here after `creates_before_loaded` pod
+    creates have gone by without it (None: never loaded)."""
+
+    def __init__(self, api: MemoryApi, creates_before_loaded: int | None = 0) -> None:
+        self.api = api
+        self.creates_before_loaded = creates_before_loaded
+        #: Whether each pod created came back joined, in order.
+        self.answers: list[bool] = []
+        api.admission.append(self)
+
+    def __call__(self, obj: dict[str, Any]) -> None:
+        if obj.get("kind") != "Pod":
+            return
+        name = "scheduling-group.fleet-member.fleet.dev"
+        written = self.api.get(ADMISSION, "MutatingAdmissionPolicy", name) and self.api.get(
+            ADMISSION, "MutatingAdmissionPolicyBinding", name
+        )
+        loaded = self.creates_before_loaded is not None and (
+            len(self.answers) >= self.creates_before_loaded
+        )
+        group = (obj["metadata"].get("labels") or {}).get(KUBERNETES_POD_GROUP_LABEL)
+        joins = bool(written and loaded and group and not obj["spec"].get("schedulingGroup"))
+        if joins:
+            obj["spec"]["schedulingGroup"] = {"podGroupName": group}
+        self.answers.append(joins)
+
+
+def _native_member(creates_before_loaded: int | None = 0) -> MemoryApi:
     """A member on Kubernetes 1.37 with GenericWorkload on and no other gang scheduler."""
     kinds = [k for k in MEMBER_KINDS if k.kind not in ("Reservation", "PodGroup")]
     api = MemoryApi([*kinds, *NATIVE_GANG_KINDS], server=ENDPOINT.server)
     TokenIssuer(api)
+    SchedulingGroupAdmission(api, creates_before_loaded)
     return api
 
 
@@ -440,3 +477,130 @@ def test_a_member_without_the_native_api_gets_no_scheduling_group_policy_and_unj
     # The member serves no MutatingAdmissionPolicy at all: unjoin skips it and says nothing.
     assert unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None) == []
     assert member.get(RBAC, "ClusterRole", "fleet:fleet-member") is None
+
+
+# -- the scheduling-group policy in force before the fleet side ------------------------------
+
+POLICY = "mutatingadmissionpolicy/scheduling-group.fleet-member.fleet.dev"
+
+
+def _native_join(fleet: MemoryApi, native: MemoryApi, **kw: Any) -> tuple[list[str], list[float]]:
+    said: list[str] = []
+    slept: list[float] = []
+    plan = plan_join("member-1", ENDPOINT, fleet_id="f", native_gang=True)
+    join(
+        fleet.sync_client("fleet"),
+        native.sync_client("member-1"),
+        plan,
+        say=said.append,
+        sleep=slept.append,
+        **kw,
+    )
+    return said, slept
+
+
+def _probes(api: MemoryApi) -> list[httpx.Request]:
+    return api.asked("POST", "/namespaces/fleet-member/pods")
+
+
+def test_join_writes_the_fleet_side_only_once_the_member_applies_the_scheduling_group_policy(
+    fleet,
+):
+    """The member's API server applies the new policy only after three pod creates: join asks
+    by dry-run probes (nothing stored) until one comes back joined, and only then writes the
+    MemberCluster the controller would dispatch to."""
+    native = _native_member(creates_before_loaded=3)
+    probes_before_fleet_writes: list[int] = []
+
+    def fleet_write(request: httpx.Request) -> None:
+        if request.method in ("POST", "PATCH", "PUT"):
+            probes_before_fleet_writes.append(len(_probes(native)))
+
+    fleet.interceptors.append(fleet_write)
+    said, slept = _native_join(fleet, native)
+
+    admission = native.admission[0]
+    assert isinstance(admission, SchedulingGroupAdmission)
+    assert admission.answers == [False, False, False, True]
+    assert probes_before_fleet_writes and set(probes_before_fleet_writes) == {4}
+    assert all(r.url.params["dryRun"] == "All" for r in _probes(native))
+    assert native.list("v1", "Pod") == []  # a dry run stores nothing
+    assert slept == [0.25, 0.25, 0.25]
+    waiting = [line for line in said if "waiting until" in line]
+    assert len(waiting) == 1 and POLICY in waiting[0]
+    assert f"member member-1: {POLICY} in force after 0.8s" in said
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is not None
+
+
+def test_a_policy_already_in_force_is_probed_once_without_waiting(fleet):
+    said, slept = _native_join(fleet, _native_member())
+    assert slept == [] and not any("waiting until" in line for line in said)
+    assert f"member member-1: {POLICY} in force after 0.0s" in said
+
+
+def test_a_member_that_never_applies_the_policy_fails_the_join_and_rolls_it_back(fleet):
+    native = _native_member(creates_before_loaded=None)
+
+    with pytest.raises(JoinError) as err:
+        _native_join(fleet, native)
+
+    message = str(err.value)
+    assert "\n" not in message and POLICY in message and "member-1" in message
+    assert "outside their gangs" in message and "nothing this run created" in message
+    assert not native.asked("POST", "/token")  # no token issued for a join that fails
+    for api_version, kind, name, namespace in IDENTITY:
+        assert native.get(api_version, kind, name, namespace) is None, kind
+    name = "scheduling-group.fleet-member.fleet.dev"
+    assert native.get(ADMISSION, "MutatingAdmissionPolicy", name) is None
+    assert native.get(ADMISSION, "MutatingAdmissionPolicyBinding", name) is None
+    assert fleet.list(c.FLEET_API_VERSION, "MemberCluster") == []
+    assert fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system") is None
+
+
+def test_the_wait_is_bounded_by_the_injected_sleep(fleet):
+    native = _native_member(creates_before_loaded=None)
+    slept: list[float] = []
+    plan = plan_join("member-1", ENDPOINT, fleet_id="f", native_gang=True)
+    with pytest.raises(JoinError):
+        join(
+            fleet.sync_client(), native.sync_client(), plan, say=lambda _: None, sleep=slept.append
+        )
+    assert sum(slept) == pytest.approx(SCHEDULING_GROUP_WAIT)
+    assert len(_probes(native)) == len(slept) + 1
+
+
+def test_a_member_refusing_the_probe_fails_the_join_naming_the_probe(fleet):
+    native = _native_member()
+    refuse(native, "POST", "/namespaces/fleet-member/pods")
+
+    with pytest.raises(JoinError) as err:
+        _native_join(fleet, native)
+
+    message = str(err.value)
+    assert "\n" not in message and "dry-run probe pod" in message and POLICY in message
+    assert "403" in message and "nothing this run created" in message
+    assert (
+        native.get(ADMISSION, "MutatingAdmissionPolicy", "scheduling-group.fleet-member.fleet.dev")
+        is None
+    )
+    assert fleet.list(c.FLEET_API_VERSION, "MemberCluster") == []
+
+
+def test_a_member_without_native_gang_is_sent_no_probe(fleet, member):
+    _join(fleet, member)
+    assert member.asked("POST", "/pods") == []
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is not None
+
+
+def test_the_probe_pod_is_harmless_were_it_ever_stored():
+    """Labelled for the policy, and nothing more: no node it could run on, pause, no token."""
+    pod = scheduling_group_probe("fleet-member", "fleet")
+    assert pod["metadata"]["generateName"] == "fleet-join-probe-"
+    assert pod["metadata"]["namespace"] == "fleet-member"
+    assert pod["metadata"]["labels"] == {KUBERNETES_POD_GROUP_LABEL: "fleet-join-probe"}
+    spec = pod["spec"]
+    assert spec["nodeSelector"] and spec["automountServiceAccountToken"] is False
+    assert [c["image"] for c in spec["containers"]] == ["registry.k8s.io/pause:3.10"]
+    assert joined_pod_group(pod) is None
+    joined = {**pod, "spec": {**spec, "schedulingGroup": {"podGroupName": "fleet-join-probe"}}}
+    assert joined_pod_group(joined) == "fleet-join-probe"
