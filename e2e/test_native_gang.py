@@ -76,35 +76,6 @@ def _in_group(pods: list[dict[str, Any]], group: str) -> bool:
     return all((p["spec"].get("schedulingGroup") or {}).get("podGroupName") == group for p in pods)
 
 
-def _wait_policy_in_force(native: ClusterClient, namespace: str) -> None:
-    """The API server applies an admission policy once its own watch has seen it, a moment
-    after join wrote it: until a labelled probe pod comes back joined to its group."""
-    probes = iter(range(1000))
-
-    def joined() -> bool:
-        name = f"probe-{next(probes)}"
-        pod = native.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "labels": {KUBERNETES_POD_GROUP_LABEL: "probe"},
-                },
-                "spec": {
-                    "nodeSelector": {"none": "none"},
-                    "containers": [{"name": "c", "image": "busybox"}],
-                },
-            }
-        )
-        native.delete("v1", "Pod", name, namespace)
-        return bool(pod["spec"].get("schedulingGroup"))
-
-    wait_until(joined, timeout=60, what="the scheduling-group policy in force")
-    wait_until(lambda: native.pods(namespace) == [], timeout=60, what="the probe pods gone")
-
-
 def test_join_names_kubernetes_in_the_gang_column_and_installs_the_scheduling_group_policy(
     live: Fleet, native: ClusterClient
 ):
@@ -122,7 +93,6 @@ def test_the_member_holds_a_native_gang_whole_until_every_pod_fits(
     """The member's own guarantee, without fleet: a PodGroup of 3 with room for 2 binds none;
     with a third node all three run. The pods join it only by the label, as fleet's do."""
     add_nodes(NATIVE_MEMBER, count=2, gpu=1, labels={"test": namespace})
-    _wait_policy_in_force(native, namespace)
     native.create(
         {
             "apiVersion": POD_GROUP[0],
