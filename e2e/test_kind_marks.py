@@ -24,7 +24,6 @@ from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER, OPERATOR_MEMBERS
 from fleet.testing.workloads import (
     JOBSET_NAME_LABEL,
-    OUTCOME_LABEL,
     gang_policy,
     jobset,
     training_runtime,
@@ -235,14 +234,7 @@ def test_a_jobset_that_fails_over_has_jobsets_own_conditions(live: Fleet, namesp
     member = live.clusters[first]
     wait_until(lambda: _running(member, namespace, selector, 3), what="3 pods Running")
 
-    for pod in member.pods(namespace, selector):
-        member.patch(
-            "v1",
-            "Pod",
-            pod["metadata"]["name"],
-            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
-            namespace,
-        )
+    member.mark_pods(namespace, selector, "Failed")
     second = wait_until(
         lambda: (t := _target(live, namespace, JOBSET, "js")) and t != first and t,
         timeout=90,

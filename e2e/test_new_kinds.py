@@ -19,7 +19,6 @@ from fleet.testing.pytest_plugin import OPERATOR_MEMBERS
 from fleet.testing.workloads import (
     BATCH_JOB_NAME_LABEL,
     JOBSET_NAME_LABEL,
-    OUTCOME_LABEL,
     RAY_CLUSTER_LABEL,
     gang_policy,
     jobset,
@@ -89,15 +88,8 @@ def _moved(
 
 
 def _fail_pods(member: ClusterClient, namespace: str, selector: str) -> None:
-    """The pods of `selector` exit 1 (kwok plays the outcome its label asks for)."""
-    for pod in member.pods(namespace, selector):
-        member.patch(
-            "v1",
-            "Pod",
-            pod["metadata"]["name"],
-            {"metadata": {"labels": {OUTCOME_LABEL: "Failed"}}},
-            namespace,
-        )
+    """The pods of `selector` exit 1."""
+    member.mark_pods(namespace, selector, "Failed")
 
 
 def _running(client: ClusterClient, namespace: str, selector: str, count: int) -> bool:

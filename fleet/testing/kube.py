@@ -7,12 +7,13 @@ as `kubectl amc` and the CLIs. A refused request raises fleet.kube.ApiError.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from fleet.core.kinds import adapter_for
-from fleet.kube import Resource, SyncKubeClient, load
+from fleet.kube import NotFound, Resource, SyncKubeClient, load
 from fleet.testing.workloads import OUTCOME_LABEL, outcome_template_patch
 
 T = TypeVar("T")
@@ -133,11 +134,21 @@ class ClusterClient:
             raise AssertionError(f"{api[1]} is no kind fleet dispatches")
         if adapter.mutable_templates:
             self.patch(*api, name, outcome_template_patch(job, outcome), namespace)
-        for pod in self.pods(namespace, adapter.pod_selector(name)):
-            labels = {OUTCOME_LABEL: outcome}
-            self.patch(
-                "v1", "Pod", pod["metadata"]["name"], {"metadata": {"labels": labels}}, namespace
-            )
+        self.mark_pods(namespace, adapter.pod_selector(name), outcome)
+
+    def mark_pods(self, namespace: str, label_selector: str, outcome: str) -> None:
+        """Make the pods of `label_selector` end with `outcome` (kwok plays it). A pod the
+        operator deleted meanwhile (one failure can bring the rest of a gang down) is passed
+        over: it ended already."""
+        for pod in self.pods(namespace, label_selector):
+            with contextlib.suppress(NotFound):
+                self.patch(
+                    "v1",
+                    "Pod",
+                    pod["metadata"]["name"],
+                    {"metadata": {"labels": {OUTCOME_LABEL: outcome}}},
+                    namespace,
+                )
 
     def pods(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
         return self.items("v1", "Pod", namespace, label_selector)
