@@ -19,11 +19,7 @@ from fleet.api import constants as c
 from fleet.api.membership import MemberEndpoint, plan_join
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.join import JoinError, dry_run, join, serves_native_gang, unjoin
-from fleet.join.join import (
-    SCHEDULING_GROUP_WAIT,
-    joined_pod_group,
-    scheduling_group_probe,
-)
+from fleet.join.in_force import IN_FORCE_WAIT, joined_pod_group, scheduling_group_probe
 from tests.controller.apiserver import (
     FLEET_KINDS,
     MEMBER_KINDS,
@@ -565,7 +561,7 @@ def test_the_wait_is_bounded_by_the_injected_sleep(fleet):
         join(
             fleet.sync_client(), native.sync_client(), plan, say=lambda _: None, sleep=slept.append
         )
-    assert sum(slept) == pytest.approx(SCHEDULING_GROUP_WAIT)
+    assert sum(slept) == pytest.approx(IN_FORCE_WAIT)
     assert len(_probes(native)) == len(slept) + 1
 
 
