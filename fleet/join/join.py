@@ -1,15 +1,16 @@
 """`fleet join NAME`: make fleet's own identity in a member, with the user's credentials, once.
 
 The plan (fleet.api.membership) is written member side first, then a token of fleet's
-ServiceAccount is requested, then the fleet side (kubeconfig Secret, MemberCluster). On a member
-that gang-schedules with Kubernetes' own PodGroup, the fleet side waits until the member's API
-server applies the scheduling-group policy just written there: the controller dispatches to a
-new MemberCluster at once, and pods created before the policy is in force join no gang. Every
-write is a server-side apply, so running it again updates in place and changes nothing that is
-already right (the token is issued anew: re-running join also rotates it). When the member or
-the fleet refuses a write, what this run created is deleted again, newest first, and the error
-names what was refused: nothing half-made stays behind. Objects that were there before the run
-are left as they were found or updated, never deleted.
+ServiceAccount is requested, then the fleet side (kubeconfig Secret, MemberCluster). The fleet
+side waits until the member's API server applies the admission policies just written there
+(fleet.join.in_force), for the controller acts through a new MemberCluster at once: the guard,
+without which fleet's token acts with RBAC alone, proven with that token itself; on a member
+that gang-schedules with Kubernetes' own PodGroup, the scheduling-group policy, without which
+pods join no gang. Every write is a server-side apply, so running it again updates in place
+and changes nothing that is already right (the token is issued anew: re-running join also
+rotates it). When the member or the fleet refuses a write, what this run created is deleted
+again, newest first, and the error names what was refused: nothing half-made stays behind.
+Objects that were there before the run are left as they were found or updated, never deleted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import httpx
 import yaml
 
 from fleet.api import constants as c
@@ -40,7 +42,7 @@ from fleet.api.membership import (
 from fleet.api.schedulinggroup import MUTATING_API_VERSION, scheduling_group_name
 from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
 from fleet.join.errors import JoinError
-from fleet.join.in_force import wait_scheduling_group_in_force
+from fleet.join.in_force import wait_guard_in_force, wait_scheduling_group_in_force
 from fleet.kube import ApiError, Connection, KubeError, NotFound, SyncKubeClient
 
 __all__ = [
@@ -340,12 +342,15 @@ def join(
     sleep: Callable[[float], None] = time.sleep,
     force: bool = False,
     timeout: float = 300.0,
+    token_transport: httpx.BaseTransport | None = None,
 ) -> IssuedToken:
     """Write `plan` (member side, a token, fleet side); JoinError, with everything this run
     created deleted again, when a side refuses. A name already joined to another cluster is
-    refused unless `force` (its jobs are moved off first). On a native-gang member the fleet
-    side is written only once the scheduling-group policy is in force there
-    (`wait_scheduling_group_in_force`)."""
+    refused unless `force` (its jobs are moved off first). The fleet side is written only once
+    the admission policies just written in the member are in force there: on a guarded member,
+    the guard, proven with the new token itself (`wait_guard_in_force`; `token_transport`
+    replaces the network of that token's client, in tests); on a native-gang member, the
+    scheduling-group policy (`wait_scheduling_group_in_force`)."""
     previous = previous_join(fleet, plan.name)
     moved = _check_previous(
         fleet, plan, previous, force=force, say=say, sleep=sleep, timeout=timeout
@@ -372,6 +377,9 @@ def join(
             token = _secret_token(member, plan, sleep)
         if not token.token:
             raise JoinError(f"{member.name} issued an empty token for {plan.service_account_ref}")
+        if plan.guarded:
+            # Before the fleet side too: the controller acts with the token at once.
+            wait_guard_in_force(member, plan, token.token, say, sleep, token_transport)
         side = "fleet"
         for obj in plan.fleet_objects(token):
             run.apply(fleet, side, obj)
