@@ -136,7 +136,7 @@ class JoinPlan:
         secret = kubeconfig_secret(
             self.secret_name,
             self.secrets_namespace,
-            member_kubeconfig(self.name, self.endpoint, self.service_account_ref, token.token),
+            self.stored_kubeconfig(token.token),
             token_type=self.token_type,
             service_account=self.service_account_ref,
             token=token,
@@ -164,6 +164,11 @@ class JoinPlan:
     @property
     def service_account_ref(self) -> str:
         return f"{self.namespace}/{self.service_account}"
+
+    def stored_kubeconfig(self, token: str) -> dict[str, Any]:
+        """The kubeconfig the fleet keeps for this member, with `token`: what the controller
+        connects with, and what `fleet join` proves the guard with before storing it."""
+        return member_kubeconfig(self.name, self.endpoint, self.service_account_ref, token)
 
 
 def _labels(fleet_id: str = "") -> dict[str, str]:

@@ -1,15 +1,16 @@
 """`fleet join NAME`: make fleet's own identity in a member, with the user's credentials, once.
 
 The plan (fleet.api.membership) is written member side first, then a token of fleet's
-ServiceAccount is requested, then the fleet side (kubeconfig Secret, MemberCluster). On a member
-that gang-schedules with Kubernetes' own PodGroup, the fleet side waits until the member's API
-server applies the scheduling-group policy just written there: the controller dispatches to a
-new MemberCluster at once, and pods created before the policy is in force join no gang. Every
-write is a server-side apply, so running it again updates in place and changes nothing that is
-already right (the token is issued anew: re-running join also rotates it). When the member or
-the fleet refuses a write, what this run created is deleted again, newest first, and the error
-names what was refused: nothing half-made stays behind. Objects that were there before the run
-are left as they were found or updated, never deleted.
+ServiceAccount is requested, then the fleet side (kubeconfig Secret, MemberCluster). The fleet
+side waits until the member's API server applies the admission policies just written there
+(fleet.join.in_force), for the controller acts through a new MemberCluster at once: the guard,
+without which fleet's token acts with RBAC alone, proven with that token itself; on a member
+that gang-schedules with Kubernetes' own PodGroup, the scheduling-group policy, without which
+pods join no gang. Every write is a server-side apply, so running it again updates in place
+and changes nothing that is already right (the token is issued anew: re-running join also
+rotates it). When the member or the fleet refuses a write, what this run created is deleted
+again, newest first, and the error names what was refused: nothing half-made stays behind.
+Objects that were there before the run are left as they were found or updated, never deleted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import httpx
 import yaml
 
 from fleet.api import constants as c
@@ -39,12 +41,12 @@ from fleet.api.membership import (
 )
 from fleet.api.schedulinggroup import MUTATING_API_VERSION, scheduling_group_name
 from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
-from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
+from fleet.join.errors import JoinError
+from fleet.join.in_force import wait_guard_in_force, wait_scheduling_group_in_force
 from fleet.kube import ApiError, Connection, KubeError, NotFound, SyncKubeClient
 
 __all__ = [
     "FIELD_MANAGER",
-    "SCHEDULING_GROUP_WAIT",
     "JoinError",
     "Previous",
     "describe",
@@ -52,11 +54,8 @@ __all__ = [
     "endpoint_of",
     "identity_objects",
     "join",
-    "joined_pod_group",
     "made_by",
     "previous_join",
-    "scheduling_group_probe",
-    "wait_scheduling_group_in_force",
 ]
 
 MEMBER_CLUSTER = (c.FLEET_API_VERSION, "MemberCluster")
@@ -64,18 +63,6 @@ MEMBER_CLUSTER = (c.FLEET_API_VERSION, "MemberCluster")
 FIELD_MANAGER = "fleet-join"
 #: How long a long-lived token Secret may take to be filled by the member's token controller.
 TOKEN_SECRET_WAIT = 30.0
-#: How long join waits for the member's API server to apply the scheduling-group policy it
-#: has just written (its own watch loads a new admission policy about a second after).
-SCHEDULING_GROUP_WAIT = 30.0
-#: How often it asks meanwhile.
-SCHEDULING_GROUP_PROBE_INTERVAL = 0.25
-#: The PodGroup the probe pod asks for by its label. None is made: the probe is a dry run.
-PROBE_POD_GROUP = "fleet-join-probe"
-PROBE_IMAGE = "registry.k8s.io/pause:3.10"
-
-
-class JoinError(Exception):
-    """`fleet join` (or unjoin) could not do what was asked; the message is one line."""
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -179,93 +166,6 @@ def _secret_token(
                 "(or use --token-type bound)"
             )
         sleep(0.5)
-
-
-def scheduling_group_probe(namespace: str, service_account: str) -> dict[str, Any]:
-    """A pod the scheduling-group policy acts on (it carries the pod-group label and has no
-    scheduling group), only ever sent as a dry run. Harmless were a server to store it: it asks
-    for a node no cluster has, runs pause, mounts no token, and passes the restricted Pod
-    Security level (so a namespace enforcing it does not refuse the probe). It runs as fleet's
-    ServiceAccount, which join has just made in `namespace`: the namespace's `default` one may
-    not be there yet, and a pod naming a missing ServiceAccount is refused."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "generateName": "fleet-join-probe-",
-            "namespace": namespace,
-            "labels": {KUBERNETES_POD_GROUP_LABEL: PROBE_POD_GROUP},
-        },
-        "spec": {
-            "serviceAccountName": service_account,
-            "automountServiceAccountToken": False,
-            "nodeSelector": {"fleet.dev/join-probe": "no-such-node"},
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65535,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "pause",
-                    "image": PROBE_IMAGE,
-                    "resources": {"limits": {"cpu": "10m", "memory": "16Mi"}},
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                }
-            ],
-        },
-    }
-
-
-def joined_pod_group(pod: Mapping[str, Any]) -> str | None:
-    """The PodGroup admission joined `pod` to (`spec.schedulingGroup.podGroupName`), if any."""
-    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
-    return str(group) if group else None
-
-
-def wait_scheduling_group_in_force(
-    member: SyncKubeClient,
-    plan: JoinPlan,
-    say: Callable[[str], None],
-    sleep: Callable[[float], None],
-) -> float:
-    """Wait until the member's API server applies the scheduling-group policy join has just
-    written; the seconds waited. The server applies a new admission policy only once its own
-    watch has loaded it, a moment after it is stored: a job dispatched before then would have
-    its pods created outside their PodGroup, scheduled one by one, its gang lost without a
-    word. So the probe pod is created as a dry run (nothing stored) until it comes back joined
-    to the group its label names. The wait is bounded by the time slept between probes (each a
-    few milliseconds); JoinError when it is up, or when the member refuses the probe."""
-    policy = f"mutatingadmissionpolicy/{scheduling_group_name(plan.namespace)}"
-    probe = scheduling_group_probe(plan.namespace, plan.service_account)
-    waited = 0.0
-    while True:
-        try:
-            answer = member.create(probe, dry_run=True)
-        except ApiError as e:
-            raise JoinError(
-                f"{member.name} refused the dry-run probe pod (labelled "
-                f"{KUBERNETES_POD_GROUP_LABEL}) that tells whether {policy} is in force: {e}"
-            ) from None
-        if joined_pod_group(answer) == PROBE_POD_GROUP:
-            say(f"member {plan.name}: {policy} in force after {waited:.1f}s")
-            return waited
-        if waited >= SCHEDULING_GROUP_WAIT:
-            raise JoinError(
-                f"{policy} is not in force in {member.name} after {SCHEDULING_GROUP_WAIT:.0f}s: "
-                f"a pod labelled {KUBERNETES_POD_GROUP_LABEL} still comes back without "
-                "spec.schedulingGroup, so fleet's pods would be scheduled outside their gangs"
-            )
-        if not waited:
-            say(
-                f"member {plan.name}: waiting until the API server applies {policy} (it loads "
-                "a new admission policy a moment after it is written)"
-            )
-        sleep(SCHEDULING_GROUP_PROBE_INTERVAL)
-        waited += SCHEDULING_GROUP_PROBE_INTERVAL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,12 +342,15 @@ def join(
     sleep: Callable[[float], None] = time.sleep,
     force: bool = False,
     timeout: float = 300.0,
+    token_transport: httpx.BaseTransport | None = None,
 ) -> IssuedToken:
     """Write `plan` (member side, a token, fleet side); JoinError, with everything this run
     created deleted again, when a side refuses. A name already joined to another cluster is
-    refused unless `force` (its jobs are moved off first). On a native-gang member the fleet
-    side is written only once the scheduling-group policy is in force there
-    (`wait_scheduling_group_in_force`)."""
+    refused unless `force` (its jobs are moved off first). The fleet side is written only once
+    the admission policies just written in the member are in force there: on a guarded member,
+    the guard, proven with the new token itself (`wait_guard_in_force`; `token_transport`
+    replaces the network of that token's client, in tests); on a native-gang member, the
+    scheduling-group policy (`wait_scheduling_group_in_force`)."""
     previous = previous_join(fleet, plan.name)
     moved = _check_previous(
         fleet, plan, previous, force=force, say=say, sleep=sleep, timeout=timeout
@@ -474,6 +377,9 @@ def join(
             token = _secret_token(member, plan, sleep)
         if not token.token:
             raise JoinError(f"{member.name} issued an empty token for {plan.service_account_ref}")
+        if plan.guarded:
+            # Before the fleet side too: the controller acts with the token at once.
+            wait_guard_in_force(member, plan, token.token, say, sleep, token_transport)
         side = "fleet"
         for obj in plan.fleet_objects(token):
             run.apply(fleet, side, obj)

@@ -258,6 +258,10 @@ class ClosingTransport(httpx.MockTransport):
         self.closed = True
         await super().aclose()
 
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
 
 @dataclasses.dataclass(frozen=True)
 class _Route:
@@ -321,8 +325,9 @@ class MemoryApi:
             retries=retries,
         )
 
-    def sync_client(self, name: str = "") -> SyncKubeClient:
-        """A blocking client of this server (command-line code: `fleet join`), no retries."""
+    def sync_transport(self) -> ClosingTransport:
+        """This server as a blocking client's network: for a client the code under test builds
+        itself (from a kubeconfig, with its own credentials), which it then sends here."""
 
         def serve(request: httpx.Request) -> httpx.Response:
             self.requests.append(request)
@@ -334,10 +339,14 @@ class MemoryApi:
                     return answer
             return self._serve(request)
 
+        return ClosingTransport(serve)
+
+    def sync_client(self, name: str = "") -> SyncKubeClient:
+        """A blocking client of this server (command-line code: `fleet join`), no retries."""
         return SyncKubeClient(
             Connection(self.server),
             name=name or self.server,
-            transport=httpx.MockTransport(serve),
+            transport=self.sync_transport(),
             sleep=lambda _seconds: None,
             retries=1,
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -16,24 +17,26 @@ import yaml
 from fleet import cli
 from fleet.api import access
 from fleet.api import constants as c
+from fleet.api.guard import written_resources
 from fleet.api.membership import MemberEndpoint, plan_join
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
-from fleet.join import JoinError, dry_run, join, serves_native_gang, unjoin
-from fleet.join.join import (
-    SCHEDULING_GROUP_WAIT,
-    joined_pod_group,
-    scheduling_group_probe,
-)
+from fleet.join import JoinError, dry_run, in_force, join, serves_native_gang, unjoin
+from fleet.join.in_force import IN_FORCE_WAIT, joined_pod_group, scheduling_group_probe
+from fleet.kube import ApiError
+from fleet.kubeconfig import check_kubeconfig
 from tests.controller.apiserver import (
     FLEET_KINDS,
     MEMBER_KINDS,
     NATIVE_GANG_KINDS,
+    ClosingTransport,
+    Kind,
     MemoryApi,
     status,
 )
-from tests.kube.pki import inline_kubeconfig, make_pem
+from tests.kube.pki import b64, inline_kubeconfig, make_pem
 
-CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode()
+#: A CA ssl accepts: join connects with the kubeconfig it stores (its guard probe).
+CA = b64(make_pem().ca)
 ENDPOINT = MemberEndpoint("https://member-1.example:6443", CA)
 RBAC = "rbac.authorization.k8s.io/v1"
 ADMISSION = "admissionregistration.k8s.io/v1"
@@ -73,6 +76,68 @@ class TokenIssuer:
         )
 
 
+GUARD = "fleet-member.fleet.dev"
+
+
+class GuardAdmission:
+    """The member's API server enforcing join's guard (fleet.api.guard) and RBAC on fleet's
+    token, which is any bearer token here (the joining user's client sends none). Once the
+    server's watch has loaded the policy and its binding, a create by fleet's token of an
+    object without fleet's mark is denied as Kubernetes denies it (403, naming both). Before
+    then, `unguarded` gives each create's answer in turn: "rbac" (the authorizer has not loaded
+    fleet's ClusterRoleBinding yet: RBAC's 403) or "admitted" (the policy is not loaded yet: a
+    dry run answers 201); after them, `then`: "denied" (loaded), or "admitted" or "rbac" (never
+    loaded)."""
+
+    def __init__(self, api: MemoryApi, unguarded: tuple[str, ...] = (), then: str = "denied"):
+        self.api = api
+        self.unguarded = unguarded
+        self.then = then
+        #: Each create by fleet's token: (its Authorization header, the answer given).
+        self.answers: list[tuple[str, str]] = []
+        api.interceptors.append(self)
+
+    def __call__(self, request: httpx.Request) -> httpx.Response | None:
+        authorization = request.headers.get("authorization", "")
+        if request.method != "POST" or not authorization.startswith("Bearer "):
+            return None
+        seen = len(self.answers)
+        answer = self.unguarded[seen] if seen < len(self.unguarded) else self.then
+        written = self.api.get(ADMISSION, "ValidatingAdmissionPolicy", GUARD) and self.api.get(
+            ADMISSION, "ValidatingAdmissionPolicyBinding", GUARD
+        )
+        if answer == "denied" and not written:
+            answer = "admitted"
+        self.answers.append((authorization, answer))
+        resource = request.url.path.rsplit("/", 1)[-1]
+        if answer == "rbac":
+            return status(
+                403,
+                "Forbidden",
+                f'{resource} is forbidden: User "system:serviceaccount:fleet-member:fleet" '
+                f'cannot create resource "{resource}" in API group "" in the namespace '
+                '"fleet-member"',
+            )
+        labels = (json.loads(request.content).get("metadata") or {}).get("labels") or {}
+        if answer == "denied" and c.MANAGED_BY_LABEL not in labels:
+            return status(
+                403,
+                "Forbidden",
+                f"{resource} is forbidden: ValidatingAdmissionPolicy '{GUARD}' with binding "
+                f"'{GUARD}' denied request: fleet (f) may only create objects labelled "
+                f"{c.MANAGED_BY_LABEL}=f: {resource} fleet-member/",
+            )
+        return None
+
+
+def _member_api(kinds: list[Kind], **guard: Any) -> MemoryApi:
+    """A member that issues tokens and enforces join's guard (`GuardAdmission(**guard)`)."""
+    api = MemoryApi(kinds, server=ENDPOINT.server)
+    TokenIssuer(api)
+    GuardAdmission(api, **guard)
+    return api
+
+
 def refuse(api: MemoryApi, method: str, path_part: str) -> Callable[[httpx.Request], Any]:
     def intercept(request: httpx.Request) -> httpx.Response | None:
         if request.method == method and path_part in request.url.path:
@@ -85,9 +150,7 @@ def refuse(api: MemoryApi, method: str, path_part: str) -> Callable[[httpx.Reque
 
 @pytest.fixture
 def member() -> MemoryApi:
-    api = MemoryApi(MEMBER_KINDS, server=ENDPOINT.server)
-    TokenIssuer(api)
-    return api
+    return _member_api(MEMBER_KINDS)
 
 
 @pytest.fixture
@@ -104,7 +167,13 @@ def _stored_kubeconfig(fleet: MemoryApi) -> dict[str, Any]:
 def _join(fleet: MemoryApi, member: MemoryApi, **kw: Any) -> list[str]:
     said: list[str] = []
     plan = plan_join("member-1", ENDPOINT, labels={"region": "east"}, **kw)
-    join(fleet.sync_client("fleet"), member.sync_client("member-1"), plan, say=said.append)
+    join(
+        fleet.sync_client("fleet"),
+        member.sync_client("member-1"),
+        plan,
+        say=said.append,
+        token_transport=member.sync_transport(),
+    )
     return said
 
 
@@ -145,7 +214,8 @@ def test_join_again_updates_in_place_and_rotates_the_token(fleet, member):
     before = {k: member.get(*k) for k in IDENTITY}
     said = _join(fleet, member)
 
-    assert all("configured" in line for line in said if line.startswith(("member", "fleet")))
+    applied = [line for line in said if line.endswith((" created", " configured"))]
+    assert applied and all(line.endswith(" configured") for line in applied)
     after = {k: member.get(*k) for k in IDENTITY}
     assert {k: v["metadata"]["uid"] for k, v in after.items() if v} == {
         k: v["metadata"]["uid"] for k, v in before.items() if v
@@ -369,10 +439,7 @@ def test_join_names_the_members_gang_scheduler_on_the_member_cluster_at_once(fle
     """The GANG column (status.gangScheduler) is right from the first `kubectl get
     membercluster`, by the controller's own rule: scheduler-plugins' PodGroup alone is
     coscheduling; with Koordinator's Reservation served too, Koordinator."""
-    coscheduling = MemoryApi(
-        [k for k in MEMBER_KINDS if k.kind != "Reservation"], server=ENDPOINT.server
-    )
-    TokenIssuer(coscheduling)
+    coscheduling = _member_api([k for k in MEMBER_KINDS if k.kind != "Reservation"])
     said = _join(fleet, coscheduling)
     mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
     assert mc is not None and mc["status"]["gangScheduler"] == "Coscheduling"
@@ -386,11 +453,7 @@ def test_join_of_a_koordinator_member_names_koordinator(fleet, member):
 
 
 def test_join_of_a_member_without_a_gang_scheduler_writes_none(fleet):
-    plain = MemoryApi(
-        [k for k in MEMBER_KINDS if k.kind not in ("Reservation", "PodGroup")],
-        server=ENDPOINT.server,
-    )
-    TokenIssuer(plain)
+    plain = _member_api([k for k in MEMBER_KINDS if k.kind not in ("Reservation", "PodGroup")])
     _join(fleet, plain)
     mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
     assert mc is not None and not (mc.get("status") or {}).get("gangScheduler")
@@ -429,8 +492,7 @@ class SchedulingGroupAdmission:
 def _native_member(creates_before_loaded: int | None = 0) -> MemoryApi:
     """A member on Kubernetes 1.37 with GenericWorkload on and no other gang scheduler."""
     kinds = [k for k in MEMBER_KINDS if k.kind not in ("Reservation", "PodGroup")]
-    api = MemoryApi([*kinds, *NATIVE_GANG_KINDS], server=ENDPOINT.server)
-    TokenIssuer(api)
+    api = _member_api([*kinds, *NATIVE_GANG_KINDS])
     SchedulingGroupAdmission(api, creates_before_loaded)
     return api
 
@@ -444,7 +506,13 @@ def test_join_of_a_native_gang_member_names_kubernetes_and_installs_the_scheduli
     native = _native_member()
     assert serves_native_gang(native.sync_client("member-1"))
     plan = plan_join("member-1", ENDPOINT, fleet_id="f", native_gang=True)
-    join(fleet.sync_client("fleet"), native.sync_client("member-1"), plan, say=lambda _: None)
+    join(
+        fleet.sync_client("fleet"),
+        native.sync_client("member-1"),
+        plan,
+        say=lambda _: None,
+        token_transport=native.sync_transport(),
+    )
 
     mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
     assert mc is not None and mc["status"]["gangScheduler"] == "Kubernetes"
@@ -473,7 +541,13 @@ def test_a_member_without_the_native_api_gets_no_scheduling_group_policy_and_unj
     assert not serves_native_gang(member.sync_client("member-1"))
     plan = plan_join("member-1", ENDPOINT, fleet_id="f")
     assert not any(o["kind"] == "MutatingAdmissionPolicy" for o in plan.member)
-    join(fleet.sync_client("fleet"), member.sync_client("member-1"), plan, say=lambda _: None)
+    join(
+        fleet.sync_client("fleet"),
+        member.sync_client("member-1"),
+        plan,
+        say=lambda _: None,
+        token_transport=member.sync_transport(),
+    )
     # The member serves no MutatingAdmissionPolicy at all: unjoin skips it and says nothing.
     assert unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None) == []
     assert member.get(RBAC, "ClusterRole", "fleet:fleet-member") is None
@@ -494,6 +568,7 @@ def _native_join(fleet: MemoryApi, native: MemoryApi, **kw: Any) -> tuple[list[s
         plan,
         say=said.append,
         sleep=slept.append,
+        token_transport=native.sync_transport(),
         **kw,
     )
     return said, slept
@@ -565,7 +640,7 @@ def test_the_wait_is_bounded_by_the_injected_sleep(fleet):
         join(
             fleet.sync_client(), native.sync_client(), plan, say=lambda _: None, sleep=slept.append
         )
-    assert sum(slept) == pytest.approx(SCHEDULING_GROUP_WAIT)
+    assert sum(slept) == pytest.approx(IN_FORCE_WAIT)
     assert len(_probes(native)) == len(slept) + 1
 
 
@@ -604,3 +679,250 @@ def test_the_probe_pod_is_harmless_were_it_ever_stored():
     assert joined_pod_group(pod) is None
     joined = {**pod, "spec": {**spec, "schedulingGroup": {"podGroupName": "fleet-join-probe"}}}
     assert joined_pod_group(joined) == "fleet-join-probe"
+
+
+# -- the guard in force for fleet's token before the fleet side ------------------------------
+
+GUARD_POLICY = f"validatingadmissionpolicy/{GUARD}"
+
+
+def _guarded_join(
+    fleet: MemoryApi, member: MemoryApi, **kw: Any
+) -> tuple[list[str], list[float], ClosingTransport]:
+    said: list[str] = []
+    slept: list[float] = []
+    transport = member.sync_transport()
+    plan = plan_join("member-1", ENDPOINT, fleet_id="f", **kw)
+    join(
+        fleet.sync_client("fleet"),
+        member.sync_client("member-1"),
+        plan,
+        say=said.append,
+        sleep=slept.append,
+        token_transport=transport,
+    )
+    return said, slept, transport
+
+
+def _guard(api: MemoryApi) -> GuardAdmission:
+    (guard,) = [i for i in api.interceptors if isinstance(i, GuardAdmission)]
+    return guard
+
+
+def _guard_probes(api: MemoryApi) -> list[httpx.Request]:
+    return [r for r in api.asked("POST", "/configmaps") if "authorization" in r.headers]
+
+
+def test_join_writes_the_fleet_side_only_once_the_guard_denies_fleets_own_token(fleet):
+    """The member's API server loads the guard only after two creates: join asks, with the
+    token it has just been issued, by dry-run creates of a ConfigMap without fleet's mark
+    (nothing stored), until the guard denies one, and only then stores the token."""
+    member = _member_api(MEMBER_KINDS, unguarded=("admitted", "admitted"))
+    probes_before_fleet_writes: list[int] = []
+
+    def fleet_write(request: httpx.Request) -> None:
+        if request.method in ("POST", "PATCH", "PUT"):
+            probes_before_fleet_writes.append(len(_guard_probes(member)))
+
+    fleet.interceptors.append(fleet_write)
+    said, slept, transport = _guarded_join(fleet, member)
+
+    assert [answer for _, answer in _guard(member).answers] == ["admitted", "admitted", "denied"]
+    assert probes_before_fleet_writes and set(probes_before_fleet_writes) == {3}
+    probes = _guard_probes(member)
+    assert {r.url.path for r in probes} == {"/api/v1/namespaces/fleet-member/configmaps"}
+    assert all(r.url.params["dryRun"] == "All" for r in probes)
+    assert all(r.headers["authorization"] == "Bearer token-1" for r in probes)  # fleet's token
+    assert all("labels" not in json.loads(r.content)["metadata"] for r in probes)  # no mark
+    assert member.list("v1", "ConfigMap") == []  # a dry run stores nothing
+    assert transport.closed  # the token's client is closed once it has answered
+    assert slept == [0.25, 0.25]
+    waiting = [line for line in said if "waiting until" in line]
+    assert len(waiting) == 1 and GUARD_POLICY in waiting[0]
+    assert f"member member-1: {GUARD_POLICY} in force after 0.5s" in said
+    assert _stored_kubeconfig(fleet)["users"][0]["user"] == {"token": "token-1"}
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is not None
+
+
+def test_rbacs_refusal_of_the_new_token_is_waited_through_not_taken_for_the_guard(fleet):
+    """Right after join the authorizer may not have loaded fleet's ClusterRoleBinding: its 403
+    names no policy, so it proves nothing about the guard and join asks again."""
+    member = _member_api(MEMBER_KINDS, unguarded=("rbac", "rbac", "admitted"))
+    said, slept, _ = _guarded_join(fleet, member)
+
+    answers = [answer for _, answer in _guard(member).answers]
+    assert answers == ["rbac", "rbac", "admitted", "denied"]
+    assert slept == [0.25, 0.25, 0.25]
+    assert f"member member-1: {GUARD_POLICY} in force after 0.8s" in said
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is not None
+
+
+@pytest.mark.parametrize("answer", ["admitted", "rbac"])
+def test_a_member_whose_guard_never_loads_fails_the_join_and_rolls_it_back(fleet, answer):
+    member = _member_api(MEMBER_KINDS, then=answer)
+
+    with pytest.raises(JoinError) as err:
+        _guarded_join(fleet, member)
+
+    message = str(err.value)
+    assert "\n" not in message and GUARD_POLICY in message and "member-1" in message
+    assert "after 30s" in message and "fleet's token would act unguarded" in message
+    assert "nothing this run created" in message
+    assert len(_guard_probes(member)) == IN_FORCE_WAIT / 0.25 + 1
+    for api_version, kind, name, namespace in IDENTITY:
+        assert member.get(api_version, kind, name, namespace) is None, kind
+    assert fleet.list(c.FLEET_API_VERSION, "MemberCluster") == []
+    assert fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system") is None
+
+
+def test_the_guard_wait_is_bounded_by_the_injected_sleep(fleet):
+    member = _member_api(MEMBER_KINDS, then="admitted")
+    slept: list[float] = []
+    plan = plan_join("member-1", ENDPOINT, fleet_id="f")
+    with pytest.raises(JoinError):
+        join(
+            fleet.sync_client(),
+            member.sync_client(),
+            plan,
+            say=lambda _: None,
+            sleep=slept.append,
+            token_transport=member.sync_transport(),
+        )
+    assert sum(slept) == pytest.approx(IN_FORCE_WAIT)
+
+
+def test_a_refusal_neither_the_guards_nor_rbacs_fails_the_join_naming_the_probe(fleet):
+    """An admission webhook that refuses the probe tells nothing about the guard: join fails
+    at once, naming the probe, rather than wait or take it for the guard."""
+    member = _member_api(MEMBER_KINDS)
+
+    def webhook(request: httpx.Request) -> httpx.Response | None:
+        if request.method == "POST" and request.url.path.endswith("/configmaps"):
+            return status(
+                403,
+                "Forbidden",
+                'admission webhook "deny.example.com" denied the request: no ConfigMaps',
+            )
+        return None
+
+    member.interceptors.insert(0, webhook)
+
+    with pytest.raises(JoinError) as err:
+        _guarded_join(fleet, member)
+
+    message = str(err.value)
+    assert "\n" not in message and "dry-run probe" in message and GUARD_POLICY in message
+    assert "deny.example.com" in message and "403" in message
+    assert "nothing this run created" in message
+    assert member.get(ADMISSION, "ValidatingAdmissionPolicy", GUARD) is None
+    assert fleet.list(c.FLEET_API_VERSION, "MemberCluster") == []
+
+
+def test_a_member_without_admission_policies_is_sent_no_guard_probe(fleet):
+    """Kubernetes < 1.30: there is no guard to wait for (join warns instead), and fleet's token
+    is never used by join."""
+    old = _member_api(
+        [k for k in MEMBER_KINDS if not k.kind.startswith("ValidatingAdmissionPolicy")]
+    )
+    said, slept, _ = _guarded_join(fleet, old, guarded=False)
+
+    assert not [r for r in old.requests if "authorization" in r.headers]
+    assert old.asked("POST", "/configmaps") == [] and slept == []
+    assert any(line.startswith("warning:") and "RBAC alone" in line for line in said)
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is not None
+
+
+def test_the_tokens_client_is_the_stored_kubeconfig_read_in_memory(
+    fleet, member, monkeypatch, tmp_path
+):
+    """The probe's client is built from the very kubeconfig the fleet then stores, as a dict,
+    by the controller's own reading of it: no file holds the token, and the temporary folder
+    stays empty."""
+    read: list[Any] = []
+
+    def check(config: Any, source: str | None = None) -> Any:
+        read.append(config)
+        return check_kubeconfig(config, source)
+
+    monkeypatch.setattr(in_force, "check_kubeconfig", check)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+    _guarded_join(fleet, member)
+
+    assert len(read) == 1 and isinstance(read[0], dict)
+    assert read[0] == _stored_kubeconfig(fleet)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_tokens_client_reaches_the_member_as_the_stored_kubeconfig_does():
+    """Same server, CA, TLS server name and proxy as the controller will use, and the token
+    as its only credential, all held in memory."""
+    endpoint = MemberEndpoint(
+        "https://10.0.0.7:6443", CA, tls_server_name="member.internal", proxy_url="http://px:3128"
+    )
+    plan = plan_join("member-1", endpoint)
+    with in_force.token_client(plan, "t0ken", "member-1") as client:
+        connection = client.connection
+        assert (connection.server, connection.tls_server_name, connection.proxy) == (
+            "https://10.0.0.7:6443",
+            "member.internal",
+            "http://px:3128",
+        )
+        assert connection.bearer_token() == "t0ken"
+        assert connection.tls.ca is not None and connection.tls.ca.path is None  # data, no file
+        assert connection.tls.ca.data == base64.b64decode(CA)
+        assert connection.tls.certificate is None and connection.tls.key is None
+        assert client.name == "member-1"
+
+
+def test_the_guard_probe_is_a_create_fleets_rbac_allows_and_the_guard_covers():
+    """An unmarked ConfigMap: the member ClusterRole lets fleet create ConfigMaps whatever the
+    member serves, the guard covers their creation, and the probe carries no mark."""
+    probe = in_force.guard_probe("fleet-member")
+    assert probe["kind"] == "ConfigMap" and probe["apiVersion"] == "v1"
+    assert probe["metadata"] == {
+        "generateName": "fleet-join-guard-probe-",
+        "namespace": "fleet-member",
+    }
+    assert any(
+        r.group == "" and "configmaps" in r.resources and "create" in r.verbs
+        for r in access.member_rules()
+    )
+    assert any(
+        rule["apiGroups"] == [""]
+        and "configmaps" in rule["resources"]
+        and "CREATE" in rule["operations"]
+        for rule in written_resources(access.member_rules())
+    )
+
+
+def _refusal(code: int, message: str) -> ApiError:
+    return ApiError(code, "Forbidden" if code == 403 else "Invalid", message)
+
+
+DENIAL = (
+    f"configmaps \"x\" is forbidden: ValidatingAdmissionPolicy '{GUARD}' with binding "
+    f"'{GUARD}' denied request: fleet (f) may not write in namespace fleet-member"
+)
+RBAC_DENIAL = (
+    'configmaps is forbidden: User "system:serviceaccount:fleet-member:fleet" cannot create '
+    'resource "configmaps" in API group "" in the namespace "fleet-member"'
+)
+
+
+@pytest.mark.parametrize(
+    ("refusal", "verdict"),
+    [
+        (None, in_force.GuardVerdict.NOT_LOADED),
+        (_refusal(403, DENIAL), in_force.GuardVerdict.IN_FORCE),
+        (_refusal(422, DENIAL), in_force.GuardVerdict.IN_FORCE),  # a validation without reason
+        (_refusal(403, RBAC_DENIAL), in_force.GuardVerdict.RBAC_NOT_LOADED),
+        (_refusal(403, DENIAL.replace(GUARD, "other.example")), in_force.GuardVerdict.UNKNOWN),
+        (_refusal(403, 'admission webhook "w" denied the request'), in_force.GuardVerdict.UNKNOWN),
+        (_refusal(401, "Unauthorized"), in_force.GuardVerdict.UNKNOWN),
+        (_refusal(500, DENIAL), in_force.GuardVerdict.UNKNOWN),
+    ],
+)
+def test_the_verdict_on_an_answer_to_the_guard_probe(refusal, verdict):
+    assert in_force.guard_verdict(refusal, GUARD) is verdict
