@@ -16,16 +16,12 @@ from typing import Any
 
 import pytest
 
-from fleet.api import constants as c
 from fleet.testing.kube import wait_until
 from fleet.testing.workloads import gang_policy, pytorchjob
 
 from .conftest import PYTORCHJOB, Fleet
 from .test_reclaim import (
-    GPU,
     QUOTA_LABEL,
-    TREE,
-    TREE_NAME,
     _eviction,
     _job,
     _phase,
@@ -93,60 +89,39 @@ def test_the_claimant_not_another_gang_that_fits_gets_the_room_it_freed(
 
 
 def test_the_claimant_not_a_queued_gang_that_fits_gets_the_room_it_freed(
-    live: Fleet, namespace, add_nodes
+    live: Fleet, namespace, add_nodes, teams
 ):
     """The competitor is a queued gang: team `c` (min 4) has quota for it, so the queue lets it
     go, but the 8 GPUs are a's, 4 of them borrowed; it waits for room. Team `b` (min 4) gets
     its min back by reclaim. When the victim's copy goes, both would fit the room it frees: the
     claimant, b1, gets it; c1 goes on waiting."""
-    live.api.apply(
-        {
-            "apiVersion": TREE[0],
-            "kind": TREE[1],
-            "metadata": {"name": TREE_NAME, "namespace": c.QUOTA_TREE_NAMESPACE},
-            "spec": {
-                "root": {
-                    "name": "root",
-                    "min": {GPU: 12},
-                    "max": {GPU: 12},
-                    "children": [
-                        {"name": "a", "min": {GPU: 4}, "max": {GPU: 8}, "namespaces": [namespace]},
-                        {"name": "b", "min": {GPU: 4}, "max": {GPU: 8}},
-                        {"name": "c", "min": {GPU: 4}, "max": {GPU: 4}},
-                    ],
-                }
-            },
-        }
+    teams(c_min=4)
+    add_nodes("member-1", count=2, gpu=4, labels={"test": namespace})
+    live.api.create(_policy(namespace))
+    _start(live, namespace, "a1", "a")
+    _start(live, namespace, "a2", "a")
+
+    competitor = _job(namespace, "c1", "a")
+    competitor["metadata"]["labels"] = {QUOTA_LABEL: "c"}
+    live.api.create(competitor)
+    # Let go by its quota (within c's min), and waiting for room: no member can place it.
+    wait_until(
+        lambda: _phase(live, namespace, "c1") not in (None, "Enqueued"),
+        what="c1 let go by the queue",
     )
-    try:
-        add_nodes("member-1", count=2, gpu=4, labels={"test": namespace})
-        live.api.create(_policy(namespace))
-        _start(live, namespace, "a1", "a")
-        _start(live, namespace, "a2", "a")
+    assert live.target(namespace, "c1") is None
 
-        competitor = _job(namespace, "c1", "a")
-        competitor["metadata"]["labels"] = {QUOTA_LABEL: "c"}
-        live.api.create(competitor)
-        # Let go by its quota (within c's min), and waiting for room: no member can place it.
-        wait_until(
-            lambda: _phase(live, namespace, "c1") not in (None, "Enqueued"),
-            what="c1 let go by the queue",
-        )
-        assert live.target(namespace, "c1") is None
-
-        live.api.create(_job(namespace, "b1", "b"))
-        victim = _victim(live, namespace)
-        wait_until(
-            lambda: [m for r, m, _ in live.events(namespace, "b1") if r == "RoomHeld"],
-            what="b1 told its room is held",
-        )
-        wait_until(lambda: not live.copies(namespace, victim), timeout=90, what="the copy deleted")
-        _wait_phase(live, namespace, "b1", "Running", timeout=90)
-        assert live.target(namespace, "b1") == "member-1"
-        live.wait_running(namespace, "b1", "member-1")
-        assert live.target(namespace, "c1") is None  # the queued gang did not take the room
-        assert live.copies(namespace, "c1") == []
-        released = [m for r, m, _ in live.events(namespace, "b1") if r == "HoldReleased"]
-        assert released and "the claimant was placed" in released[-1]
-    finally:
-        live.api.delete(*TREE, TREE_NAME, c.QUOTA_TREE_NAMESPACE)
+    live.api.create(_job(namespace, "b1", "b"))
+    victim = _victim(live, namespace)
+    wait_until(
+        lambda: [m for r, m, _ in live.events(namespace, "b1") if r == "RoomHeld"],
+        what="b1 told its room is held",
+    )
+    wait_until(lambda: not live.copies(namespace, victim), timeout=90, what="the copy deleted")
+    _wait_phase(live, namespace, "b1", "Running", timeout=90)
+    assert live.target(namespace, "b1") == "member-1"
+    live.wait_running(namespace, "b1", "member-1")
+    assert live.target(namespace, "c1") is None  # the queued gang did not take the room
+    assert live.copies(namespace, "c1") == []
+    released = [m for r, m, _ in live.events(namespace, "b1") if r == "HoldReleased"]
+    assert released and "the claimant was placed" in released[-1]

@@ -30,29 +30,25 @@ GPU = "nvidia.com/gpu"
 
 @pytest.fixture
 def teams(live: Fleet, namespace: str) -> Iterator[Any]:
-    """`teams(a_min=4)`: the two teams' tree, in force until the test ends."""
+    """`teams(a_min=4)`: the two teams' tree, in force until the test ends. `c_min`: a third
+    team `c` (reached by the quota label) with that much quota of its own (min and max) on top
+    of the 8 GPUs, which no node gives."""
 
-    def apply(a_min: int = 4) -> None:
+    def apply(a_min: int = 4, c_min: int = 0) -> None:
+        children: list[dict[str, Any]] = [
+            {"name": "a", "min": {GPU: a_min}, "max": {GPU: 8}, "namespaces": [namespace]},
+            {"name": "b", "min": {GPU: 8 - a_min}, "max": {GPU: 8}},
+        ]
+        if c_min:
+            children.append({"name": "c", "min": {GPU: c_min}, "max": {GPU: c_min}})
+        total = {GPU: 8 + c_min}
         live.api.apply(
             {
                 "apiVersion": TREE[0],
                 "kind": TREE[1],
                 "metadata": {"name": TREE_NAME, "namespace": c.QUOTA_TREE_NAMESPACE},
                 "spec": {
-                    "root": {
-                        "name": "root",
-                        "min": {GPU: 8},
-                        "max": {GPU: 8},
-                        "children": [
-                            {
-                                "name": "a",
-                                "min": {GPU: a_min},
-                                "max": {GPU: 8},
-                                "namespaces": [namespace],
-                            },
-                            {"name": "b", "min": {GPU: 8 - a_min}, "max": {GPU: 8}},
-                        ],
-                    }
+                    "root": {"name": "root", "min": total, "max": total, "children": children}
                 },
             }
         )
