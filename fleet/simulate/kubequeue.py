@@ -347,7 +347,7 @@ class QuotaQueue:
         # As the controller does: a gang whose victims' copies are still there keeps its quota
         # past the placement timeout.
         self._room = {k: until for k, until in self._room.items() if until > now}
-        self.admission.awaiting_room(self._room)
+        self.admission.awaiting_room(self._room, now)
         plan = self.admission.plan(now)
         counters = self.counters
         for backoff in plan.backoff:

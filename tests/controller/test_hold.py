@@ -193,6 +193,7 @@ async def test_the_hold_ends_when_the_claimant_backs_off():
     victim, b = await reclaimed(world)
     await victim_leaves(world, victim)
     await world.reconcile(victim)  # the queue hears its copy is gone
+    await work(world)  # and its pass starts the claimant's placement timeout again
     # A member-local pod takes the room on one node: B no longer fits anywhere.
     snapshot = world.members["member-1"].member.snapshot
     held = world.kube_queue.admission.hold_of(key_of_job(b))

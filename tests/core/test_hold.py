@@ -266,7 +266,7 @@ def test_the_hold_ends_on_every_exit_whatever_the_order(events: list[tuple[Any, 
             now += event[1]
             # the shell's rule: a claimant whose victims' copies are still there does not time out
             gone = not [p for p in w.view.pods() if p.owner_key == "a2"]
-            w.admission.awaiting_room(() if gone else ["b1"])
+            w.admission.awaiting_room(() if gone else ["b1"], now)
             w.admission.plan(now)
         elif kind == "leave":
             w.leave("a2")
@@ -300,3 +300,19 @@ def test_the_hold_ends_on_every_exit_whatever_the_order(events: list[tuple[Any, 
             assert current == hold, f"hold lost after {event}"
         held = [k for k in w.view.reservations() if k.startswith(HOLD_PREFIX)]
         assert held == ([hold.key] if current is not None else [])
+
+
+def test_a_claimant_has_its_whole_placement_timeout_from_the_moment_its_victims_are_gone():
+    """The member stops a deleted copy's pods a moment after the copy is gone: a claimant timed
+    out in that moment would give its held room away and evict a second victim."""
+    w, _ = reclaimed_world()
+    timeout = w.admission.settings.placement_timeout
+    w.admission.awaiting_room(["b1"], 6.0)
+    w.admission.plan(6.0 + timeout + 1)  # its victims still leaving: it keeps waiting
+    assert w.admission.phase("b1") == DEQUEUED
+    gone = 6.0 + timeout + 2
+    w.admission.awaiting_room([], gone)
+    w.admission.plan(gone + timeout - 1)
+    assert w.admission.phase("b1") == DEQUEUED
+    plan = w.admission.plan(gone + timeout + 1)
+    assert [b.key for b in plan.backoff] == ["b1"]

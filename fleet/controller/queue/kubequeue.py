@@ -226,7 +226,7 @@ class KubeQueue:
         if again is not None:
             self.work.add_after(self.PASS, again)
         # A gang whose victims are still leaving keeps its quota past the placement timeout.
-        self.admission.awaiting_room(set(self._in_flight.values()))
+        self.admission.awaiting_room(set(self._in_flight.values()), now)
         delay = await self.passes.run(self.admission, now)
         if delay is not None:
             self.work.add_after(self.PASS, delay)
@@ -472,8 +472,10 @@ class KubeQueue:
             self.request_pass()
 
     def copy_gone(self, key: str) -> None:
-        """The victim's old copy is deleted (its binding has no queue eviction left)."""
-        self._in_flight.pop(key, None)
+        """The victim's old copy is deleted (its binding has no queue eviction left): a pass
+        tells the admission now, for the claimant's placement timeout counts from then."""
+        if self._in_flight.pop(key, None) is not None:
+            self.request_pass()
 
     # -- what a unit's priority and opt-out of reclaim follow (watch-fed) -------------------------
 

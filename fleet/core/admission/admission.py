@@ -202,6 +202,7 @@ class Admission(Claims):
         self._set_phase(unit, RUNNING)
         self._end_hold(key, "Placed")
         self._claimed.discard(key)
+        self._room_freed.pop(key, None)
         self._retry.pop(key, None)
         self.over_budget.pop(key, None)
         return True
@@ -279,6 +280,7 @@ class Admission(Claims):
         self._notices.pop(key, None)
         self._end_hold(key, "Gone")
         self._claimed.discard(key)
+        self._room_freed.pop(key, None)
         self._retry.pop(key, None)
         self.over_budget.pop(key, None)
         return True
@@ -367,6 +369,10 @@ class Admission(Claims):
                 continue
             if key in self._awaiting_room:
                 self._arm_timeout(unit, now + timeout)  # its victims are still leaving
+                continue
+            freed = self._room_freed.pop(key, None)
+            if freed is not None and freed + timeout > now:
+                self._arm_timeout(unit, freed + timeout)  # the room is free only since then
                 continue
             self._release(unit)
             self._set_phase(unit, TIMEOUT_BACKOFF)

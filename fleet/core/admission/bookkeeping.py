@@ -55,6 +55,9 @@ class Books:
         #: Dequeued units waiting for their victims' copies to go (from the shell): their
         #: placement does not time out meanwhile (the room is theirs once the copies are gone).
         self._awaiting_room: set[str] = set()
+        #: When each claimant's victims finished leaving (`awaiting_room`): its placement
+        #: timeout counts from then.
+        self._room_freed: dict[str, float] = {}
         #: Room held for claimants (module `hold`), by claimant; and holds ended since the last
         #: plan, for the shell to release.
         self._holds: dict[str, Hold] = {}

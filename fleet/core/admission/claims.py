@@ -141,11 +141,18 @@ class Claims(Books):
         due += [until for until in self._retry.values() if until > now]
         return min(due, default=None)
 
-    def awaiting_room(self, keys: Collection[str]) -> None:
+    def awaiting_room(self, keys: Collection[str], now: float) -> None:
         """The units whose victims' copies are still being deleted (the shell reads them from
         the victims' bindings before every pass): their placement does not time out until
-        the room they evicted for is free."""
-        self._awaiting_room = {k for k in keys if k in self._units}
+        the room they evicted for is free, and from then on has its whole `placement_timeout`
+        again. A copy's deletion is not yet the room: the member takes a moment to stop its
+        pods, and a claimant timed out in that moment gave its held room to another gang and
+        evicted a second victim for itself (seen on a loaded clean-clone run)."""
+        waiting = {k for k in keys if k in self._units}
+        for key in self._awaiting_room - waiting:
+            if key in self._units:
+                self._room_freed[key] = now
+        self._awaiting_room = waiting
 
     def waiting_units(self) -> bool:
         """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
