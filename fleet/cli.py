@@ -421,7 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sweep-interval",
         type=float,
         default=300.0,
-        help="seconds between sweeps for member copies whose fleet object is gone (0: off)",
+        help="seconds between the collector's passes over every member for copies no binding "
+        "wants (0: only when a member (re)connects)",
     )
     ctl.add_argument(
         "--resync-interval",

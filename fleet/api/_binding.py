@@ -274,6 +274,10 @@ class GracefulEvictionTask(KubeModel):
     preserved_label_state: dict[str, str] | None = None
     """Label -> value read from the old copy's status by the policy's statePreservation rules
     before it was removed (Karmada's field): the labels the next copy carries."""
+    cluster_id: str | None = None
+    """fleet extension: the identity of the cluster the copy is in (its kube-system UID, as
+    `fleet join` recorded it), so the copy is fenced if that cluster answers again under any
+    MemberCluster name; the task stays until the copy and its pods are observed gone."""
 
 
 class GangBindingSpec(KubeModel):

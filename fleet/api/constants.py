@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from fleet.core import gangmarks
+from fleet.core import gangmarks, ledger
 from fleet.core.admission.reasons import REASON_QUEUED as _REASON_QUEUED
 
 # --- API groups -----------------------------------------------------------------------------
@@ -223,3 +223,22 @@ UNJOINING_LEAVE: Final = "leave"
 """The value of that taint from `fleet unjoin --leave`: the controller releases every gang there
 instead (phase Released: the copy runs on, unmanaged, and none is made elsewhere)."""
 REASON_MEMBER_UNJOINED: Final = "MemberUnjoined"
+
+# -- the ledger: copies outside a job's target (fleet.core.ledger) ------------------------------
+
+REASON_FENCING: Final = "Fencing"
+"""Placement skips a member that (re)connected until the collector has deleted every object of
+fleet's there that no binding wants (a pending reason, not a MemberCluster condition)."""
+CONDITION_OLD_COPIES_REMOVED: Final = "OldCopiesRemoved"
+"""GangBinding: True when no copy of the job is left outside its target; False while one may
+still run elsewhere, with the cluster, why and since when (reasons below)."""
+REASON_COPY_UNFENCED: Final = ledger.UNFENCED
+"""OldCopiesRemoved=False: a copy is in a cluster fleet cannot reach (or that left the fleet);
+it is deleted the moment that cluster answers again, under any MemberCluster name."""
+REASON_COPY_OVERLAP: Final = ledger.OVERLAP
+"""OldCopiesRemoved=False: the old copy runs on by its purge mode (Gracefully until the new one
+runs or the grace period ends; Never until a person removes it)."""
+REASON_COPY_DELETING: Final = ledger.DELETING
+"""OldCopiesRemoved=False: the old copy is deleted, its pods are not gone yet."""
+REASON_OLD_COPIES_GONE: Final = ledger.NONE_LEFT
+"""OldCopiesRemoved=True."""

@@ -88,6 +88,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
                 else float(t.grace_period_seconds),
                 evicted_for=t.evicted_for,
                 preserved=tuple(sorted((t.preserved_label_state or {}).items())),
+                cluster_id=t.cluster_id,
             )
             for t in binding.spec.graceful_eviction_tasks or ()
         ),
@@ -148,6 +149,7 @@ def _evictions(life: lifecycle.Binding) -> list[dict[str, Any]] | None:
             else int(e.grace_period_seconds),
             evicted_for=e.evicted_for,
             preserved_label_state=dict(e.preserved) or None,
+            cluster_id=e.cluster_id,
         ).to_dict()
         for e in life.evictions
     ]

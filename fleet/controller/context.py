@@ -18,7 +18,7 @@ from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.settings import Settings
 from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
-from fleet.core import lifecycle
+from fleet.core import ledger, lifecycle
 from fleet.core.arrivals import RecentArrivals
 from fleet.core.failover import FailoverSettings
 from fleet.core.kinds import KindAdapter, Needed
@@ -65,6 +65,9 @@ class Job:
     #: Status fields decided but not written yet: the next `save` writes them with its own
     #: (see `save(defer_status=True)`); the reconcile's last save always comes.
     deferred_status: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The copies the job may still have outside its target, as this reconcile's purge found
+    #: them (`failovers.purge_old_copies`, `fleet.core.ledger`).
+    outside: tuple[ledger.Outside, ...] = ()
 
     @property
     def uid(self) -> str:

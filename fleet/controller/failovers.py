@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 
 from fleet.api import constants as c
-from fleet.api import rules_of_placement
+from fleet.api import format_time, rules_of_placement
 from fleet.controller import copies, dependencies, preservation
 from fleet.controller.context import Job, Shell, save
+from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy, release_copy
+from fleet.controller.members import Member
 from fleet.controller.status_mirror import (
     binding_conditions,
     conditions_of,
@@ -22,8 +24,9 @@ from fleet.controller.status_mirror import (
     with_fleet_condition,
     with_job_condition,
 )
-from fleet.core import failover, lifecycle
+from fleet.core import failover, ledger, lifecycle
 from fleet.core.jobstate import JobState
+from fleet.core.kinds import adapter_for
 from fleet.core.taints import no_execute_grace
 
 log = logging.getLogger(__name__)
@@ -31,55 +34,132 @@ log = logging.getLogger(__name__)
 
 def copy_state(shell: Shell, job: Job, cluster: str | None) -> JobState | None:
     """The state of the gang's copy in `cluster`, as that member's watch last saw it."""
+    return state_in(shell, job.key, job.uid, cluster)
+
+
+def state_in(shell: Shell, key: WorkloadKey, uid: str, cluster: str | None) -> JobState | None:
+    """The state of the copy of the job `key` (fleet UID `uid`) in `cluster`, as that member's
+    watch last saw it; None when it holds none of that job's."""
     member = shell.members.get(cluster) if cluster else None
-    if member is None:
+    kind = adapter_for(key.api_version, key.kind)
+    if member is None or kind is None:
         return None
-    key = job.key
     found = member.job(key.api_version, key.kind, key.namespace, key.name)
-    if found is None or not copies.is_ours(found, job.uid):
+    if found is None or not copies.is_ours(found, uid):
         return None
-    return job.kind.state(found.get("status"))
+    return kind.state(found.get("status"))
 
 
 # -- copies left behind ----------------------------------------------------------------------
 
 
 async def purge_old_copies(shell: Shell, job: Job) -> None:
-    """Delete the copies a failover left, as each eviction's purge mode says."""
-    if not job.life.evictions:
-        return
+    """Carry out the binding's evictions (the ledger of copies outside the target,
+    `fleet.core.ledger`): delete each old copy when its purge mode says, in the foreground so
+    its pods go first, and end the eviction only once the copy and its pods are observed gone
+    in that cluster, found by its identity under whatever MemberCluster name it has now. A
+    cluster that cannot be reached, or left the fleet, keeps its eviction: the binding shows the
+    copy as unfenced, and the collector deletes it the moment the cluster answers again."""
+    life = job.life
     now = shell.clock.now()
     plan = lifecycle.purge_plan(
-        job.life.evictions, successor=copy_state(shell, job, job.life.cluster), now=now
+        life.evictions, successor=copy_state(shell, job, life.cluster), now=now
     )
-    done = [e.from_cluster for e in job.life.evictions if shell.members.left(e.from_cluster)]
-    for eviction in plan.delete:
-        member = shell.members.get(eviction.from_cluster)
-        if member is None:
-            continue  # it left the fleet (nothing to purge), or is not heard of yet
-        if not member.ready or member.client is None:
-            continue  # fenced when it comes back (its health change requeues the gang)
-        deleted = await delete_copy(member, job.key, job.uid)
-        job.binding = await dependencies.let_go(shell, job.key, job.binding, job.workload, member)
-        done.append(eviction.from_cluster)
-        if deleted:
+    done: list[str] = []
+    outside: list[ledger.Outside] = []
+    for eviction in life.evictions:
+        member = holder(shell, eviction)
+        key = job.key
+        if (
+            member is None
+            or not member.ready
+            or member.client is None
+            or not member.jobs_synced(key.api_version, key.kind)
+        ):
+            outside.append(ledger.Outside(eviction, "Unreachable", eviction.created_at))
+            continue
+        if observed_gone(member, job):
+            done.append(eviction.from_cluster)
+            continue
+        if eviction not in plan.delete:
+            outside.append(ledger.Outside(eviction, "Overlap"))
+            continue
+        if await delete_copy(member, key, job.uid):
             fenced = eviction.reason == c.REASON_CLUSTER_LOST
             what = "fenced a stale copy" if fenced else "purged"
             await shell.events.record(
                 job.workload,
                 "StaleCopyDeleted" if fenced else "OldCopyDeleted",
-                f"{what} in {eviction.from_cluster} ({eviction.purge_mode})",
+                f"{what} in {member.name} ({eviction.purge_mode}); the gang starts again "
+                "elsewhere once its pods are gone"
+                if eviction.purge_mode == "Directly"
+                else f"{what} in {member.name} ({eviction.purge_mode})",
             )
-            shell.metrics.purges.inc(eviction.from_cluster)
+            shell.metrics.purges.inc(member.name)
+        job.binding = await dependencies.let_go(shell, key, job.binding, job.workload, member)
+        if observed_gone(member, job):  # its watch may have seen it go already
+            done.append(eviction.from_cluster)
+        else:
+            outside.append(ledger.Outside(eviction, "Deleting"))
+    job.outside = tuple(outside)
     if plan.recheck_at is not None:
         shell.queue.add_after(job.key, plan.recheck_at - now)
-    if done:
-        await save(shell, job, lifecycle.evictions_done(job.life, done))
+    if any(o.state == "Deleting" for o in outside):
+        shell.queue.add_after(job.key, DELETING_RECHECK_SECONDS)  # until its pods are gone
+    status, reason, message = ledger.old_copies(outside, format_time)
+    current = job.binding.condition(c.CONDITION_OLD_COPIES_REMOVED)
+    changed = (current is None and status == "False") or (
+        current is not None and (current.status, current.message) != (status, message)
+    )
+    if done or changed:
+        await save(
+            shell,
+            job,
+            lifecycle.evictions_done(life, done) if done else None,
+            conditions=binding_conditions(
+                shell, job, (c.CONDITION_OLD_COPIES_REMOVED, status, reason, message)
+            )
+            if changed
+            else None,
+        )
+        if changed and reason == ledger.UNFENCED:
+            await shell.events.record(job.workload, reason, message, warning=True)
+    shell.metrics.outside_copies.set(
+        str(job.key), [(o.eviction.from_cluster, o.state) for o in outside]
+    )
     shell.triggers.track(
         job.key,
         cluster=job.life.cluster,
-        evicting=[e.from_cluster for e in job.life.evictions],
+        evicting=[m.name for e in job.life.evictions if (m := holder(shell, e)) is not None],
     )
+
+
+#: How often a gang whose old copy is being deleted looks again for its pods to be gone (the
+#: member's pod events requeue it sooner).
+DELETING_RECHECK_SECONDS = 2.0
+
+
+def holder(shell: Shell, eviction: lifecycle.Eviction) -> Member | None:
+    """The member an old copy is in: by the cluster's identity where the eviction recorded it
+    (the cluster may have joined again under another name), else by name."""
+    if eviction.cluster_id:
+        found = shell.members.by_identity(eviction.cluster_id)
+        if found is not None:
+            return found
+        member = shell.members.get(eviction.from_cluster)
+        # The name now reaches another cluster: this one's copy is not there.
+        return member if member is not None and member.cluster_id in (None, "") else None
+    return shell.members.get(eviction.from_cluster)
+
+
+def observed_gone(member: Member, job: Job) -> bool:
+    """Whether the member's watches hold neither a copy of the job nor a pod of it (pods carry
+    the fleet UID label): what ends an eviction, not the delete request."""
+    key = job.key
+    found = member.job(key.api_version, key.kind, key.namespace, key.name)
+    if found is not None and copies.is_ours(found, job.uid):
+        return False
+    return not member.snapshot.holds_pods_of(job.uid)
 
 
 # -- judging the current cluster ---------------------------------------------------------------
@@ -236,10 +316,11 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
         now,
         old_cluster_reachable=reachable,
         preserved=preserved,
+        cluster_id=member.cluster_id if member is not None else None,
     )
-    if moved.delete_old_copy and member is not None:
-        await delete_copy(member, job.key, job.uid)
-        job.binding = await dependencies.let_go(shell, job.key, job.binding, job.workload, member)
+    # The move is saved first (its eviction is the record of the old copy), then the old copy
+    # is deleted: a controller stopped in between finds the eviction and finishes it, and never
+    # recreates the copy where the gang failed.
     await save(
         shell,
         job,
@@ -250,6 +331,9 @@ async def _fail_over(shell: Shell, job: Job, target: str, verdict: failover.Move
     )
     if member is not None:
         member.snapshot.release(job.uid)
+    # Directly: the old copy goes now, and the new placement waits until its pods are gone
+    # (the purge finds what is left of it).
+    await purge_old_copies(shell, job)
     shell.triggers.track(
         job.key, cluster=None, evicting=[e.from_cluster for e in moved.binding.evictions]
     )

@@ -299,7 +299,8 @@ async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj |
 
 
 async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
-    """Delete the member's copy if it is ours (by the fleet-UID label); True if one was."""
+    """Delete the member's copy if it is ours (by the fleet-UID label) and not being deleted
+    already; True if a delete was sent."""
     client = member.client
     assert client is not None
     await reserving.release(member, uid)  # what was reserved for it goes with it
@@ -311,8 +312,17 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
         return False  # the member does not serve the kind (its CRD is gone or never was)
     if found is None or not copies.is_ours(found, uid):
         return False
+    if found["metadata"].get("deletionTimestamp"):
+        return False  # deleted already: its pods are on their way out
+    # In the foreground: the copy stays (with a deletionTimestamp) until the garbage collector
+    # has removed its pods, so "copy gone" means "pods gone" (fleet.core.ledger).
     return await client.delete(
-        key.api_version, key.kind, key.name, key.namespace, uid=found["metadata"]["uid"]
+        key.api_version,
+        key.kind,
+        key.name,
+        key.namespace,
+        propagation="Foreground",
+        uid=found["metadata"]["uid"],
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fleet.api import parse_time, to_epoch
@@ -156,6 +156,45 @@ class _ClientCollector(Collector):
             yield waited
 
 
+class OutsideCopies(Collector):
+    """Copies of jobs outside their target, per cluster and state (the ledger's
+    Unreachable, Overlap, Deleting): `fleet_copies_outside_target`. Kept per job and summed at
+    scrape time, so a job whose copies are gone simply drops out."""
+
+    def __init__(self) -> None:
+        self.by_job: dict[str, dict[tuple[str, str], int]] = {}
+
+    def set(self, job: str, outside: Iterable[tuple[str, str]]) -> None:
+        """The (cluster, state) of every copy `job` has outside its target now."""
+        counts: dict[tuple[str, str], int] = {}
+        for pair in outside:
+            counts[pair] = counts.get(pair, 0) + 1
+        if counts:
+            self.by_job[job] = counts
+        else:
+            self.by_job.pop(job, None)
+
+    @property
+    def totals(self) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for counts in self.by_job.values():
+            for pair, n in counts.items():
+                out[pair] = out.get(pair, 0) + n
+        return out
+
+    def collect(self) -> Iterable[Metric]:
+        gauge = GaugeMetricFamily(
+            "fleet_copies_outside_target",
+            "Copies of jobs still in a cluster other than their target: Unreachable (unfenced: "
+            "the cluster does not answer or left the fleet), Overlap (kept by purgeMode "
+            "Gracefully or Never), Deleting (pods not gone yet).",
+            labels=["cluster", "state"],
+        )
+        for (cluster, state), n in sorted(self.totals.items()):
+            gauge.add_metric([cluster, state], n)
+        yield gauge
+
+
 def seconds_since_created(obj: Mapping[str, Any], now: float) -> float | None:
     """Seconds from an object's creationTimestamp to `now` (None without a readable one)."""
     stamp = (obj.get("metadata") or {}).get("creationTimestamp")
@@ -188,7 +227,7 @@ class Metrics:
         self.orphans = Counter(
             registry,
             "fleet_orphaned_copies_deleted_total",
-            "Member copies deleted by the sweep because their fleet object was gone.",
+            "Member copies deleted by the collector because their fleet object was gone.",
             "cluster",
         )
         self.pending = Gauge(
@@ -268,6 +307,8 @@ class Metrics:
             "before it, the member turns NotReady then.",
             "cluster",
         )
+        self.outside_copies = OutsideCopies()
+        registry.register(self.outside_copies)
         registry.register(_ClientCollector(self))
         # process_cpu_seconds_total and the process' memory, from /proc (Linux only).
         ProcessCollector(registry=registry)

@@ -29,6 +29,7 @@ from fleet.api.membership import default_fleet_id
 from fleet.controller import arrivals, reserving
 from fleet.controller.bindings import BindingStore, key_of_binding
 from fleet.controller.clock import SYSTEM_CLOCK, Clock
+from fleet.controller.collector import collect_forever
 from fleet.controller.context import Shell
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
@@ -40,7 +41,6 @@ from fleet.controller.queue.kubequeue import KubeQueue
 from fleet.controller.reconciler import EXPECTED_FAILURES, Reconciler
 from fleet.controller.resync import resync_forever
 from fleet.controller.settings import Settings
-from fleet.controller.sweep import sweep_forever
 from fleet.controller.triggers import Triggers
 from fleet.controller.workqueue import WorkQueue
 from fleet.core.kinds import ADAPTERS
@@ -123,6 +123,9 @@ class Controller:
         self.metrics.request_counts = self._request_counts
         self.metrics.request_seconds = self._request_seconds
         self.leading = asyncio.Event()
+        #: Set when a member turns Ready: the collector's next pass fences it at once.
+        self.collect_wake = asyncio.Event()
+        self.triggers.member_ready = lambda _member: self.collect_wake.set()
         self.elector = LeaderElector(
             fleet,
             namespace=settings.lease_namespace,
@@ -160,10 +163,13 @@ class Controller:
         self.kube_queue.start()
         self.members.start()
         self._tasks = [asyncio.create_task(self.elector.run(), name="leader-election")]
-        if self.settings.sweep_interval > 0:
-            self._tasks.append(
-                asyncio.create_task(sweep_forever(self.shell, self.leading), name="orphan-sweep")
+        # Always on: it fences members that (re)connect before anything is placed there;
+        # sweep_interval only spaces its periodic passes.
+        self._tasks.append(
+            asyncio.create_task(
+                collect_forever(self.shell, self.leading, self.collect_wake), name="collector"
             )
+        )
         if self.settings.resync_interval > 0:
             self._tasks.append(
                 asyncio.create_task(resync_forever(self.shell, self.leading), name="resync")

@@ -26,6 +26,7 @@ from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue import gate
 from fleet.controller.queue.units import key_of_job
+from fleet.core import ledger
 from fleet.core.kinds import adapter_for
 from fleet.kube import Obj, Unreachable
 
@@ -114,6 +115,8 @@ class Reconciler:
         # 4. Placed, or held by the queue (suspension.scheduling), or waiting for capacity.
         cluster = job.life.cluster
         if cluster is None:
+            if ledger.placement_waits(job.outside):
+                return  # Directly: placed again once the old copy's pods are gone (requeued)
             held = shell.kube_queue.admission.hold_of(key_of_job(key))
             if held is not None:  # room a reclaim holds for it: reserved in the member too
                 await reserving.hold_room(shell, job, held)

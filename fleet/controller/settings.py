@@ -33,7 +33,8 @@ class Settings:
     #: How often every bound workload is reconciled again (0 disables): the longest a change to
     #: a propagated Secret or ConfigMap on the fleet takes to reach the members' copies.
     resync_interval: float = 30.0
-    #: How often member copies whose fleet object is gone are looked for (0 disables).
+    #: How often the collector looks at every member for copies no binding wants (their fleet
+    #: object gone, or the job bound elsewhere); 0: only when a member (re)connects.
     sweep_interval: float = 300.0
     #: This fleet's id: the value of the managed-by label on everything it creates in members,
     #: so two fleets can share a member. Empty: `fleet-` and the start of the fleet API

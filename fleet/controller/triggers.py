@@ -44,6 +44,8 @@ class Triggers:
         self.bindings: Newest[WorkloadKey] = Newest()
         #: Told when a member goes NotReady or leaves (the queue gives up room held there).
         self.member_lost: Callable[[str], None] | None = None
+        #: Told when a member turns Ready (the collector fences it before anything is placed).
+        self.member_ready: Callable[[str], None] | None = None
         #: What each workload's decision-relevant fields last were (see workload_changed).
         self._fingerprints: dict[WorkloadKey, tuple[object, ...]] = {}
         self._capacity_scheduled = False
@@ -113,6 +115,8 @@ class Triggers:
     def health_changed(self, member: str, ready: bool) -> None:
         if not ready and self.member_lost is not None:
             self.member_lost(member)
+        if ready and self.member_ready is not None:
+            self.member_ready(member)
         for key, cluster in list(self.placed.items()):
             if cluster == member:
                 self.queue.add(key)

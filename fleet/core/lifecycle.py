@@ -102,6 +102,10 @@ class Eviction:
     #: The old copy's state for the next one (Karmada's `preservedLabelState`): label ->
     #: value, read from its status by the policy's statePreservation rules before it is removed.
     preserved: tuple[tuple[str, str], ...] = ()
+    #: The identity of the cluster the copy is in (its `kube-system` UID, as join recorded it
+    #: on the MemberCluster), so the copy is found again if the cluster comes back under
+    #: another MemberCluster name (`fleet.core.ledger`). None where none was recorded.
+    cluster_id: str | None = None
 
     @property
     def by_queue(self) -> bool:
@@ -379,31 +383,33 @@ def failed_over(
     *,
     old_cluster_reachable: bool,
     preserved: Mapping[str, str] | None = None,
+    cluster_id: str | None = None,
 ) -> FailedOver:
     """Move the gang off its cluster: record the failover, exclude the cluster, end the stay,
-    leave an eviction for the old copy unless it is deleted now (or kept, with Never), clear the
-    timers, and wait for a new placement. `preserved`: the labels statePreservation read from
-    the old copy's status (`statepreservation.preserved_labels`), for the next copy."""
+    leave an eviction for the old copy (whatever the purge mode: it is the record that the copy
+    may still be there until it is observed gone, `fleet.core.ledger`), clear the timers, and
+    wait for a new placement. `preserved`: the labels statePreservation read from the old
+    copy's status (`statepreservation.preserved_labels`), for the next copy. `cluster_id`: the
+    old cluster's identity, kept on the eviction."""
     kept = _labels(preserved)
     old = binding.cluster
     if old is None:
         raise ValueError("a binding with no cluster cannot fail over")
     mode = settings.purge_mode_for(move.reason)
     delete_now = delete_before_placing(mode, old_cluster_reachable=old_cluster_reachable)
-    evictions = binding.evictions
-    if not delete_now and mode != "Never":
-        evictions = (
-            *evictions,
-            Eviction(
-                from_cluster=old,
-                reason=move.reason,
-                message=move.message,
-                purge_mode=mode,
-                created_at=now,
-                grace_period_seconds=settings.grace_period_seconds,
-                preserved=kept,
-            ),
-        )
+    evictions = (
+        *(e for e in binding.evictions if e.from_cluster != old),
+        Eviction(
+            from_cluster=old,
+            reason=move.reason,
+            message=move.message,
+            purge_mode=mode,
+            created_at=now,
+            grace_period_seconds=settings.grace_period_seconds,
+            preserved=kept,
+            cluster_id=cluster_id,
+        ),
+    )
     exclusions = (
         *(e for e in binding.exclusions if e.cluster != old),
         Exclusion(old, move.reason, exclusion_until(settings, now)),
@@ -447,6 +453,7 @@ def evicted_by_queue(
     now: float,
     grace_period_seconds: float,
     preserved: Mapping[str, str] | None = None,
+    cluster_id: str | None = None,
 ) -> Binding:
     """The queue evicted the gang whole (a reclaim or a preemption): its stay ends, its copy is
     left for deletion after `grace_period_seconds` (an eviction that names the unit it makes
@@ -473,6 +480,7 @@ def evicted_by_queue(
         grace_period_seconds=grace_period_seconds,
         evicted_for=evicted_for,
         preserved=kept,
+        cluster_id=cluster_id,
     )
     return dataclasses.replace(
         binding,

@@ -266,6 +266,11 @@ class ClusterSnapshot:
         node, requests and owner key (namespace and name are not kept)."""
         return (_pod_info(uid, pod) for uid, pod in self._pods.items())
 
+    def holds_pods_of(self, owner: str) -> bool:
+        """Whether any pod that holds resources here carries owner key `owner` (a job's pods
+        still running, or still terminating)."""
+        return any(pod.owner == owner for pod in self._pods.values())
+
     def pods_on(self, node: str) -> Iterator[PodInfo]:
         """`pods()` bound to `node` (only theirs are built)."""
         return (_pod_info(uid, pod) for uid, pod in self._pods.items() if pod.node == node)

@@ -256,11 +256,17 @@ class World:
         labels: Mapping[str, str] | None = None,
         taints: Iterable[Taint] = (),
         kinds: Iterable[tuple[str, str]] = (PYTORCH,),
+        api: MemoryApi | None = None,
+        cluster_id: str | None = None,
     ) -> FakeMember:
-        """A Ready member with `nodes` nodes of `gpus` GPUs each, its jobs (of `kinds`) watched."""
-        api = MemoryApi(MEMBER_KINDS, server=f"https://{name}.test")
+        """A Ready member with `nodes` nodes of `gpus` GPUs each, its jobs (of `kinds`) watched;
+        `api`: the cluster it reaches (a new one by default), `cluster_id` its identity (the
+        kube-system UID join records; `uid-<name>` by default)."""
+        fresh = api is None
+        api = api or MemoryApi(MEMBER_KINDS, server=f"https://{name}.test")
         client = api.client(name)
         member = Member(name, dict(labels or {}), cluster_fields(dict(labels or {})), tuple(taints))
+        member.cluster_id = cluster_id or f"uid-{name}"
         connection = MemberConnection(
             name, client, QuietReports(), fleet_id=self.settings.fleet_id, probe_interval=3600
         )
@@ -269,12 +275,17 @@ class World:
             informer = Informer(client, *kind, lambda _e, _o: None)
             informer.synced.set()
             connection.jobs[kind] = informer
+        connection.missing_kinds = set()  # every kind looked for (the watches above)
         jobs = connection.jobs[watched[0]]
         member.connection = connection
         fake = FakeMember(api, member, jobs, watched)
         fake.set_ready(True)
-        for i in range(nodes):
+        for i in range(nodes if fresh else 0):
             fake.add_node(f"{name}-n{i}", gpus=gpus)
+        for obj in api.objects.values() if not fresh else ():
+            key = (obj.get("apiVersion"), obj.get("kind"))
+            if key in watched:
+                connection.jobs[key].store[object_key(obj)] = obj  # type: ignore[index]
         api.watchers.append(self._member_event(fake))
         self.registry.members[name] = member
         self.members[name] = fake
@@ -297,6 +308,16 @@ class World:
             self.triggers.job_changed(fake.name, event, obj)
 
         return deliver
+
+    def rejoin(self, old: FakeMember, name: str) -> FakeMember:
+        """The cluster behind `old` joined again as MemberCluster `name` (same identity), after
+        `old`'s MemberCluster was deleted."""
+        self.registry.members.pop(old.name, None)
+        fake = self.add_member(
+            name, api=old.api, cluster_id=old.member.cluster_id, kinds=old.watched
+        )
+        fake.member.fenced = False  # as the registry connects it: the collector looks first
+        return fake
 
     # -- the fleet's objects -----------------------------------------------------------------------
 

@@ -33,6 +33,12 @@ async def test_a_victim_that_moved_is_evicted_where_it_runs_when_its_quota_has_n
         binding["metadata"]["namespace"],
         {"spec": {"clusters": moved}},
     )
+    # ... and its copy runs there (the eviction lasts until that copy is observed gone).
+    held = world.members["member-1"].copy(second.name)
+    assert held is not None
+    world.members["member-2"].api.put(
+        {**held, "metadata": {k: v for k, v in held["metadata"].items() if k != "uid"}}
+    )
 
     await world.reconcile(second)
 

@@ -13,6 +13,7 @@ import pytest
 
 from fleet.api import binding_name, format_time
 from fleet.api import constants as c
+from fleet.controller import collector
 from fleet.controller.bindings import BindingGone
 from fleet.controller.claims import CLEANUP_RETRY_SECONDS
 from fleet.controller.triggers import STATUS_COALESCE_SECONDS
@@ -534,7 +535,10 @@ async def test_a_member_not_heard_of_yet_is_not_taken_for_one_that_left():
     assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
 
 
-async def test_an_old_copy_in_a_member_that_left_the_fleet_is_let_go():
+async def test_an_old_copy_in_a_member_that_left_the_fleet_stays_unfenced_until_it_answers():
+    """A member removed while it holds an old copy: the eviction is the only record of that
+    copy, so it stays (shown as unfenced) until the cluster answers again, under any name, and
+    the collector deletes the copy; only then does the eviction end."""
     world = World()
     world.add_member("member-1")
     world.add_member("member-2")
@@ -542,11 +546,30 @@ async def test_an_old_copy_in_a_member_that_left_the_fleet_is_let_go():
     key = world.submit(pytorchjob("job"))
     first = await placed_and_failed(world, key)
     await world.reconcile(key)
-    assert world.binding(key)["spec"]["gracefulEvictionTasks"]
     del world.registry.members[first.name]  # its MemberCluster deleted
     await world.reconcile(key)
-    assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
+    (task,) = world.binding(key)["spec"]["gracefulEvictionTasks"]
+    assert (task["fromCluster"], task["clusterId"]) == (first.name, "uid-member-1")
+    shown = conditions(world.binding(key))[c.CONDITION_OLD_COPIES_REMOVED]
+    assert (shown["status"], shown["reason"]) == ("False", c.REASON_COPY_UNFENCED)
+    assert "member-1 (cluster uid-member-1)" in shown["message"]
+    assert world.events(c.REASON_COPY_UNFENCED, key)
+    assert world.metrics.outside_copies.totals == {(first.name, "Unreachable"): 1}
     assert first.copy("job") is not None  # not reachable through the fleet any more
+
+    # The same cluster joins again as "west", once the new copy runs (purgeMode Gracefully
+    # keeps the old one until then): the collector fences it before anything is placed there,
+    # and the eviction ends once the copy is observed gone.
+    the_other(world, first.name).set_job_state("job", "Running")
+    west = world.rejoin(first, "west")
+    assert "west" in world.registry.not_ready()  # nothing is placed there before the collector
+    assert await collector.collect(world.shell, west.member) == 1
+    assert first.copy("job") is None and west.member.fenced
+    await world.reconcile(key)
+    assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
+    shown = conditions(world.binding(key))[c.CONDITION_OLD_COPIES_REMOVED]
+    assert (shown["status"], shown["reason"]) == ("True", c.REASON_OLD_COPIES_GONE)
+    assert world.metrics.outside_copies.totals == {}
 
 
 async def test_give_up_after_max_failovers_marks_the_job_failed_on_the_fleet():

@@ -58,7 +58,7 @@ def test_the_phase_follows_the_copys_state() -> None:
     assert lifecycle.health_of(None) == "Unknown"
 
 
-def test_a_failover_with_directly_deletes_now_and_leaves_no_eviction() -> None:
+def test_a_failover_with_directly_deletes_now_and_keeps_the_eviction_until_it_is_gone() -> None:
     b = lifecycle.scheduled(lifecycle.Binding(timers=Timers(unhealthy_since=5)), "m1", 0)
     out = _moved(b, DIRECTLY, 50)
     assert out.delete_old_copy and out.purge_mode == "Directly"
@@ -67,7 +67,8 @@ def test_a_failover_with_directly_deletes_now_and_leaves_no_eviction() -> None:
     assert after.failovers == (lifecycle.FailoverRecord("m1", "ApplicationFailure", 50),)
     assert after.excluded(50) == {"m1": "ApplicationFailure"}
     assert after.stays == (lifecycle.Stay("m1", 0, 50, "ApplicationFailure"),)
-    assert after.evictions == ()
+    # The record of the copy being deleted: it ends once the copy is observed gone.
+    assert [(e.from_cluster, e.purge_mode) for e in after.evictions] == [("m1", "Directly")]
 
 
 def test_an_unreachable_cluster_keeps_an_eviction_to_fence_the_copy_later() -> None:
@@ -83,7 +84,8 @@ def test_an_unreachable_cluster_keeps_an_eviction_to_fence_the_copy_later() -> N
 def test_never_keeps_the_copy_and_says_so() -> None:
     never = FailoverSettings(purge_mode="Never")
     out = _moved(lifecycle.scheduled(lifecycle.Binding(), "m1", 0), never, 10)
-    assert not out.delete_old_copy and out.binding.evictions == ()
+    assert not out.delete_old_copy
+    assert [(e.from_cluster, e.purge_mode) for e in out.binding.evictions] == [("m1", "Never")]
     assert "left in place (purgeMode Never)" in out.message
 
 
@@ -174,10 +176,8 @@ def test_any_history_keeps_the_binding_consistent(events, failover, reachable) -
                 b, Move(arg, "x"), failover, now, old_cluster_reachable=reachable
             )
             b = out.binding
-            # A copy is either deleted now, left for a purge, or kept on purpose (Never).
-            mode = failover.purge_mode_for(arg)
-            kept = {e.from_cluster for e in b.evictions}
-            assert (before.cluster in kept) == (not out.delete_old_copy and mode != "Never")
+            # Whatever the purge mode, the old copy is on record until it is observed gone.
+            assert before.cluster in {e.from_cluster for e in b.evictions}
         elif kind == "purge":
             plan = lifecycle.purge_plan(b.evictions, successor=arg, now=now)
             assert set(plan.delete) | set(plan.keep) == set(b.evictions)

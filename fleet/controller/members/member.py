@@ -66,6 +66,13 @@ class Member:
         #: The admission policy `fleet join` installed to narrow fleet's identity there
         #: (fleet.api.guard); "" when the member serves none; None: not made by `fleet join`.
         self.guard: str | None = None
+        #: The cluster's identity (its kube-system UID): the MemberCluster's spec.id, as join
+        #: recorded it. The ledger (fleet.core.ledger) keys copies by it, not by the name.
+        self.cluster_id: str | None = None
+        #: Whether the collector has made this connection's cluster match the ledger since it
+        #: (re)connected (every object of fleet's there that no binding wants deleted). Nothing
+        #: new is placed in a member before (`MemberRegistry.not_ready`).
+        self.fenced = True
 
     @property
     def gang_scheduler(self) -> str | None:

@@ -187,11 +187,29 @@ class MemberRegistry:
         return [m.snapshot for m in self.members.values()]
 
     def not_ready(self) -> dict[str, str]:
-        return {
+        """The members nothing may be placed in now, each with why: not Ready, or not fenced
+        yet since it (re)connected (the collector has not checked fleet's objects there)."""
+        out = {
             name: f"{m.health.reason}: {m.health.message}"
             for name, m in self.members.items()
             if not m.ready
         }
+        for name, m in self.members.items():
+            if m.ready and not m.fenced:
+                out[name] = (
+                    f"{c.REASON_FENCING}: fleet's objects there are being checked against "
+                    "the bindings (copies no job wants there are deleted first)"
+                )
+        return out
+
+    def by_identity(self, cluster_id: str | None) -> Member | None:
+        """The member that is the cluster `cluster_id`, under whatever name it has joined."""
+        if not cluster_id:
+            return None
+        for member in self.members.values():
+            if member.cluster_id == cluster_id:
+                return member
+        return None
 
     def lacking(self, api_version: str, kind: str) -> dict[str, str]:
         """The members known not to serve a kind, each with the sentence placement gives."""
@@ -321,6 +339,7 @@ class MemberRegistry:
             )
             return
         recorded = str(spec.get("id") or "") or None
+        member.cluster_id = recorded
         issued_for = cluster_id_of(secret)
         if recorded and issued_for and recorded != issued_for:
             await self._disconnect(member)
@@ -544,6 +563,7 @@ class MemberRegistry:
             "Pod": SourceState(failing_since=now),
         }
         member.health = Health(since=now)  # Connecting: no verdict until it answers
+        member.fenced = False  # the collector looks at fleet's objects there first
         member.connection = MemberConnection(
             member.name,
             client,
