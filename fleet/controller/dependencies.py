@@ -136,7 +136,8 @@ def with_records(
 
 
 def _describe(namespace: str, member: Member, kind: str, name: str) -> str:
-    return f"{kind} {namespace}/{name} in {member.name}"
+    where = name if kind in copies.CLUSTER_SCOPED_NEEDS else f"{namespace}/{name}"
+    return f"{kind} {where} in {member.name}"
 
 
 async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> Written:
