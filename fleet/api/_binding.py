@@ -391,7 +391,9 @@ class DependencyRecord(KubeModel):
     cluster: str = Field(min_length=1)
     """Member cluster."""
     kind: str = Field(min_length=1)
-    """ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim (in the workload's namespace)."""
+    """ConfigMap, Secret, ServiceAccount or PersistentVolumeClaim (in the workload's namespace),
+    or what the workload's kind reads besides it: a TrainingRuntime (in its namespace) or a
+    ClusterTrainingRuntime."""
     name: str = Field(min_length=1)
     """Its name."""
     digest: str = Field(min_length=1)
@@ -399,7 +401,8 @@ class DependencyRecord(KubeModel):
     differs is written again (kept in step)."""
     uid: str | None = None
     """The member object's UID when fleet created it there (not when it took a member's object
-    over): deleted, by this UID, once no workload of fleet's in that member uses it."""
+    over, nor for a runtime the member has of its own): deleted, by this UID, once no workload
+    of fleet's in that member uses it."""
 
 
 class GangBindingStatus(KubeModel):

@@ -163,7 +163,8 @@ def member_rules() -> tuple[Rule, ...]:
             "member has one of that name, without reading it)",
             "patch": "propagateDeps: a dependency is kept in step with the fleet by a JSON patch "
             "whose first op tests fleet's managed-by label (so an object fleet did not write is "
-            "never changed), and under conflictResolution Overwrite taken over by a merge patch",
+            "never changed), under conflictResolution Overwrite taken over by a merge patch, and "
+            "let go by `fleet unjoin --leave` (the label removed, behind the same test)",
             "delete": "propagateDeps: a dependency fleet created is deleted (by its UID) once no "
             "job of fleet's in the member uses it",
         },

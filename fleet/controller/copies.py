@@ -18,7 +18,7 @@ from typing import Any
 
 from fleet.api import constants as c
 from fleet.core.assignment import Domain
-from fleet.core.kinds import KindAdapter, Needed
+from fleet.core.kinds import ADAPTERS, KindAdapter, Needed
 from fleet.core.topology import pin_templates
 
 #: Metadata that belongs to the fleet object only.
@@ -117,6 +117,16 @@ def is_ours(member_obj: Mapping[str, Any], fleet_uid: str) -> bool:
 
 #: Kind -> apiVersion of the dependencies `propagateDeps` takes along.
 DEPENDENCY_KINDS = c.DEPENDENCY_KINDS
+#: Kind -> apiVersion of what a kind reads its gang from besides the job (`KindAdapter.needs`:
+#: a TrainJob's runtime): propagateDeps takes it along too, as one more dependency.
+NEEDED_KINDS: dict[str, str] = {kind: api for a in ADAPTERS for api, kind in a.needs_kinds}
+#: The kinds of `NEEDED_KINDS` that are cluster-scoped (a ClusterTrainingRuntime).
+CLUSTER_SCOPED_NEEDS = frozenset(kind for a in ADAPTERS for kind in a.cluster_scoped_needs)
+
+
+def dependency_api_version(kind: str) -> str:
+    """The apiVersion of a dependency kind (`DEPENDENCY_KINDS`, `NEEDED_KINDS`)."""
+    return DEPENDENCY_KINDS.get(kind) or NEEDED_KINDS[kind]
 
 
 def dependencies(
@@ -193,9 +203,12 @@ _KEPT_FIELDS: dict[str, tuple[str, ...]] = {
     "Secret": ("data",),
     "ServiceAccount": ("imagePullSecrets", "automountServiceAccountToken"),
     "PersistentVolumeClaim": (),
+    # What a kind reads besides the job (a runtime): its spec, whole.
+    **{kind: ("spec",) for kind in NEEDED_KINDS},
 }
 #: What an absent field is written as: a value the API server stores as absent (omitempty).
 _EMPTY: dict[str, Any] = {
+    "spec": {},
     "data": {},
     "binaryData": {},
     "imagePullSecrets": [],
@@ -249,6 +262,13 @@ def dependency_patch(dependency: Mapping[str, Any], fleet_id: str) -> list[dict[
     for key, value in sorted(annotations.items()):
         ops.append({"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value})
     return ops
+
+
+def unmark_patch(fleet_id: str) -> list[dict[str, Any]]:
+    """The JSON patch that lets a member's dependency go (`fleet unjoin --leave`): fleet's mark
+    removed, guarded by `ownership_test`, so only what is still fleet's is changed."""
+    path = f"/metadata/labels/{_pointer(c.MANAGED_BY_LABEL)}"
+    return [ownership_test(fleet_id), {"op": "remove", "path": path}]
 
 
 def takeover_patch(fleet_id: str) -> dict[str, Any]:

@@ -1,5 +1,7 @@
-"""propagateDeps: the Secrets, ConfigMaps, ServiceAccounts and PVCs a job's pods use, written in
-the member beside its copy, kept in step with the fleet, and removed when no job needs them.
+"""propagateDeps: the Secrets, ConfigMaps, ServiceAccounts and PVCs a job's pods use, and what
+its kind reads its gang from (a TrainJob's TrainingRuntime or ClusterTrainingRuntime,
+`KindAdapter.needs`), written in the member beside its copy, kept in step with the fleet, and
+removed when no job needs them.
 
 fleet never reads a dependency in a member (its identity there may not: docs/security.md), so
 whether a member's object is fleet's is learnt from the writes themselves:
@@ -11,7 +13,9 @@ whether a member's object is fleet's is learnt from the writes themselves:
   `conflictResolution: Abort` that is a conflict (the object is not touched, the job is not
   sent to that member); under `Overwrite` the object is first marked fleet's (and `adopted`,
   which the member's admission policy allows only in a namespace labelled
-  `fleet.dev/allow-overwrite=true`) and then patched.
+  `fleet.dev/allow-overwrite=true`) and then patched. A runtime (`Wanted.needed`) that is not
+  fleet's is neither a conflict nor taken over: the member's own is left as it is, and the job
+  uses it; it is recorded without a UID, so fleet never deletes it.
 
 The binding records, per member, the digest of each dependency as fleet last wrote it and the
 UID of each one fleet created (`status.dependencies`). Every reconcile (and the periodic
@@ -20,7 +24,10 @@ again only what changed, with the same guarded patch. When a job's copy leaves a
 job is deleted, fails over, or no longer uses a dependency), each dependency fleet created there
 is deleted by its recorded UID (so an object the member replaced with its own is never deleted),
 unless another binding of fleet's in that member still records it (Karmada's rule: a propagated
-dependency goes when no binding references it).
+dependency goes when no binding references it; a cluster-scoped one, a ClusterTrainingRuntime,
+counts the bindings of every namespace). When the job is left running in a member that leaves
+the fleet (`fleet unjoin --leave`), its dependencies there lose fleet's mark and stay
+(`leave`): they now belong to the job left running there.
 """
 
 from __future__ import annotations
@@ -55,6 +62,9 @@ class Wanted:
     name: str
     body: dict[str, Any]
     digest: str
+    #: What the job's kind reads besides the job (a runtime, `KindAdapter.needs`): one the
+    #: member has of its own is used as it is, never a conflict, never taken over.
+    needed: bool = False
 
 
 @dataclasses.dataclass
@@ -77,7 +87,8 @@ def propagates(shell: Shell, job: Job) -> bool:
 
 
 async def wanted(shell: Shell, job: Job) -> list[Wanted]:
-    """The dependencies of the job as fleet would write them now, read from the fleet."""
+    """The dependencies of the job as fleet would write them now, read from the fleet: what its
+    pods use, then what its kind reads besides it (a runtime, as this reconcile read it)."""
     if not propagates(shell, job):
         return []
     out = []
@@ -96,6 +107,16 @@ async def wanted(shell: Shell, job: Job) -> list[Wanted]:
             {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
         )
         out.append(Wanted(dep_kind, name, body, copies.dependency_digest(body)))
+    for api_version, dep_kind, namespace, name in job.kind.needs(job.workload):
+        runtime = job.needed.get((dep_kind, namespace, name))
+        if runtime is None:
+            continue  # the gang could not have been read: the job is not placed
+        body = copies.dependency_copy(
+            {**runtime, "apiVersion": api_version, "kind": dep_kind}, shell.settings.fleet_id
+        )
+        if not namespace:
+            body["metadata"].pop("namespace", None)
+        out.append(Wanted(dep_kind, name, body, copies.dependency_digest(body), needed=True))
     return out
 
 
@@ -115,7 +136,8 @@ def with_records(
 
 
 def _describe(namespace: str, member: Member, kind: str, name: str) -> str:
-    return f"{kind} {namespace}/{name} in {member.name}"
+    where = name if kind in copies.CLUSTER_SCOPED_NEEDS else f"{namespace}/{name}"
+    return f"{kind} {where} in {member.name}"
 
 
 async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> Written:
@@ -142,9 +164,15 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
         what = _describe(namespace, member, dep.kind, dep.name)
         body = copies.stamped_dependency(dep.body)
         patch = copies.dependency_patch(dep.body, fleet_id)
-        api_version = copies.DEPENDENCY_KINDS[dep.kind]
+        api_version = copies.dependency_api_version(dep.kind)
         try:
             written = await _create_or_patch(shell, member, namespace, body, patch)
+            if written is None and dep.needed:
+                # The member's own runtime: the job uses it as it is; never fleet's to change
+                # or delete (recorded without a UID, so not tried again until the fleet's
+                # changes).
+                out.records.append(DependencyRecord.model_validate(record).to_dict())
+                continue
             if written is None and overwrite:
                 try:
                     await client.patch(
@@ -223,15 +251,19 @@ async def delete_created(
     for kind, name, uid in created:
         # Replaced by the member's own meanwhile (409), or gone: not ours to delete.
         with contextlib.suppress(Conflict, NotFound):
-            await client.delete(copies.DEPENDENCY_KINDS[kind], kind, name, namespace, uid=uid)
+            await client.delete(copies.dependency_api_version(kind), kind, name, namespace, uid=uid)
 
 
 def _used_elsewhere(shell: Shell, binding: GangBinding, cluster: str, kind: str, name: str) -> bool:
-    """Whether another binding of fleet's records this dependency in `cluster`."""
+    """Whether another binding of fleet's records this dependency in `cluster` (in the same
+    namespace; in any, for a cluster-scoped one)."""
     namespace = binding.metadata.namespace
+    anywhere = kind in copies.CLUSTER_SCOPED_NEEDS
     for _key, other in shell.triggers.bindings.items():
         meta = other.get("metadata") or {}
-        if meta.get("namespace") != namespace or meta.get("name") == binding.metadata.name:
+        if (meta.get("namespace"), meta.get("name")) == (namespace, binding.metadata.name):
+            continue
+        if meta.get("namespace") != namespace and not anywhere:
             continue
         for r in (other.get("status") or {}).get("dependencies") or []:
             if (r.get("cluster"), r.get("kind"), r.get("name")) == (cluster, kind, name):
@@ -261,7 +293,7 @@ async def release(
             continue
         try:
             deleted = await client.delete(
-                copies.DEPENDENCY_KINDS[r.kind], r.kind, r.name, namespace, uid=r.uid
+                copies.dependency_api_version(r.kind), r.kind, r.name, namespace, uid=r.uid
             )
         except (Conflict, Forbidden) as e:
             # Replaced by the member's own object (409, its UID differs), or its admission
@@ -285,6 +317,43 @@ async def let_go(
     if not recorded(binding, member.name):
         return binding
     await release(shell, binding, workload, member)
+    written, _ = await shell.bindings.save(
+        key, binding, status={"dependencies": with_records(binding, member.name, [])}
+    )
+    return written
+
+
+async def leave(
+    shell: Shell, key: WorkloadKey, binding: GangBinding, member: Member
+) -> GangBinding:
+    """The job is left running in `member`, which leaves the fleet with it (`fleet unjoin
+    --leave`): each of its dependencies there loses fleet's mark (a guarded patch: one that is
+    not fleet's is not touched) and is never deleted, since the job still uses it; the binding
+    stops recording them."""
+    records = recorded(binding, member.name)
+    if not records:
+        return binding
+    client = member.client
+    assert client is not None
+    namespace = str(binding.metadata.namespace or "")
+    unmark = copies.unmark_patch(shell.settings.fleet_id)
+    for r in records:
+        try:
+            await client.patch(
+                copies.dependency_api_version(r.kind),
+                r.kind,
+                r.name,
+                unmark,
+                namespace,
+                patch_type="json",
+            )
+        except NotFound:
+            continue  # gone already
+        except ApiError as e:
+            if e.status not in _NOT_OURS:
+                raise
+            continue  # not fleet's (the member's own, or let go already): left as it is
+        log.info("%s: let go of %s", key, _describe(namespace, member, r.kind, r.name))
     written, _ = await shell.bindings.save(
         key, binding, status={"dependencies": with_records(binding, member.name, [])}
     )

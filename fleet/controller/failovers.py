@@ -269,11 +269,13 @@ async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp
 
 async def _release(shell: Shell, job: Job, target: str, verdict: failover.Release) -> None:
     """Let the gang go with its cluster: the copy there loses fleet's labels (so no sweep, no
-    later join, no other fleet takes it for a copy to manage or delete), the binding is
-    Released, and the fleet job says where it was left. No copy is made anywhere else."""
+    later join, no other fleet takes it for a copy to manage or delete), and so do its
+    dependencies (kept: the job uses them; no longer recorded), the binding is Released, and
+    the fleet job says where it was left. No copy is made anywhere else."""
     member = shell.members.get(target)
     if member is not None and member.ready and member.client is not None:
         await release_copy(member, job.key, job.uid)
+        job.binding = await dependencies.leave(shell, job.key, job.binding, member)
         member.snapshot.release(job.uid)
     life = lifecycle.released(job.life, verdict, shell.clock.now())
     message = life.released or verdict.message

@@ -10,8 +10,9 @@ The order of a dispatch, so that nothing of a member's is changed for a job that
 there (propagateDeps, `dependencies`):
 
 1. placement has decided (the binding says so) and the member's watch holds no copy of ours;
-2. the dependencies are written: each created, or, when the member has one of that name,
-   patched only if it is fleet's (a JSON patch that tests fleet's mark first). One that is not
+2. the dependencies are written (a TrainJob's runtime among them): each created, or, when the
+   member has one of that name, patched only if it is fleet's (a JSON patch that tests fleet's
+   mark first); a runtime the member has of its own is used as it is. Any other one that is not
    fleet's (and may not be taken over) ends the dispatch there: what this attempt created is
    deleted again (by UID), nothing else was touched, and the gang leaves the member
    (`lifecycle.refused`: a pending reason `DependencyConflict`, an Event naming the object)
@@ -28,7 +29,6 @@ then is reported, never a reason to take the running job away.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 
 from fleet.api import constants as c
@@ -172,8 +172,6 @@ async def _dispatch_dependencies(
     fleet's (what this attempt created is deleted again, and the member refuses the job)."""
     written = await dependencies.write(shell, job, member, deps)
     if written.conflict is None:
-        if dependencies.propagates(shell, job):
-            await _propagate_needed(shell, job, member)
         return written
     await dependencies.delete_created(member, job.key.namespace, written.created)
     await _refuse(shell, job, member, written.conflict)
@@ -340,29 +338,6 @@ async def release_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     unmarked = {"metadata": {"labels": {c.MANAGED_BY_LABEL: None, c.FLEET_UID_LABEL: None}}}
     await client.patch(key.api_version, key.kind, key.name, unmarked, key.namespace)
     return True
-
-
-async def _propagate_needed(shell: Shell, job: Job, member: Member) -> None:
-    """What the kind reads its gang from (a TrainJob's runtime) goes along too, created in the
-    member when it has none of that name: one it has already (a ClusterTrainingRuntime its
-    admins installed, another job's) is left as it is."""
-    client = member.client
-    assert client is not None
-    for api_version, dep_kind, namespace, name in job.kind.needs(job.workload):
-        source = await shell.fleet.get(api_version, dep_kind, name, namespace or None)
-        if source is None:
-            continue  # the gang could not have been read: it is not placed
-        copy = copies.dependency_copy(
-            {"apiVersion": api_version, "kind": dep_kind, **source}, shell.settings.fleet_id
-        )
-        if not namespace:
-            copy["metadata"].pop("namespace", None)
-
-        async def create(copy: Obj = copy) -> None:
-            with contextlib.suppress(Conflict):
-                await client.create(copy)
-
-        await in_namespace(shell, member, namespace, create)
 
 
 async def _not_applied(shell: Shell, job: Job, cluster: str, reason: str, message: str) -> None:

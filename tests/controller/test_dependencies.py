@@ -21,8 +21,10 @@ import pytest
 
 from fleet.api import constants as c
 from fleet.controller.resync import resync_once
+from fleet.core.gangmarks import COSCHEDULING
 from fleet.core.placement import DEPENDENCY_CONFLICT
-from fleet.testing.workloads import gang_policy, pytorchjob
+from fleet.core.taints import Taint
+from fleet.testing.workloads import gang_policy, pytorchjob, training_runtime, trainjob
 from tests.controller.apiserver import MemoryApi, status
 from tests.controller.harness import FLEET_ID, NAMESPACE, FakeMember, World, conditions
 
@@ -458,3 +460,171 @@ async def test_a_copy_the_member_refuses_takes_back_the_dependencies_created_for
     assert only.api.get(*CONFIGMAP, "cfg", NAMESPACE) is None
     applied = conditions(world.binding(key))[c.CONDITION_FULLY_APPLIED]
     assert applied["status"] == "False" and "spec: Required" in applied["message"]
+
+
+# -- a TrainJob's runtime: one more dependency ----------------------------------------------------
+
+TRAINJOB = ("trainer.kubeflow.org/v1alpha1", "TrainJob")
+RUNTIME = ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime")
+CLUSTER_RUNTIME = ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime")
+
+
+def trainer_member(world: World, name: str) -> FakeMember:
+    """A coscheduling member that runs TrainJobs, with the job's namespace."""
+    fake = world.add_member(name, gpus=8, kinds=(TRAINJOB,))
+    fake.member.declared_gang_scheduler = COSCHEDULING
+    fake.api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    fake.member.namespaces.add(NAMESPACE)
+    return fake
+
+
+def trainer_policy(namespace: str = NAMESPACE) -> dict[str, Any]:
+    return gang_policy("gang", namespace, kinds=("TrainJob",), propagate_deps=True)
+
+
+def runtime_writes(fake: FakeMember) -> list[str]:
+    """The writes fleet sent to the member's runtimes."""
+    return [
+        f"{r.method} {r.url.path}"
+        for r in fake.api.requests
+        if r.method != "GET" and "trainingruntimes" in r.url.path
+    ]
+
+
+async def test_a_runtime_changed_on_the_fleet_is_written_again_in_the_member():
+    world = World()
+    only = trainer_member(world, "member-1")
+    world.fleet_api.put(training_runtime("torch", namespace=NAMESPACE, cpu="1"))
+    world.apply_policy(trainer_policy())
+    key = world.submit(trainjob("tj", "torch"))
+    await world.reconcile(key)
+    made = only.api.get(*RUNTIME, "torch", NAMESPACE)
+    assert made is not None and made["metadata"]["labels"][c.MANAGED_BY_LABEL] == FLEET_ID
+    (record,) = binding_status(world, key)["dependencies"]
+    assert (record["kind"], record["uid"]) == ("TrainingRuntime", made["metadata"]["uid"])
+
+    # A steady job writes nothing.
+    writes = len(runtime_writes(only))
+    await world.reconcile(key)
+    assert len(runtime_writes(only)) == writes
+
+    changed = training_runtime("torch", namespace=NAMESPACE, cpu="3")
+    world.fleet_api.merge(*RUNTIME, "torch", NAMESPACE, {"spec": changed["spec"]})
+    await world.reconcile(key)
+
+    now = only.api.get(*RUNTIME, "torch", NAMESPACE)
+    assert now is not None and now["spec"] == changed["spec"]
+    assert now["metadata"]["uid"] == made["metadata"]["uid"]  # patched, not made again
+
+
+async def test_a_runtime_goes_with_the_last_trainjob_that_names_it():
+    world = World()
+    only = trainer_member(world, "member-1")
+    world.fleet_api.put(training_runtime("torch", namespace=NAMESPACE))
+    world.apply_policy(trainer_policy())
+    first = world.submit(trainjob("first", "torch"))
+    second = world.submit(trainjob("second", "torch"))
+    await world.reconcile(first)
+    await world.reconcile(second)
+    assert only.object(TRAINJOB, "first") is not None
+    assert only.object(TRAINJOB, "second") is not None
+
+    await world.delete(first)
+    await world.reconcile(first)
+    assert world.workload(first) is None
+    assert only.api.get(*RUNTIME, "torch", NAMESPACE) is not None  # the second names it
+
+    await world.delete(second)
+    await world.reconcile(second)
+    assert world.workload(second) is None
+    assert only.api.get(*RUNTIME, "torch", NAMESPACE) is None
+
+
+async def test_a_cluster_runtime_shared_across_namespaces_goes_with_the_last_trainjob():
+    world = World()
+    only = trainer_member(world, "member-1")
+    world.fleet_api.put(training_runtime("torch", cluster=True))
+    world.fleet_api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    world.apply_policy(trainer_policy())
+    world.apply_policy(trainer_policy("other"))
+    first = world.submit(trainjob("tj", "torch", cluster_runtime=True))
+    second = world.submit(trainjob("tj", "torch", namespace="other", cluster_runtime=True))
+    await world.reconcile(first)
+    await world.reconcile(second)
+    assert only.object(TRAINJOB, "tj", "other") is not None
+    assert only.api.get(*CLUSTER_RUNTIME, "torch") is not None
+
+    await world.delete(first)
+    await world.reconcile(first)
+    assert world.workload(first) is None
+    assert only.api.get(*CLUSTER_RUNTIME, "torch") is not None  # the other namespace's names it
+
+    await world.delete(second)
+    await world.reconcile(second)
+    assert only.api.get(*CLUSTER_RUNTIME, "torch") is None
+
+
+async def test_a_runtime_the_member_has_of_its_own_is_used_and_never_touched():
+    world = World()
+    only = trainer_member(world, "member-1")
+    theirs = training_runtime("torch", namespace=NAMESPACE, cpu="2")
+    theirs["metadata"]["labels"] = {"owner": "the-member"}
+    only.api.put(theirs)
+    before = copy.deepcopy(only.api.get(*RUNTIME, "torch", NAMESPACE))
+    world.fleet_api.put(training_runtime("torch", namespace=NAMESPACE, cpu="1"))
+    world.apply_policy(gang_policy("gang", NAMESPACE, kinds=("TrainJob",)))
+    key = world.submit(trainjob("tj", "torch"))
+
+    await world.reconcile(key)
+    assert only.object(TRAINJOB, "tj") is not None  # not a conflict: the job went there
+    assert only.api.get(*RUNTIME, "torch", NAMESPACE) == before
+    (record,) = binding_status(world, key)["dependencies"]
+    assert "uid" not in record  # never fleet's to delete
+
+    # Steady: not tried again; the fleet's changed: tried, refused, left as it is.
+    writes = len(runtime_writes(only))
+    await world.reconcile(key)
+    assert len(runtime_writes(only)) == writes
+    changed = training_runtime("torch", namespace=NAMESPACE, cpu="3")
+    world.fleet_api.merge(*RUNTIME, "torch", NAMESPACE, {"spec": changed["spec"]})
+    await world.reconcile(key)
+    assert only.api.get(*RUNTIME, "torch", NAMESPACE) == before
+
+    await world.delete(key)
+    await world.reconcile(key)
+    assert world.workload(key) is None
+    assert only.api.get(*RUNTIME, "torch", NAMESPACE) == before
+    assert not any(w.startswith("DELETE") for w in runtime_writes(only))
+
+
+# -- fleet unjoin --leave -----------------------------------------------------------------------
+
+
+async def test_leave_lets_the_dependencies_go_with_the_job_left_running():
+    world = World()
+    only = member(world, "member-1")
+    world.fleet_api.put(config_map("cfg", "fleet"))
+    world.apply_policy(policy("Abort"))
+    key = world.submit(job_using("job", config_maps=("cfg",)))
+    await world.reconcile(key)
+    made = only.api.get(*CONFIGMAP, "cfg", NAMESPACE)
+    assert made is not None and made["metadata"]["labels"][c.MANAGED_BY_LABEL] == FLEET_ID
+    only.set_job_state("job", "Running")
+
+    only.member.taints = (Taint(c.UNJOINING_TAINT_KEY, "NoExecute", c.UNJOINING_LEAVE),)
+    await world.reconcile(key)
+
+    assert binding_status(world, key)["phase"] == "Released"
+    left = only.api.get(*CONFIGMAP, "cfg", NAMESPACE)
+    assert left is not None and left["metadata"]["uid"] == made["metadata"]["uid"]
+    assert c.MANAGED_BY_LABEL not in (left["metadata"].get("labels") or {})
+    assert left["data"] == {"v": "fleet"}
+    assert not binding_status(world, key).get("dependencies")
+
+    # Deleting the released job on the fleet leaves it with the job there.
+    await world.delete(key)
+    await world.reconcile(key)
+    assert world.workload(key) is None
+    assert only.api.get(*CONFIGMAP, "cfg", NAMESPACE) is not None
+    assert only.copy("job") is not None
+    assert dependency_reads(only) == []

@@ -258,6 +258,9 @@ class KindAdapter:
     #: fleet and looks again at this kind's workloads when one changes (a runtime created after
     #: the TrainJob that names it).
     needs_kinds: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: The kinds of `needs_kinds` that are cluster-scoped (a ClusterTrainingRuntime): one
+    #: object of theirs in a member may serve jobs of every namespace.
+    cluster_scoped_needs: ClassVar[frozenset[str]] = frozenset()
 
     def needs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         """(apiVersion, kind, namespace or "", name) of the other objects the gang is read from

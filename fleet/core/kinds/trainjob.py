@@ -20,8 +20,10 @@
   podTemplateOverrides cannot set schedulerName: a member that asks for one the runtime's
   templates do not name, a runtime whose podGroupPolicy is for another gang scheduler, and
   Volcano without the runtime's volcano policy cannot run it as a gang (`gang_refusal`). With
-  propagateDeps the runtime goes along, created in the member when it has none of that name,
-  and what its templates (with the job's overrides) name.
+  propagateDeps the runtime goes along as one more dependency (controller.dependencies): created
+  in the member when it has none of that name, kept in step with the fleet's, deleted when no
+  TrainJob of fleet's there names it; one the member has of its own is used and never touched.
+  What its templates (with the job's overrides) name goes along too.
 * State: Failed, Complete, Suspended conditions (metav1.Condition, no Created or Restarting:
   fleet says those with its Scheduled condition); Running while its jobs have active pods.
 * `kubectl amc`: pods carry `jobset.sigs.k8s.io/jobset-name` (the JobSet is the TrainJob's
@@ -111,7 +113,12 @@ class TrainJobAdapter(KindAdapter):
             ("trainingruntimes", "clustertrainingruntimes"),
             {
                 "create": "propagateDeps: the runtime a TrainJob names is created in a member "
-                "that has none of that name (one it has is never changed)",
+                "that has none of that name (one the member has of its own is never changed)",
+                "patch": "propagateDeps: a runtime fleet created is kept in step with the fleet's "
+                "by a JSON patch whose first op tests fleet's managed-by label; `fleet unjoin "
+                "--leave` removes that label",
+                "delete": "propagateDeps: a runtime fleet created is deleted (by its UID) once no "
+                "TrainJob of fleet's in the member names it",
             },
             "Kubeflow Trainer runtimes, which a TrainJob's gang is read from.",
         ),
@@ -140,6 +147,7 @@ class TrainJobAdapter(KindAdapter):
     )
 
     needs_kinds = ((API_VERSION, RUNTIME), (API_VERSION, CLUSTER_RUNTIME))
+    cluster_scoped_needs = frozenset({CLUSTER_RUNTIME})
 
     def needs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
         try:
