@@ -116,6 +116,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         member_burst=args.member_burst,
         metrics_port=args.metrics_port,
         lease_seconds=args.lease_seconds,
+        renew_deadline=args.renew_deadline,
         lease_namespace=args.lease_namespace,
         secrets_namespaces=tuple(dict.fromkeys(filter(None, args.secrets_namespaces.split(",")))),
         fleet_id=args.fleet_id or "",
@@ -402,6 +403,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=15.0,
         help="leader lease: the longest a standby waits to take over",
+    )
+    ctl.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=0.0,
+        help="a leader that has not renewed its lease for this many seconds stops leading at "
+        "once, cancelling its reconciles in flight; shorter than the lease (default 0: two "
+        "thirds of --lease-seconds)",
     )
     ctl.add_argument("--lease-namespace", default="kube-system", help="namespace of the Lease")
     ctl.add_argument(

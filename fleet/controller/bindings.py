@@ -2,7 +2,9 @@
 
 The binding is where fleet writes every decision before acting on it. This module is the only
 place that knows how a `fleet.core.lifecycle.Binding` is spread over the GangBinding's spec and
-status; `save` writes only what changed, spec and status each with one patch.
+status; `save` writes only what changed, spec and status each with one patch. Every patch
+carries the resourceVersion of the binding it was decided from (`BindingStore.patch`), so a
+decision taken from a binding someone else has written since is refused, never merged over it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ BINDING = (c.FLEET_API_VERSION, "GangBinding")
 
 class BindingGone(Exception):
     """The binding disappeared under a reconcile (a namespace being deleted): run again."""
+
+
+class BindingChanged(Exception):
+    """The binding was written by someone else after this reconcile read it (409 Conflict on
+    its resourceVersion): nothing this reconcile decided from the old one was written. The
+    stored binding is in the cache, and the reconcile runs again from it."""
 
 
 def _epoch(value: Any) -> float | None:
@@ -302,6 +310,48 @@ class BindingStore:
         self.cache.offer(key, created)
         return GangBinding.from_dict(created)
 
+    async def patch(
+        self,
+        key: WorkloadKey,
+        binding: GangBinding,
+        body: Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> GangBinding:
+        """Merge-patch `binding` (as this reconcile read or last wrote it) with `body`, on the
+        condition that nobody wrote it since: the patch carries its `metadata.resourceVersion`,
+        which the API server compares with the stored one (409 Conflict if they differ), for the
+        status subresource as for the object. On a conflict the stored binding is read into the
+        cache and `BindingChanged` ends the reconcile, which starts over from it; on NotFound,
+        `BindingGone`. Returns the binding as written (the cache follows)."""
+        meta = binding.metadata
+        name, namespace = str(meta.name), meta.namespace
+        version = meta.resource_version
+        if version is None:
+            raise ValueError(f"GangBinding {namespace}/{name}: no resourceVersion to patch from")
+        guarded = {**body, "metadata": {**(body.get("metadata") or {}), "resourceVersion": version}}
+        try:
+            updated = await self.fleet.patch(
+                *BINDING, name, guarded, namespace, subresource=subresource
+            )
+        except ApiError as e:
+            if e.not_found:
+                self.cache.drop(key)
+                raise BindingGone(f"{key}: its GangBinding was deleted; starting over") from e
+            if not e.conflict:
+                raise
+            stored = await self.fleet.get(*BINDING, name, namespace)
+            if stored is None:
+                self.cache.drop(key)
+                raise BindingGone(f"{key}: its GangBinding was deleted; starting over") from e
+            self.cache.offer(key, stored)
+            raise BindingChanged(
+                f"{key}: GangBinding {namespace}/{name} changed after resourceVersion {version} "
+                f"(now {stored['metadata'].get('resourceVersion')}); starting over from it"
+            ) from e
+        self.cache.offer(key, updated)
+        return GangBinding.from_dict(updated)
+
     async def save(
         self,
         key: WorkloadKey,
@@ -339,35 +389,19 @@ class BindingStore:
             desired_status["conditions"] = conditions
         spec_patch = _changed(current_spec, desired_spec)
         written = binding
-        meta = binding.metadata
-        name = str(meta.name)
         if not self.written(binding):
             # First write of a new binding: one create carries the spec with the decision.
             spec_patch = {}
             written = await self._create_with(key, binding, desired_spec)
-        try:
-            if spec_patch:
-                updated = await self.fleet.patch(
-                    *BINDING, name, {"spec": spec_patch}, meta.namespace
-                )
-                self.cache.offer(key, updated)
-                written = GangBinding.from_dict(updated)
-            if observed and written.metadata.generation is not None:
-                desired_status["observedGeneration"] = written.metadata.generation
-            status_patch = _changed(current_status, desired_status)
-            if defer_status:
-                return written, status_patch
-            if status_patch:
-                updated = await self.fleet.patch(
-                    *BINDING, name, {"status": status_patch}, meta.namespace, subresource="status"
-                )
-                self.cache.offer(key, updated)
-                written = GangBinding.from_dict(updated)
-        except ApiError as e:
-            if not e.not_found:
-                raise
-            self.cache.drop(key)
-            raise BindingGone(f"{key}: its GangBinding was deleted; starting over") from e
+        if spec_patch:
+            written = await self.patch(key, written, {"spec": spec_patch})
+        if observed and written.metadata.generation is not None:
+            desired_status["observedGeneration"] = written.metadata.generation
+        status_patch = _changed(current_status, desired_status)
+        if defer_status:
+            return written, status_patch
+        if status_patch:
+            written = await self.patch(key, written, {"status": status_patch}, subresource="status")
         return written, {}
 
 

@@ -159,7 +159,6 @@ async def _write_terms(shell: Shell, job: Job, terms: dict[str, Any], generation
     """Make the binding's copy of the terms equal the policy's: a field the policy no longer
     sets is removed from the copy too (a toleration dropped, dispatching no longer
     suspended), not left behind by the merge."""
-    meta = job.binding.metadata
     if not shell.bindings.written(job.binding):
         raw = job.binding.to_dict()
         raw["metadata"].setdefault("annotations", {})[TERMS_GENERATION_ANNOTATION] = generation
@@ -168,14 +167,12 @@ async def _write_terms(shell: Shell, job: Job, terms: dict[str, Any], generation
         return
     current = job.binding.to_dict()["spec"]
     spec = merge_patch({key: current.get(key) for key in terms}, terms)
-    updated = await shell.fleet.patch(
-        *(c.FLEET_API_VERSION, "GangBinding"),
-        str(meta.name),
+    # On the binding as read: a claim moved by another writer since is not overwritten.
+    job.binding = await shell.bindings.patch(
+        job.key,
+        job.binding,
         {"metadata": {"annotations": {TERMS_GENERATION_ANNOTATION: generation}}, "spec": spec},
-        meta.namespace,
     )
-    shell.triggers.bindings.offer(job.key, updated)
-    job.binding = GangBinding.from_dict(updated)
 
 
 # -- the finalizer ------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from fleet.controller.collector import collect_forever
 from fleet.controller.context import Shell
 from fleet.controller.events import EventRecorder
 from fleet.controller.keys import WorkloadKey
-from fleet.controller.leader import LeaderElector
+from fleet.controller.leader import LeaderElector, renew_deadline_of
 from fleet.controller.members import Connect, MemberRegistry, connect_with_kubeconfig
 from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex, explain_policy
@@ -132,8 +132,10 @@ class Controller:
             name=settings.lease_name,
             identity=identity,
             lease_seconds=settings.lease_seconds,
+            renew_deadline=settings.renew_deadline or None,
             on_started=self._lead,
             on_stopped=self._follow,
+            clock=clock,
         )
         self._tasks: list[asyncio.Task[Any]] = []
         self._runner: web.AppRunner | None = None
@@ -228,12 +230,17 @@ class Controller:
             self.queue.add(key)
 
     def _follow(self) -> None:
+        """Stop acting at once (the lease is lost, or about to be): the reconciles and queue
+        passes in flight are cancelled, so nothing they have not sent yet is sent; their keys
+        run again when this replica leads again."""
         self.metrics.leader.set(0)
         self.leading.clear()
         self.members.writes_enabled = False
         self.shell.bindings.complete = False
-        self.queue.running.clear()
+        cancelled = self.queue.halt()
         self.kube_queue.follow()
+        if cancelled:
+            log.warning("%s: %d reconciles in flight cancelled", self.identity, cancelled)
 
     # -- fleet events (kopf) --------------------------------------------------------------------
 
@@ -455,6 +462,10 @@ async def run(
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
 ) -> None:
+    try:
+        renew_deadline_of(settings.lease_seconds, settings.renew_deadline or None)
+    except ValueError as e:
+        raise StartupError(f"{e}; set --renew-deadline") from e
     fleet = KubeClient(connection, name="fleet")
     if not settings.fleet_id:
         settings = dataclasses.replace(settings, fleet_id=await resolve_fleet_id(fleet))

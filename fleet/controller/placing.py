@@ -120,7 +120,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
             observed=True,
             defer_status=first,
         )
-    except Exception:
+    except BaseException:  # refused, failed, or cancelled (the replica stopped leading)
         target.snapshot.release(job.uid)
         if hold is not None:
             shell.kube_queue.holds.taken(claimant)  # held again by the next pass

@@ -21,7 +21,7 @@ from fleet.controller import (
     reserving,
     status_mirror,
 )
-from fleet.controller.bindings import BindingGone, lifecycle_of
+from fleet.controller.bindings import BindingChanged, BindingGone, lifecycle_of
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.queue import gate
@@ -30,8 +30,10 @@ from fleet.core import ledger
 from fleet.core.kinds import adapter_for
 from fleet.kube import Obj, Unreachable
 
-#: Failures a reconcile expects now and then, worth a log line rather than a traceback.
-EXPECTED_FAILURES = (Unreachable, BindingGone)
+#: Failures a reconcile expects now and then, worth a log line rather than a traceback. The
+#: binding ones end a reconcile whose binding was deleted, or written by someone else, since it
+#: was read; the work queue runs it again (after its backoff) from the stored binding.
+EXPECTED_FAILURES = (Unreachable, BindingGone, BindingChanged)
 
 log = logging.getLogger(__name__)
 

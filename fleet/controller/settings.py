@@ -50,6 +50,11 @@ class Settings:
     secrets_namespaces: tuple[str, ...] = (FLEET_SECRETS_NAMESPACE,)
     #: Lease duration: a standby takes over at most this long after the leader stops renewing.
     lease_seconds: float = 15.0
+    #: A leader that has not renewed the lease for this long stops leading at once, its
+    #: reconciles in flight cancelled (client-go's RenewDeadline); shorter than the lease, so
+    #: it has stopped before a standby can take over. 0: two thirds of `lease_seconds` (10 s of
+    #: 15 s, client-go's defaults).
+    renew_deadline: float = 0.0
     #: Renew a joined member's bound token this many seconds before it expires; 0: at 80% of
     #: its lifetime (fleet.core.tokens). TokenRequest issues tokens of 10 minutes at least, so a
     #: test that wants to watch renewals sets this close to the lifetime.

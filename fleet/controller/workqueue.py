@@ -2,6 +2,7 @@
 
 A key added while it is being processed runs once more afterwards (its state may have changed
 mid-run); `add_after` schedules a key for later (a failover deadline, a retry with backoff).
+`halt` stops the work at once, the runs in flight cancelled (the replica lost its lease).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class WorkQueue(Generic[K]):
         self._timers: dict[K, asyncio.TimerHandle] = {}
         self._failures: dict[K, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        #: The run in flight of each active key (`halt` cancels them).
+        self._runs: dict[K, asyncio.Future[None]] = {}
         self.processed = 0
         #: Workers take keys only while this is set (the replica leads); keys still queue up.
         self.running = asyncio.Event()
@@ -57,6 +60,15 @@ class WorkQueue(Generic[K]):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+
+    def halt(self) -> int:
+        """Stop taking keys and cancel every run in flight, so nothing they have not sent yet
+        is ever sent (this replica stopped leading). Their keys stay queued: they run again,
+        from the start, once `running` is set. How many runs were cancelled."""
+        self.running.clear()
+        for run in self._runs.values():
+            run.cancel()
+        return len(self._runs)
 
     def __len__(self) -> int:
         return len(self._queued) + len(self._active)
@@ -99,11 +111,17 @@ class WorkQueue(Generic[K]):
             await self.running.wait()
             self._queued.discard(key)
             self._active.add(key)
+            run = asyncio.ensure_future(self._process(key))
+            self._runs[key] = run
             try:
-                await self._process(key)
+                await run
                 self._failures.pop(key, None)
             except asyncio.CancelledError:
-                raise
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # this worker is stopping (its run is cancelled with it)
+                # `halt`: the run is cancelled, the worker is not; the key runs again later.
+                self._dirty.add(key)
             except Exception as e:
                 failures = self._failures.get(key, 0) + 1
                 self._failures[key] = failures
@@ -116,6 +134,7 @@ class WorkQueue(Generic[K]):
                     )
                 self.add_after(key, delay)
             finally:
+                self._runs.pop(key, None)
                 self.processed += 1
                 self._active.discard(key)
                 if key in self._dirty:

@@ -90,3 +90,33 @@ def test_a_standby_queue_keeps_keys_and_runs_them_once_it_leads():
         return seen
 
     assert asyncio.run(scenario()) == ["a"]
+
+
+def test_halt_cancels_the_runs_in_flight_and_runs_their_keys_again_once_resumed():
+    async def scenario() -> tuple[list[str], list[str], int]:
+        started: list[str] = []
+        finished: list[str] = []
+        first = asyncio.Event()
+
+        async def process(key: str) -> None:
+            started.append(key)
+            if len(started) == 1:
+                first.set()
+                await asyncio.Event().wait()  # waits for an answer that never comes
+            finished.append(key)
+
+        queue: WorkQueue[str] = WorkQueue(process, workers=2)
+        queue.start()
+        queue.add("a")
+        await first.wait()
+
+        cancelled = queue.halt()  # the replica lost its lease
+
+        await _until(lambda: queue.processed == 1)
+        assert finished == [] and len(queue) == 1  # cancelled, and kept for later
+        queue.running.set()  # it leads again
+        await _until(lambda: finished == ["a"])
+        await queue.stop()
+        return started, finished, cancelled
+
+    assert asyncio.run(scenario()) == (["a", "a"], ["a"], 1)

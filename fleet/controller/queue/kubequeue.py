@@ -157,9 +157,10 @@ class KubeQueue:
         await self.work.stop()
 
     def follow(self) -> None:
-        """This replica stopped leading: stop working; `restore` starts over when it leads."""
+        """This replica stopped leading: stop working at once (a pass in flight is cancelled);
+        `restore` starts over when it leads."""
         self.ready = False
-        self.work.running.clear()
+        self.work.halt()
 
     def lead(self) -> None:
         """This replica leads: rebuild the queue first (retried until it succeeds)."""
