@@ -137,6 +137,11 @@ REASON_KUBECONFIG_INVALID: Final = "KubeconfigInvalid"
 REASON_CLUSTER_ID_MISMATCH: Final = "ClusterIDMismatch"
 """MemberCluster Ready=False: its kubeconfig reaches (or was issued for) another cluster than
 the one recorded in spec.id; fleet does not use it, so no job runs in the wrong cluster."""
+REASON_DUPLICATE_CLUSTER: Final = "DuplicateCluster"
+"""MemberCluster Ready=False: its cluster (spec.id, or the kube-system UID its kubeconfig
+reaches) is already another MemberCluster, which the message names and which holds it (the one
+created first, then the first by name: fleet.core.identity); fleet does not use this one, so
+the cluster's capacity is counted once and a failover never lands where it left."""
 REASON_KUBECONFIG_SECRET_MISSING: Final = "KubeconfigSecretMissing"
 REASON_KUBECONFIG_SECRET_UNREADABLE: Final = "KubeconfigSecretUnreadable"
 """The Secret exists, or may, but the controller may not read it (403) or got an error."""
