@@ -224,6 +224,44 @@ def test_join_again_updates_in_place_and_rotates_the_token(fleet, member):
     assert len(fleet.list(c.FLEET_API_VERSION, "MemberCluster")) == 1
 
 
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _writes(api: MemoryApi) -> int:
+    return sum(1 for request in api.requests if request.method in WRITES)
+
+
+def _join_as(fleet: MemoryApi, member: MemoryApi, name: str, cluster_id: str) -> None:
+    join(
+        fleet.sync_client("fleet"),
+        member.sync_client(name),
+        plan_join(name, ENDPOINT, cluster_id=cluster_id),
+        say=lambda _: None,
+        token_transport=member.sync_transport(),
+    )
+
+
+def test_a_cluster_joined_under_one_name_is_refused_under_another_naming_it(fleet, member):
+    """One cluster, one registration: its capacity would count twice, a failover from one name
+    would land in the same cluster, and unjoining one would delete the other's identity."""
+    _join_as(fleet, member, "member-1", "uid-1")
+    _join_as(fleet, member, "member-1", "uid-1")  # the same name again: a new token, allowed
+    fleet_writes, member_writes = _writes(fleet), _writes(member)
+
+    with pytest.raises(JoinError) as err:
+        _join_as(fleet, member, "member-2", "uid-1")
+
+    message = str(err.value)
+    assert "\n" not in message and "membercluster/member-1" in message and "uid-1" in message
+    assert "fleet unjoin member-1" in message and "fleet join member-1" in message
+    assert (_writes(fleet), _writes(member)) == (fleet_writes, member_writes)
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-2") is None
+    assert fleet.get("v1", "Secret", "member-2-kubeconfig", "fleet-system") is None
+    # Another cluster joins under a new name as before.
+    _join_as(fleet, member, "member-3", "uid-3")
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-3") is not None
+
+
 def test_a_long_lived_token_secret_when_asked(fleet, member):
     def token_controller(event: str, obj: dict[str, Any]) -> None:
         if obj.get("type") == "kubernetes.io/service-account-token" and event == "ADDED":
