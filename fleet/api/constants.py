@@ -212,6 +212,10 @@ ADMISSION_POLICY_ANNOTATION: Final = "fleet.dev/admission-policy"
 member to narrow the token's rights (fleet.api.guard), or NO_ADMISSION_POLICY when the member
 serves none (Kubernetes < 1.30): the MemberCluster's Guarded condition says which."""
 NO_ADMISSION_POLICY: Final = "none"
+SCHEDULING_GROUP_POLICY_ANNOTATION: Final = "fleet.dev/scheduling-group-policy"
+"""On a member kubeconfig Secret: the MutatingAdmissionPolicy `fleet join` installed in a
+native-gang member (fleet.api.schedulinggroup); absent when it installed none. `fleet unjoin`
+names it (and its binding) in what it leaves in a member it cannot reach."""
 CONDITION_GUARDED: Final = "Guarded"
 """MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
 False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""
