@@ -527,6 +527,13 @@ def test_a_native_gang_members_note_names_its_scheduling_group_policy(fleet):
         say=lambda _: None,
         token_transport=native.sync_transport(),
     )
+    secret = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
+    assert secret is not None
+    annotations = secret["metadata"]["annotations"]
+    assert (
+        annotations[c.SCHEDULING_GROUP_POLICY_ANNOTATION]
+        == "scheduling-group.fleet-member.fleet.dev"
+    )
     native.reachable = False
 
     (note,) = unjoin(fleet.sync_client(), native.sync_client(), "member-1", say=lambda _: None)
