@@ -137,6 +137,11 @@ REASON_KUBECONFIG_INVALID: Final = "KubeconfigInvalid"
 REASON_CLUSTER_ID_MISMATCH: Final = "ClusterIDMismatch"
 """MemberCluster Ready=False: its kubeconfig reaches (or was issued for) another cluster than
 the one recorded in spec.id; fleet does not use it, so no job runs in the wrong cluster."""
+REASON_DUPLICATE_CLUSTER: Final = "DuplicateCluster"
+"""MemberCluster Ready=False: its cluster (spec.id, or the kube-system UID its kubeconfig
+reaches) is already another MemberCluster, which the message names and which holds it (the one
+created first, then the first by name: fleet.core.identity); fleet does not use this one, so
+the cluster's capacity is counted once and a failover never lands where it left."""
 REASON_KUBECONFIG_SECRET_MISSING: Final = "KubeconfigSecretMissing"
 REASON_KUBECONFIG_SECRET_UNREADABLE: Final = "KubeconfigSecretUnreadable"
 """The Secret exists, or may, but the controller may not read it (403) or got an error."""
@@ -207,6 +212,10 @@ ADMISSION_POLICY_ANNOTATION: Final = "fleet.dev/admission-policy"
 member to narrow the token's rights (fleet.api.guard), or NO_ADMISSION_POLICY when the member
 serves none (Kubernetes < 1.30): the MemberCluster's Guarded condition says which."""
 NO_ADMISSION_POLICY: Final = "none"
+SCHEDULING_GROUP_POLICY_ANNOTATION: Final = "fleet.dev/scheduling-group-policy"
+"""On a member kubeconfig Secret: the MutatingAdmissionPolicy `fleet join` installed in a
+native-gang member (fleet.api.schedulinggroup); absent when it installed none. `fleet unjoin`
+names it (and its binding) in what it leaves in a member it cannot reach."""
 CONDITION_GUARDED: Final = "Guarded"
 """MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
 False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""

@@ -34,7 +34,7 @@ from fleet.api.access import (
     token_rules,
 )
 from fleet.api.guard import admission_objects
-from fleet.api.schedulinggroup import scheduling_group_objects
+from fleet.api.schedulinggroup import scheduling_group_name, scheduling_group_objects
 
 __all__ = [
     "DEFAULT_TOKEN_SECONDS",
@@ -144,6 +144,7 @@ class JoinPlan:
             guard=admission_objects(self.namespace, self.fleet_id)[0]["metadata"]["name"]
             if self.guarded
             else "",
+            scheduling_group=scheduling_group_name(self.namespace) if self.native_gang else "",
         )
         spec: dict[str, Any] = {"id": self.cluster_id} if self.cluster_id else {}
         member = {
@@ -330,12 +331,16 @@ def kubeconfig_secret(
     token: IssuedToken,
     cluster_id: str = "",
     guard: str = "",
+    scheduling_group: str = "",
 ) -> dict[str, Any]:
     """The fleet-side Secret holding a member's kubeconfig, annotated with what the controller
-    needs to renew its token, the cluster the token belongs to, and the admission policy that
-    guards it there (empty: none)."""
+    needs to renew its token, the cluster the token belongs to, the admission policy that
+    guards it there (empty: none) and the scheduling-group policy join installed there (empty:
+    none)."""
     more = {c.CLUSTER_ID_ANNOTATION: cluster_id} if cluster_id else {}
     more[c.ADMISSION_POLICY_ANNOTATION] = guard or c.NO_ADMISSION_POLICY
+    if scheduling_group:
+        more[c.SCHEDULING_GROUP_POLICY_ANNOTATION] = scheduling_group
     return {
         "apiVersion": "v1",
         "kind": "Secret",

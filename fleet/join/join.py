@@ -52,6 +52,7 @@ __all__ = [
     "describe",
     "dry_run",
     "endpoint_of",
+    "holder_of",
     "identity_objects",
     "join",
     "made_by",
@@ -251,6 +252,35 @@ def identity_objects(namespace: str) -> list[tuple[str, str, str, str | None]]:
     ]
 
 
+def holder_of(fleet: SyncKubeClient, cluster_id: str, name: str) -> str | None:
+    """The MemberCluster other than `name` that is the cluster `cluster_id` (its spec.id, as
+    join records it), if any."""
+    if not cluster_id:
+        return None
+    for item in fleet.list(*MEMBER_CLUSTER).get("items") or []:
+        meta = item.get("metadata") or {}
+        if meta.get("name") == name or meta.get("deletionTimestamp"):
+            continue
+        if str((item.get("spec") or {}).get("id") or "") == cluster_id:
+            return str(meta.get("name"))
+    return None
+
+
+def _check_identity(fleet: SyncKubeClient, plan: JoinPlan) -> None:
+    """One cluster, one registration: a cluster another MemberCluster already is is refused
+    (its capacity would count twice, a failover from one name would land in the same cluster
+    under the other, and unjoining one would delete the identity the other uses). Re-joining
+    the same name stays allowed: that is how its token is issued anew."""
+    other = holder_of(fleet, plan.cluster_id, plan.name)
+    if other is not None:
+        raise JoinError(
+            f"{plan.name}: this kubeconfig reaches cluster {plan.cluster_id} at server "
+            f"{plan.endpoint.server}, which is already joined as membercluster/{other} "
+            f"(spec.id): a cluster is joined once. Unjoin it first (fleet unjoin {other}), or "
+            f"re-join it under that name (fleet join {other})"
+        )
+
+
 def _check_member_side(member: SyncKubeClient, plan: JoinPlan) -> None:
     """Another fleet's identity in the same member namespace is never taken over: each fleet
     keeps its own, so one fleet's unjoin never deletes the other's."""
@@ -350,7 +380,9 @@ def join(
     the admission policies just written in the member are in force there: on a guarded member,
     the guard, proven with the new token itself (`wait_guard_in_force`; `token_transport`
     replaces the network of that token's client, in tests); on a native-gang member, the
-    scheduling-group policy (`wait_scheduling_group_in_force`)."""
+    scheduling-group policy (`wait_scheduling_group_in_force`). A cluster another
+    MemberCluster already is (its spec.id) is refused before anything is written."""
+    _check_identity(fleet, plan)
     previous = previous_join(fleet, plan.name)
     moved = _check_previous(
         fleet, plan, previous, force=force, say=say, sleep=sleep, timeout=timeout

@@ -6,6 +6,11 @@ which does not count against maxFailovers) or left running unmanaged (`--leave`)
 side (MemberCluster, kubeconfig Secret) goes first, so the controller lets go of the member
 before its identity there is deleted; a member that cannot be reached is unjoined on the fleet
 side with a note of what was left in it and how to remove it.
+
+A member that cannot be reached (its member context does not answer, or the controller says it
+is not Ready) is never waited on for its old copies: `--move` waits only until no gang is bound
+to it (`spec.clusters`). The eviction tasks naming it stay on their bindings as unfenced copies,
+deleted by the controller if the cluster ever answers the fleet again, under any name.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleet.api import constants as c
-from fleet.api.access import member_cluster_role
+from fleet.core.gangmarks import KUBERNETES
 from fleet.join.join import (
     MEMBER_CLUSTER,
     JoinError,
@@ -30,17 +35,23 @@ from fleet.kube import KubeError, NotFound, SyncKubeClient
 __all__ = ["bound_jobs", "move_jobs", "unjoin"]
 
 
-def bound_jobs(fleet: SyncKubeClient, name: str) -> list[str]:
-    """`namespace/Kind/name` of every job whose GangBinding places it in `name`, or still has
-    an old copy to remove there."""
+def bound_jobs(
+    fleet: SyncKubeClient, name: str, *, placed: bool = True, evictions: bool = True
+) -> list[str]:
+    """`namespace/Kind/name` of every job whose GangBinding places it in `name` (`placed`:
+    `spec.clusters`), or still has an old copy to remove there (`evictions`:
+    `spec.gracefulEvictionTasks[].fromCluster`)."""
     listing = fleet.list(c.FLEET_API_VERSION, "GangBinding")
     out = []
     for binding in listing.get("items") or []:
         if ((binding.get("status") or {}).get("phase")) == "Released":
             continue  # let go with the member: fleet no longer manages it
         spec = binding.get("spec") or {}
-        targets = {t.get("name") for t in spec.get("clusters") or []}
-        targets |= {t.get("fromCluster") for t in spec.get("gracefulEvictionTasks") or []}
+        targets: set[Any] = set()
+        if placed:
+            targets |= {t.get("name") for t in spec.get("clusters") or []}
+        if evictions:
+            targets |= {t.get("fromCluster") for t in spec.get("gracefulEvictionTasks") or []}
         if name in targets:
             resource = spec.get("resource") or {}
             namespace = (binding.get("metadata") or {}).get("namespace") or ""
@@ -70,9 +81,10 @@ def _wait_unbound(
     timeout: float,
     what: str,
     sleep: Callable[[float], None],
+    evictions: bool,
 ) -> None:
     deadline = time.monotonic() + timeout
-    while bound := bound_jobs(fleet, name):
+    while bound := bound_jobs(fleet, name, evictions=evictions):
         if time.monotonic() > deadline:
             raise JoinError(
                 f"{name}: after {timeout:.0f}s the controller has not {what} "
@@ -90,28 +102,70 @@ def move_jobs(
     sleep: Callable[[float], None],
     *,
     leave: bool = False,
+    evictions: bool = True,
 ) -> None:
     """Have the controller take every gang off `member` and wait until it has: failed over
     (reason MemberUnjoined), or with `leave` released (phase Released: the copies run on there,
-    unmanaged, and none is started elsewhere)."""
+    unmanaged, and none is started elsewhere). Without `evictions`, the old copies still to be
+    removed there are not waited for (a member that cannot be reached: they stay recorded)."""
     name = member["metadata"]["name"]
     value = c.UNJOINING_LEAVE if leave else None
     _taint(fleet, member, value)
     taint = f"{c.UNJOINING_TAINT_KEY}{'=' + value if value else ''}:NoExecute"
     doing = "releasing" if leave else "moving"
     say(f"fleet: membercluster/{name} tainted {taint}; {doing} its jobs")
-    _wait_unbound(fleet, name, timeout, "released" if leave else "moved", sleep)
+    _wait_unbound(fleet, name, timeout, "released" if leave else "moved", sleep, evictions)
 
 
-def _left_note(name: str, namespace: str, why: str) -> str:
-    role = member_cluster_role(namespace)
-    return one_line(
-        f"note: left in member {name} ({why}): namespace/{namespace} (ServiceAccount, token Role "
-        f"and RoleBinding), clusterrole/{role}, clusterrolebinding/{role}. Remove them with: "
-        f"kubectl --context <{name}> delete --ignore-not-found clusterrolebinding/{role} "
-        f"clusterrole/{role} "
-        f"namespace/{namespace}"
+def _made(namespace: str, secret: Mapping[str, Any] | None, member: Mapping[str, Any]) -> list[str]:
+    """`kind/name` of every object `fleet join` made in the member for the identity in
+    `namespace`, in the order they are removed: the admission policies and their bindings as
+    its Secret records them (a native-gang member joined before that was recorded: by its
+    gang scheduler)."""
+    annotations = ((secret or {}).get("metadata") or {}).get("annotations") or {}
+    guard = annotations.get(c.ADMISSION_POLICY_ANNOTATION)
+    guarded = bool(guard) and guard != c.NO_ADMISSION_POLICY
+    gang = (member.get("status") or {}).get("gangScheduler")
+    groups = c.SCHEDULING_GROUP_POLICY_ANNOTATION in annotations or gang == KUBERNETES
+    made = []
+    for _, kind, name, _ns in identity_objects(namespace):
+        if kind.startswith("ValidatingAdmissionPolicy") and not guarded:
+            continue
+        if kind.startswith("MutatingAdmissionPolicy") and not groups:
+            continue
+        made.append(f"{kind.lower()}/{name}")
+    return made
+
+
+def _left_note(name: str, made: list[str], why: str | None) -> str:
+    """What was left in the member and the kubectl command that removes it."""
+    because = f" ({why})" if why else ""
+    listed = ", ".join(
+        f"{obj} (ServiceAccount, token Role and RoleBinding)"
+        if obj.startswith("namespace/")
+        else obj
+        for obj in made
     )
+    return (
+        f"left in member {name}{because}: {listed}. Remove them with: kubectl --context <{name}> "
+        f"delete --ignore-not-found {' '.join(made)}"
+    )
+
+
+def _note(*parts: str) -> list[str]:
+    """The notes `unjoin` returns: one line, or none."""
+    said = [part for part in parts if part]
+    return [one_line("note: " + "; ".join(said))] if said else []
+
+
+def _not_ready(member: Mapping[str, Any]) -> str | None:
+    """Why the controller cannot reach the member, from its Ready condition (None: Ready, or
+    not known)."""
+    for condition in (member.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == c.CONDITION_READY and condition.get("status") == "False":
+            said = f"{condition.get('reason')}: {condition.get('message')}"
+            return f"its Ready condition is False, {said}"
+    return None
 
 
 def unjoin(
@@ -140,13 +194,16 @@ def unjoin(
         )
     previous = previous_join(fleet, name)
     assert previous is not None
-    if member_client is not None:
-        _check_same_cluster(member_client, previous)
+    # Why the member cannot be reached: by the member context (nothing can be removed there),
+    # or by the controller (it cannot delete the old copies there). None: it can.
+    unanswered = _check_same_cluster(member_client, previous) if member_client is not None else None
+    lost = unanswered or _not_ready(member)
     if bound and move:
-        move_jobs(fleet, member, timeout, say, sleep)
+        move_jobs(fleet, member, timeout, say, sleep, evictions=lost is None)
     elif bound:
-        move_jobs(fleet, member, timeout, say, sleep, leave=True)
+        move_jobs(fleet, member, timeout, say, sleep, leave=True, evictions=lost is None)
         say(f"fleet: left {', '.join(bound)} running in {name}, no longer managed by fleet")
+    unfenced = bound_jobs(fleet, name, placed=False) if lost else []
     ref = (member.get("spec") or {}).get("kubeconfigSecretRef") or {}
     secret = previous.secret
     identity = previous.identity
@@ -157,14 +214,26 @@ def unjoin(
     if secret is not None:
         fleet.delete("v1", "Secret", ref["name"], ref.get("namespace"))
         say(f"fleet: secret/{ref['name']} -n {ref.get('namespace')} deleted")
+    reach = f"{name} could not be reached ({lost})" if lost else ""
+    copies = (
+        f"its copies of {', '.join(unfenced)} stay recorded on their bindings as unfenced, and "
+        "are deleted if it ever answers the fleet again, under any name"
+        if unfenced
+        else ""
+    )
     if identity is None:
-        return [
-            f"note: {name}'s kubeconfig Secret was not made by `fleet join`: "
-            "fleet made no identity in the member, nothing was removed there"
-        ]
+        return _note(
+            reach,
+            copies,
+            f"{name}'s kubeconfig Secret was not made by `fleet join`: "
+            "fleet made no identity in the member, nothing was removed there",
+        )
     namespace, _ = identity
+    made = _made(namespace, secret, member)
     if member_client is None:
-        return [_left_note(name, namespace, "no --member-kubeconfig given")]
+        return _note(reach, copies, _left_note(name, made, "no --member-kubeconfig given"))
+    if unanswered:
+        return _note(reach, copies, _left_note(name, made, None))
     for api_version, kind, obj_name, obj_namespace in identity_objects(namespace):
         try:
             found = member_client.get(api_version, kind, obj_name, obj_namespace)
@@ -177,21 +246,23 @@ def unjoin(
         except NotFound:
             continue  # the member does not serve that kind (an older Kubernetes): none of it
         except KubeError as e:
-            return [_left_note(name, namespace, f"{type(e).__name__}: {e}")]
+            return _note(reach, copies, _left_note(name, made, f"{type(e).__name__}: {e}"))
         state = "deleted" if gone else "already gone"
         say(f"member {name}: {kind.lower()}/{obj_name} {state}")
-    return []
+    return _note(reach, copies)
 
 
-def _check_same_cluster(member_client: SyncKubeClient, previous: Any) -> None:
+def _check_same_cluster(member_client: SyncKubeClient, previous: Any) -> str | None:
     """Unjoin deletes only in the cluster the MemberCluster was joined for: a context that
-    reaches another cluster (another member's) is refused before anything is changed."""
+    reaches another cluster (another member's) is refused before anything is changed. Why the
+    context got no answer (None: it answered)."""
     from fleet.join import cluster_id
 
     try:
         reached = cluster_id(member_client)
-    except KubeError:
-        return  # not reachable: nothing will be deleted there (the note says what was left)
+    except KubeError as e:
+        # Not reachable: nothing will be deleted there (the note says what was left).
+        return f"{type(e).__name__}: {e}"
     server = member_client.connection.server
     if not same_cluster(previous, reached, server):
         raise JoinError(
@@ -199,3 +270,4 @@ def _check_same_cluster(member_client: SyncKubeClient, previous: Any) -> None:
             f"server {server}: refusing to delete fleet's identity in another cluster; give the "
             "context of the member this name was joined for"
         )
+    return None

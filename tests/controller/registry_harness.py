@@ -108,17 +108,26 @@ class Members:
             }
         )
 
-    def member_cluster(self, name: str) -> Obj:
+    def member_cluster(
+        self, name: str, *, cluster_id: str | None = None, created: str | None = None
+    ) -> Obj:
+        """The MemberCluster `name`, naming its Secret; with `cluster_id` as its spec.id (what
+        `fleet join` records) and `created` as its creationTimestamp, when given."""
+        meta: dict[str, Any] = {"name": name}
+        if created is not None:
+            meta["creationTimestamp"] = created
+        spec: dict[str, Any] = {"id": cluster_id} if cluster_id is not None else {}
         return self.fleet_api.put(
             {
                 "apiVersion": "fleet.dev/v1alpha1",
                 "kind": "MemberCluster",
-                "metadata": {"name": name},
+                "metadata": meta,
                 "spec": {
+                    **spec,
                     "kubeconfigSecretRef": {
                         "namespace": SECRET_NAMESPACE,
                         "name": f"{name}-kubeconfig",
-                    }
+                    },
                 },
             }
         )

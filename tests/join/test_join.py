@@ -224,6 +224,44 @@ def test_join_again_updates_in_place_and_rotates_the_token(fleet, member):
     assert len(fleet.list(c.FLEET_API_VERSION, "MemberCluster")) == 1
 
 
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _writes(api: MemoryApi) -> int:
+    return sum(1 for request in api.requests if request.method in WRITES)
+
+
+def _join_as(fleet: MemoryApi, member: MemoryApi, name: str, cluster_id: str) -> None:
+    join(
+        fleet.sync_client("fleet"),
+        member.sync_client(name),
+        plan_join(name, ENDPOINT, cluster_id=cluster_id),
+        say=lambda _: None,
+        token_transport=member.sync_transport(),
+    )
+
+
+def test_a_cluster_joined_under_one_name_is_refused_under_another_naming_it(fleet, member):
+    """One cluster, one registration: its capacity would count twice, a failover from one name
+    would land in the same cluster, and unjoining one would delete the other's identity."""
+    _join_as(fleet, member, "member-1", "uid-1")
+    _join_as(fleet, member, "member-1", "uid-1")  # the same name again: a new token, allowed
+    fleet_writes, member_writes = _writes(fleet), _writes(member)
+
+    with pytest.raises(JoinError) as err:
+        _join_as(fleet, member, "member-2", "uid-1")
+
+    message = str(err.value)
+    assert "\n" not in message and "membercluster/member-1" in message and "uid-1" in message
+    assert "fleet unjoin member-1" in message and "fleet join member-1" in message
+    assert (_writes(fleet), _writes(member)) == (fleet_writes, member_writes)
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-2") is None
+    assert fleet.get("v1", "Secret", "member-2-kubeconfig", "fleet-system") is None
+    # Another cluster joins under a new name as before.
+    _join_as(fleet, member, "member-3", "uid-3")
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-3") is not None
+
+
 def test_a_long_lived_token_secret_when_asked(fleet, member):
     def token_controller(event: str, obj: dict[str, Any]) -> None:
         if obj.get("type") == "kubernetes.io/service-account-token" and event == "ADDED":
@@ -400,6 +438,131 @@ def test_an_unreachable_member_is_unjoined_on_the_fleet_side_with_a_note(fleet, 
     assert fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system") is None
     assert "left in member member-1" in note and "clusterrole/fleet:fleet-member" in note
     assert "namespace/fleet-member" in note and "\n" not in note
+
+
+def _not_ready(fleet: MemoryApi, name: str) -> None:
+    """The controller's word on the MemberCluster: it cannot reach the member."""
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": c.REASON_CLUSTER_NOT_REACHABLE,
+        "message": "connection refused",
+    }
+    fleet.merge(
+        c.FLEET_API_VERSION, "MemberCluster", name, None, {"status": {"conditions": [condition]}}
+    )
+
+
+def _moved_leaving_an_eviction(fleet: MemoryApi, job: str) -> Callable[[float], None]:
+    """The controller failing `job` over from an unreachable member-1 (MemberUnjoined): bound
+    to member-2, its copy in member-1 recorded as an eviction task, to be fenced later."""
+
+    def controller(_seconds: float) -> None:
+        fleet.merge(
+            c.FLEET_API_VERSION,
+            "GangBinding",
+            f"pytorchjob-{job}",
+            "default",
+            {
+                "spec": {
+                    "clusters": [{"name": "member-2"}],
+                    "gracefulEvictionTasks": [
+                        {"fromCluster": "member-1", "reason": c.REASON_MEMBER_UNJOINED}
+                    ],
+                }
+            },
+        )
+
+    return controller
+
+
+@pytest.mark.parametrize("context", [True, False], ids=["member-context", "no-member-context"])
+def test_an_unreachable_member_is_unjoined_with_move_with_its_old_copies_left_recorded(
+    fleet, member, context
+):
+    """--move waits until no gang is bound to the member, not for its old copies there: they
+    stay on their bindings, to be deleted if the cluster ever answers again. One line says so,
+    and names everything join made there, the guard included, with the command removing it."""
+    _join(fleet, member)
+    _binding(fleet, "train", "member-1")
+    member.reachable = False
+    _not_ready(fleet, "member-1")
+
+    notes = unjoin(
+        fleet.sync_client(),
+        member.sync_client() if context else None,
+        "member-1",
+        move=True,
+        timeout=0.5,
+        say=lambda _: None,
+        sleep=_moved_leaving_an_eviction(fleet, "train"),
+    )
+
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
+    assert fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system") is None
+    binding = fleet.get(c.FLEET_API_VERSION, "GangBinding", "pytorchjob-train", "default")
+    assert binding is not None
+    assert [t["fromCluster"] for t in binding["spec"]["gracefulEvictionTasks"]] == ["member-1"]
+    (note,) = notes
+    assert "\n" not in note and "member-1 could not be reached" in note
+    assert "default/PyTorchJob/train" in note and "unfenced" in note
+    assert "left in member member-1" in note
+    for obj in (
+        "validatingadmissionpolicy/fleet-member.fleet.dev",
+        "validatingadmissionpolicybinding/fleet-member.fleet.dev",
+        "clusterrolebinding/fleet:fleet-member",
+        "clusterrole/fleet:fleet-member",
+        "namespace/fleet-member",
+    ):
+        assert note.count(obj) == 2, obj  # named, and in the kubectl command
+    assert "kubectl --context <member-1> delete --ignore-not-found" in note
+
+
+def test_a_native_gang_members_note_names_its_scheduling_group_policy(fleet):
+    native = _native_member()
+    join(
+        fleet.sync_client("fleet"),
+        native.sync_client("member-1"),
+        plan_join("member-1", ENDPOINT, fleet_id="f", native_gang=True),
+        say=lambda _: None,
+        token_transport=native.sync_transport(),
+    )
+    secret = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
+    assert secret is not None
+    annotations = secret["metadata"]["annotations"]
+    assert (
+        annotations[c.SCHEDULING_GROUP_POLICY_ANNOTATION]
+        == "scheduling-group.fleet-member.fleet.dev"
+    )
+    native.reachable = False
+
+    (note,) = unjoin(fleet.sync_client(), native.sync_client(), "member-1", say=lambda _: None)
+
+    for obj in (
+        "mutatingadmissionpolicy/scheduling-group.fleet-member.fleet.dev",
+        "mutatingadmissionpolicybinding/scheduling-group.fleet-member.fleet.dev",
+        "validatingadmissionpolicy/fleet-member.fleet.dev",
+    ):
+        assert note.count(obj) == 2, obj
+
+
+def test_a_reachable_member_with_move_still_waits_for_its_old_copies(fleet, member):
+    _join(fleet, member)
+    _binding(fleet, "train", "member-1")
+
+    with pytest.raises(JoinError) as err:
+        unjoin(
+            fleet.sync_client(),
+            member.sync_client(),
+            "member-1",
+            move=True,
+            timeout=0.2,
+            say=lambda _: None,
+            sleep=_moved_leaving_an_eviction(fleet, "train"),
+        )
+
+    assert "has not moved default/PyTorchJob/train" in str(err.value)
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is not None
 
 
 # -- the command line -------------------------------------------------------------------------

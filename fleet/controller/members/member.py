@@ -66,9 +66,18 @@ class Member:
         #: The admission policy `fleet join` installed to narrow fleet's identity there
         #: (fleet.api.guard); "" when the member serves none; None: not made by `fleet join`.
         self.guard: str | None = None
-        #: The cluster's identity (its kube-system UID): the MemberCluster's spec.id, as join
-        #: recorded it. The ledger (fleet.core.ledger) keys copies by it, not by the name.
+        #: The cluster this member is (its kube-system namespace's UID): the MemberCluster's
+        #: spec.id, else what its kubeconfig reached when last asked (`reached_id`); None: not
+        #: known yet. MemberRegistry.by_identity finds a member by it.
         self.cluster_id: str | None = None
+        #: The kube-system UID the latest connection attempt read (kept when one got no answer).
+        self.reached_id: str | None = None
+        #: The MemberCluster's creationTimestamp, epoch seconds: its rank among MemberClusters
+        #: of the same cluster (fleet.core.identity).
+        self.created: float | None = None
+        #: The MemberCluster that holds this member's cluster while this one is refused as its
+        #: duplicate (reason DuplicateCluster); synced again when that one lets go.
+        self.duplicate_of: str | None = None
         #: Whether the collector has made this connection's cluster match the ledger since it
         #: (re)connected (every object of fleet's there that no binding wants deleted). Nothing
         #: new is placed in a member before (`MemberRegistry.not_ready`).

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from fleet.api import cluster_fields, format_time
 from fleet.api import constants as c
+from fleet.api._time import parse_time, to_epoch
 from fleet.api.access import FLEET_SECRETS_NAMESPACE
 from fleet.api.membership import cluster_id_of
 from fleet.controller.clock import Clock
@@ -46,6 +47,7 @@ from fleet.controller.members.secrets import SecretWatch
 from fleet.controller.members.status import MemberStatusWriter
 from fleet.controller.metrics import Metrics
 from fleet.core.errors import FieldError
+from fleet.core.identity import Claim, holder
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint, parse_taints
 from fleet.kube import ApiError, Connection, KubeClient, Obj, RateLimit, Unreachable
@@ -165,19 +167,34 @@ class MemberRegistry:
         behind there would be forgotten, not purged). ApiError or Unreachable: not listed."""
         listed_at = self._event_seq
         listing = await self.fleet.list(c.FLEET_API_VERSION, "MemberCluster")
+        todo = []
         for obj in listing.get("items") or []:
             name = (obj.get("metadata") or {}).get("name") or ""
             if not name or name in self.members:
                 continue
             if self._last_event.get(name, -1) > listed_at:
                 continue  # kopf told something newer (a deletion, say): its word stands
-            await self.sync({"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj})
+            todo.append((name, {"apiVersion": c.FLEET_API_VERSION, "kind": "MemberCluster", **obj}))
+        for name, obj in todo:
+            # Every recorded spec.id is known before the first member connects: the holder of
+            # a cluster (fleet.core.identity) connects first whatever the list's order.
+            self._objects.setdefault(name, obj)
+        for _, obj in todo:
+            await self.sync(obj)
         self.listed = True
 
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, name: str) -> Member | None:
         return self.members.get(name)
+
+    def by_identity(self, cluster_id: str) -> Member | None:
+        """The member that is the cluster `cluster_id` (its kube-system namespace's UID): of the
+        MemberClusters that are that cluster, the one that holds it (fleet.core.identity: created
+        first, then first by name), whether it is Ready or not; the others are refused
+        (DuplicateCluster). None: no member is known to be that cluster."""
+        name = holder(self._claims(cluster_id))
+        return self.members.get(name) if name is not None else None
 
     def left(self, name: str) -> bool:
         """Whether `name` is no member of the fleet (known only once `warm` has listed them)."""
@@ -201,15 +218,6 @@ class MemberRegistry:
                     "the bindings (copies no job wants there are deleted first)"
                 )
         return out
-
-    def by_identity(self, cluster_id: str | None) -> Member | None:
-        """The member that is the cluster `cluster_id`, under whatever name it has joined."""
-        if not cluster_id:
-            return None
-        for member in self.members.values():
-            if member.cluster_id == cluster_id:
-                return member
-        return None
 
     def lacking(self, api_version: str, kind: str) -> dict[str, str]:
         """The members known not to serve a kind, each with the sentence placement gives."""
@@ -260,8 +268,20 @@ class MemberRegistry:
             if member is not None:
                 await self._disconnect(member)
                 self.listener.health_changed(name, False)
+                self._release(name)
 
     async def _sync(self, name: str, obj: Obj) -> None:
+        before = self.members.get(name)
+        held = (before.cluster_id, before.duplicate_of) if before is not None else (None, None)
+        await self._sync_member(name, obj)
+        after = self.members.get(name)
+        now = (after.cluster_id, after.duplicate_of) if after is not None else (None, None)
+        if held[0] is not None and now != held:
+            # It left, is another cluster now, or is refused itself: the members refused as
+            # its duplicates are looked at again (one of them may hold the cluster now).
+            self._release(name)
+
+    async def _sync_member(self, name: str, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             member = self.members.pop(name, None)
@@ -287,6 +307,9 @@ class MemberRegistry:
             member.taints = parse_taints(spec.get("taints"), "spec.taints")
         except FieldError as e:
             log.warning("MemberCluster %s: %s; keeping its previous taints", name, e)
+        member.created = _created(obj)
+        recorded = str(spec.get("id") or "") or None
+        member.cluster_id = recorded or member.reached_id
         member.declared_gang_scheduler = spec.get("gangScheduler") or None
         member.scheduler_name = spec.get("schedulerName") or None
         reservation = spec.get("reservation") or {}
@@ -338,8 +361,6 @@ class MemberRegistry:
                 f"Secret {namespace}/{secret_name} not found",
             )
             return
-        recorded = str(spec.get("id") or "") or None
-        member.cluster_id = recorded
         issued_for = cluster_id_of(secret)
         if recorded and issued_for and recorded != issued_for:
             await self._disconnect(member)
@@ -358,7 +379,17 @@ class MemberRegistry:
         fingerprint = hashlib.sha256(
             json.dumps([secret.get("data"), secret.get("stringData"), key], sort_keys=True).encode()
         ).hexdigest()
-        if fingerprint == member.fingerprint and member.connection is not None:
+        connected = fingerprint == member.fingerprint and member.connection is not None
+        if recorded or connected:
+            # Its cluster is known (recorded, or read by the connection it has with this very
+            # kubeconfig): refused before anything is (re)connected when another MemberCluster
+            # holds it (fleet.core.identity).
+            first = self._outranked_by(member)
+            if first is not None:
+                await self._disconnect(member)
+                self._refuse_duplicate(member, first)
+                return
+        if connected:
             return
         try:
             resolved = kubeconfig_from_secret(secret, key)
@@ -385,23 +416,33 @@ class MemberRegistry:
             return
         if self.member_qps > 0:
             client.rate_limit = RateLimit(self.member_qps, self.member_burst or 1)
-        if recorded and not await self._reaches(member, client, recorded):
+        if not await self._reaches(member, client, recorded):
             member.fingerprint = ""  # looked at again with the next change or resync
+            return
+        first = self._outranked_by(member)
+        if first is not None:
+            await client.aclose()
+            member.fingerprint = ""  # looked at again when the holder lets go
+            self._refuse_duplicate(member, first)
             return
         member.shape = shape(resolved.config)
         self._connect(member, client)
         self._schedule_renewal(member, secret, key, resolved.config)
 
-    async def _reaches(self, member: Member, client: KubeClient, recorded: str) -> bool:
-        """Whether `client` reaches the cluster `recorded` (its kube-system namespace's UID); a
-        member that does not answer now is taken on trust (the probe reports it), one that
-        answers with another UID is refused."""
+    async def _reaches(self, member: Member, client: KubeClient, recorded: str | None) -> bool:
+        """Read which cluster `client` reaches (its kube-system namespace's UID) into the
+        member's `reached_id`, and, without a recorded spec.id, its `cluster_id`. Whether it is
+        the cluster `recorded`: a member that does not answer now is taken on trust (the probe
+        reports it), one that answers with another UID is refused."""
         try:
             namespace = await client.get("v1", "Namespace", "kube-system")
         except (ApiError, Unreachable):
             return True
         found = str(((namespace or {}).get("metadata") or {}).get("uid") or "")
-        if not found or found == recorded:
+        if found:
+            member.reached_id = found
+            member.cluster_id = recorded or found
+        if not recorded or not found or found == recorded:
             return True
         await client.aclose()
         self._set_health(
@@ -412,6 +453,59 @@ class MemberRegistry:
             f"{recorded} (spec.id): not used",
         )
         return False
+
+    # -- one cluster, one registration ---------------------------------------------------------
+
+    def _claims(self, cluster_id: str) -> list[Claim]:
+        """Every MemberCluster known to be the cluster `cluster_id`: the members (by their
+        cluster_id), and MemberClusters listed but not synced yet (by their spec.id)."""
+        claims = [
+            Claim(m.name, m.created) for m in self.members.values() if m.cluster_id == cluster_id
+        ]
+        for name, obj in self._objects.items():
+            if name in self.members or (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if str((obj.get("spec") or {}).get("id") or "") == cluster_id:
+                claims.append(Claim(name, _created(obj)))
+        return claims
+
+    def _outranked_by(self, member: Member) -> str | None:
+        """The MemberCluster that holds `member`'s cluster instead of it (None: it holds it, or
+        its cluster is not known). When it holds it, every other member connected to that
+        cluster is synced again, and so refused."""
+        if member.cluster_id is None:
+            return None
+        first = holder(self._claims(member.cluster_id))
+        if first is not None and first != member.name:
+            return first
+        for other in list(self.members.values()):
+            if (
+                other is not member
+                and other.cluster_id == member.cluster_id
+                and other.connection is not None
+            ):
+                self._in_background(self._resync(other.name), f"resync-{other.name}")
+        return None
+
+    def _refuse_duplicate(self, member: Member, first: str) -> None:
+        member.duplicate_of = first
+        self._set_health(
+            member,
+            False,
+            c.REASON_DUPLICATE_CLUSTER,
+            f"cluster {member.cluster_id} (kube-system UID) is already MemberCluster {first}, "
+            "which holds it (the one created first, then first by name): this one is not used, "
+            f"so the cluster counts once; unjoin {member.name} (fleet unjoin {member.name}), or "
+            f"unjoin {first} to keep this one",
+        )
+        self._write_status_soon(member)
+
+    def _release(self, name: str) -> None:
+        """`name` no longer holds the cluster it held: the members refused as its duplicates
+        are synced again (the next in rank connects)."""
+        for other in list(self.members.values()):
+            if other.duplicate_of == name:
+                self._in_background(self._resync(other.name), f"resync-{other.name}")
 
     # -- token renewal -------------------------------------------------------------------------
 
@@ -557,6 +651,7 @@ class MemberRegistry:
 
     def _connect(self, member: Member, client: KubeClient) -> None:
         now = self.clock.monotonic()
+        member.duplicate_of = None
         member.probe = None
         member.sources = {
             "Node": SourceState(failing_since=now),
@@ -693,3 +788,12 @@ class _MemberEvents:
         if version:
             self.member.version = version
         self.registry.refresh_health(self.member)
+
+
+def _created(obj: Obj) -> float | None:
+    """A MemberCluster's creationTimestamp in epoch seconds (None: absent or unreadable)."""
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    try:
+        return to_epoch(parse_time(str(stamp))) if stamp else None
+    except ValueError:
+        return None
