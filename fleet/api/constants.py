@@ -133,6 +133,12 @@ REASON_NOT_GANG: Final = "NoCustomSchedulingType"
 REASON_CLUSTER_READY: Final = "ClusterReady"
 REASON_CLUSTER_NOT_READY: Final = "ClusterNotReady"
 REASON_CLUSTER_NOT_REACHABLE: Final = "ClusterNotReachable"
+"""MemberCluster Ready=False: the member did not answer (connection refused, timeout, TLS, 5xx):
+it may be down, so its gangs fail over after tolerationSeconds (ClusterLost)."""
+REASON_CREDENTIALS_REFUSED: Final = "CredentialsRefused"
+"""MemberCluster Ready=False: the member answers but refuses fleet's credentials (401 or 403 on
+the probe, or on a node or pod watch past its grace): it is up and its copies most likely run,
+so its gangs are not failed over on that ground (fleet.controller.members.health)."""
 REASON_KUBECONFIG_INVALID: Final = "KubeconfigInvalid"
 REASON_CLUSTER_ID_MISMATCH: Final = "ClusterIDMismatch"
 """MemberCluster Ready=False: its kubeconfig reaches (or was issued for) another cluster than

@@ -12,11 +12,13 @@ import logging
 
 from fleet.api import constants as c
 from fleet.api import format_time, rules_of_placement
+from fleet.api.conditions import condition_of
 from fleet.controller import copies, dependencies, preservation
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy, release_copy
 from fleet.controller.members import Member
+from fleet.controller.members.health import credentials_refused, recovery
 from fleet.controller.status_mirror import (
     binding_conditions,
     conditions_of,
@@ -181,6 +183,7 @@ async def judge(shell: Shell, job: Job) -> bool:
     evicting = no_execute_grace(tolerations, member.taints) if member is not None else None
     observed = failover.Observation(
         cluster_ready=ready,
+        cluster_refuses=refusal_of(member),
         job_failed=(state == "Failed") if synced else None,
         job_succeeded=state == "Succeeded",
         no_execute=(str(evicting[0]), evicting[1]) if evicting else None,
@@ -207,7 +210,9 @@ async def judge(shell: Shell, job: Job) -> bool:
         cluster=target,
     )
     if isinstance(verdict, failover.Stay):
-        if verdict.timers != job.life.timers:
+        if verdict.refused is not None and member is not None:
+            await _stay_refused(shell, job, member, verdict)
+        elif verdict.timers != job.life.timers:
             await save(shell, job, lifecycle.with_timers(job.life, verdict.timers))
             if verdict.waiting:
                 await shell.events.record(
@@ -224,6 +229,49 @@ async def judge(shell: Shell, job: Job) -> bool:
         return False
     await _fail_over(shell, job, target, verdict)
     return True
+
+
+def refusal_of(member: Member | None) -> str | None:
+    """The member's health reason when it is NotReady for refusing fleet's credentials (or
+    fleet has none it may use), not for being lost (`members.health.credentials_refused`)."""
+    if member is None or member.ready or not credentials_refused(member.health.reason):
+        return None
+    return member.health.reason
+
+
+async def _stay_refused(shell: Shell, job: Job, member: Member, verdict: failover.Stay) -> None:
+    """The gang stays bound to a member that refuses fleet's credentials: the binding says so
+    (Healthy=Unknown, CredentialsRefused) with the member's reason, since when and the way back,
+    and a Warning Event says it once per refusal (a reconcile that finds it said already writes
+    nothing)."""
+    head = verdict.waiting or ""
+    healthy = condition_of(binding_conditions(shell, job), c.CONDITION_HEALTHY)
+    said = (
+        healthy.get("status") == "Unknown"
+        and healthy.get("reason") == c.REASON_CREDENTIALS_REFUSED
+        and str(healthy.get("message") or "").startswith(head)
+    )
+    life = lifecycle.with_timers(job.life, verdict.timers)
+    if said:
+        if life != job.life:
+            await save(shell, job, life)
+        return
+    now = shell.clock.now()
+    since = format_time(now - (shell.clock.monotonic() - member.health.since))
+    way_back = recovery(member.name, member.health.reason) or (
+        f"`kubectl describe membercluster {member.name}` says what to do"
+    )
+    message = f"{head}; since {since}; {way_back}"
+    await save(
+        shell,
+        job,
+        life,
+        conditions=binding_conditions(
+            shell, job, (c.CONDITION_HEALTHY, "Unknown", c.REASON_CREDENTIALS_REFUSED, message)
+        ),
+    )
+    await shell.events.record(job.workload, c.REASON_CREDENTIALS_REFUSED, message, warning=True)
+    log.warning("%s: %s", job.key, message)
 
 
 async def _give_up(shell: Shell, job: Job, target: str, verdict: failover.GiveUp) -> None:

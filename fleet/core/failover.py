@@ -71,6 +71,12 @@ class Observation:
 
     #: The member answers and reports Ready.
     cluster_ready: bool | None
+    #: Why the member is not Ready when that is not a loss: it answers but refuses fleet's
+    #: credentials, or fleet has none it may use (the member's health reason, e.g.
+    #: `CredentialsRefused`, `KubeconfigSecretMissing`). The member is up as far as anyone
+    #: knows and its copy most likely runs: no failover on that ground (a second copy would run
+    #: the job twice), and its copy's state, which cannot be seen, is not judged.
+    cluster_refuses: str | None = None
     #: The member copy is Failed (its conditions say so); meaningless while the cluster is lost.
     job_failed: bool | None = False
     #: The member copy Succeeded: a finished job never moves.
@@ -106,6 +112,9 @@ class Stay:
     recheck_at: float | None = None
     #: Why we are waiting (a failure being tolerated), for status and events.
     waiting: str | None = None
+    #: The job stays through its cluster refusing fleet's credentials (`cluster_refuses`):
+    #: `waiting` says so, and nothing changes until the cluster's health does.
+    refused: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +159,10 @@ def judge(
     the cluster cannot be reached. Each condition's clock starts when it is first seen and is
     cleared as soon as it stops holding, so a flapping job only moves after a continuous
     `toleration_seconds` of failure.
+
+    A cluster that refuses fleet's credentials (`cluster_refuses`) is not lost: the job stays
+    there, with no cluster-lost clock, for as long as it does; an untolerated NoExecute taint
+    (and an unjoin, before it) still moves it, as the operator asked.
     """
     settings = settings or NO_FAILOVER
     if observed.leaving:
@@ -163,7 +176,8 @@ def judge(
         return Move("MemberUnjoined", f"{cluster} is being unjoined from the fleet")
     if observed.cluster_ready is None:
         return Stay(timers)
-    if not observed.cluster_ready:
+    refused = not observed.cluster_ready and observed.cluster_refuses is not None
+    if not observed.cluster_ready and not refused:
         if not settings.on_cluster_loss:
             return Stay(Timers(unhealthy_since=timers.unhealthy_since))
         since = timers.cluster_lost_since if timers.cluster_lost_since is not None else now
@@ -192,6 +206,15 @@ def judge(
             failovers,
             "TaintUntolerated",
             f"{cluster} has the NoExecute taint {taint}, which the policy does not tolerate",
+        )
+    if refused:
+        # The copy's state cannot be seen (what the watch last held is stale): kept as it was.
+        return Stay(
+            Timers(unhealthy_since=unhealthy),
+            refused=observed.cluster_refuses,
+            waiting=f"{cluster} is not Ready because it refuses fleet's credentials, or fleet "
+            f"has none it may use ({observed.cluster_refuses}), not because it is lost: the "
+            "job's copy most likely runs there, so fleet does not fail it over on that ground",
         )
     if observed.job_failed is None or not settings.on_job_failure:
         return Stay(Timers(unhealthy_since=unhealthy if settings.on_job_failure else None))

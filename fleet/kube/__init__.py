@@ -32,7 +32,7 @@ from fleet.kube._errors import (
     Unreachable,
 )
 from fleet.kube._exec import EXEC_API_VERSIONS, ExecAuth, ExecConfig
-from fleet.kube._informer import Informer, identity, object_key
+from fleet.kube._informer import REFUSED, Informer, identity, object_key
 from fleet.kube._kubeconfig import (
     JOIN_HINT,
     Credential,
@@ -56,6 +56,7 @@ __all__ = [
     "CRD_API",
     "EXEC_API_VERSIONS",
     "JOIN_HINT",
+    "REFUSED",
     "ApiError",
     "BearerToken",
     "Conflict",

@@ -93,6 +93,9 @@ class Informer:
         )
         #: How many requests were refused (401/403) in a row; 0 once the server accepts again.
         self.refusals = 0
+        #: Whether the failure `on_health` was last told of is a refusal (401/403): the server
+        #: answered, but refuses these credentials.
+        self.refused = False
         self.page_size = page_size
         self._keep = keep or (lambda obj: obj)
         self._sleep = sleep
@@ -198,6 +201,7 @@ class Informer:
                     continue  # our resourceVersion is too old: list again
                 if e.status in REFUSED:
                     self.refusals += 1
+                    self.refused = True
                     watch_refused = watching
                     delay = self._delay(min(backoff, self.max_refused_backoff))
                     why = (
@@ -210,14 +214,17 @@ class Informer:
                     backoff = min(backoff * 2, self.max_refused_backoff)
                     continue
                 why = f"{self.kind} list/watch failed: {e}"
+                self.refused = False
                 self.on_health(False, why)
                 log.warning("%s: %s", self.client.name, why)
             except (Unreachable, OSError) as e:
+                self.refused = False
                 self.on_health(False, str(e))
                 log.info(
                     "%s: %s unreachable, retrying in %.1fs", self.client.name, self.kind, backoff
                 )
             except Exception as e:
+                self.refused = False
                 self.on_health(False, f"{self.kind} watch error: {e!r}")
                 log.exception("%s: unexpected error watching %s", self.client.name, self.kind)
             backoff = min(backoff, self.max_backoff)

@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import httpx
+
 from fleet.api import binding_name, cluster_fields
 from fleet.api import constants as c
 from fleet.controller import reserving
@@ -35,7 +37,7 @@ from fleet.controller.workqueue import WorkQueue
 from fleet.core.kinds import adapter_for
 from fleet.core.taints import Taint
 from fleet.kube import Connection, Informer, KubeClient, Obj, object_key
-from tests.controller.apiserver import MEMBER_KINDS, MemoryApi
+from tests.controller.apiserver import MEMBER_KINDS, MemoryApi, status
 
 FLEET_ID = "fleet-test"
 NAMESPACE = "team-a"
@@ -92,11 +94,11 @@ class QuietReports:
 
     def job_event(self, event: str, obj: Obj) -> None: ...
 
-    def source_health(self, source: str, ok: bool, why: str) -> None: ...
+    def source_health(self, source: str, ok: bool, why: str, refused: bool) -> None: ...
 
     def kinds_found(self) -> None: ...
 
-    def probed(self, ok: bool, why: str, version: str | None) -> None: ...
+    def probed(self, ok: bool, why: str, version: str | None, refused: bool) -> None: ...
 
 
 def node(
@@ -131,6 +133,8 @@ class FakeMember:
     jobs: Informer
     #: The kinds the member's job watches follow (`add_member(kinds=...)`).
     watched: tuple[tuple[str, str], ...] = (PYTORCH,)
+    #: While it refuses fleet's credentials (`refuse`): what it answers every request with.
+    refusal: Callable[[httpx.Request], httpx.Response | None] | None = None
 
     @property
     def name(self) -> str:
@@ -167,6 +171,21 @@ class FakeMember:
             else Health(False, c.REASON_CLUSTER_NOT_REACHABLE, "connection refused", since)
         )
         self.api.reachable = ready
+        self._stop_refusing()
+
+    def refuse(self, reason: str = c.REASON_CREDENTIALS_REFUSED, since: float = 0.0) -> None:
+        """The member is up but refuses fleet's credentials (every request: 401), and its
+        health verdict says `reason`, as the registry would reach it (at monotonic `since`)."""
+        self.member.health = Health(False, reason, "GET /version: 401 Unauthorized", since)
+        self.api.reachable = True
+        self._stop_refusing()
+        self.refusal = lambda _request: status(401, "Unauthorized", "Unauthorized")
+        self.api.interceptors.append(self.refusal)
+
+    def _stop_refusing(self) -> None:
+        if self.refusal is not None:
+            self.api.interceptors.remove(self.refusal)
+            self.refusal = None
 
     def add_node(self, name: str, **kw: Any) -> None:
         apply_node_event(self.member.snapshot, "ADDED", node(name, **kw))

@@ -18,7 +18,14 @@ from fleet.api import format_time
 from fleet.controller.members import Member
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event
-from fleet.controller.members.health import Health, SourceState, next_health, verdict
+from fleet.controller.members.health import (
+    Health,
+    Probe,
+    SourceState,
+    credentials_refused,
+    next_health,
+    verdict,
+)
 from fleet.controller.members.status import MemberStatusWriter
 from tests.controller.apiserver import MEMBER_KINDS, MemoryApi, status
 from tests.controller.harness import FakeClock, node
@@ -40,13 +47,15 @@ def in_sync() -> dict[str, SourceState]:
 def test_verdict_waits_for_the_probe_then_for_both_watches_to_sync():
     assert verdict(None, in_sync(), 0.0, grace=GRACE)[:2] == (False, "Connecting")
     syncing = {"Node": SourceState(ok=True, why="", synced_once=True), "Pod": SourceState()}
-    ready, reason, message = verdict((True, ""), syncing, 0.0, grace=GRACE)
+    ready, reason, message = verdict(Probe(True), syncing, 0.0, grace=GRACE)
     assert (ready, reason, message) == (False, c.REASON_CLUSTER_NOT_READY, "Pods syncing")
-    assert verdict((True, ""), in_sync(), 0.0, grace=GRACE)[:2] == (True, c.REASON_CLUSTER_READY)
+    assert verdict(Probe(True), in_sync(), 0.0, grace=GRACE)[:2] == (True, c.REASON_CLUSTER_READY)
 
 
 def test_verdict_a_failed_probe_is_unreachable_whatever_the_watches_say():
-    ready, reason, message = verdict((False, "connection refused"), in_sync(), 0.0, grace=GRACE)
+    ready, reason, message = verdict(
+        Probe(False, "connection refused"), in_sync(), 0.0, grace=GRACE
+    )
     assert (ready, reason, message) == (False, c.REASON_CLUSTER_NOT_REACHABLE, "connection refused")
 
 
@@ -60,12 +69,51 @@ def test_verdict_a_broken_watch_counts_only_once_it_stays_broken_past_the_grace(
     sources = in_sync()
     sources["Node"].report(False, "watch closed", broke_at)
     now = broke_at + after
-    ready, reason, message = verdict((True, ""), sources, now, grace=GRACE)
+    ready, reason, message = verdict(Probe(True), sources, now, grace=GRACE)
     if now - broke_at <= GRACE:  # what the verdict sees (1.1 + 15.0 - 1.1 > 15.0 in floats)
         assert ready and reason == c.REASON_CLUSTER_READY
     else:
         assert not ready and reason == c.REASON_CLUSTER_NOT_READY
         assert message.startswith("Nodes not in sync") and "watch closed" in message
+
+
+def test_verdict_a_refused_probe_is_credentials_refused_not_unreachable():
+    """The member answered, with a 401/403: it is up, and refuses fleet's credentials."""
+    refused = Probe(False, "GET /version on m1: 401 Unauthorized", refused=True)
+    ready, reason, message = verdict(refused, in_sync(), 0.0, grace=GRACE)
+    assert (ready, reason) == (False, c.REASON_CREDENTIALS_REFUSED)
+    assert "401" in message
+
+
+def test_verdict_a_refused_watch_is_credentials_refused_past_its_grace_or_before_any_sync():
+    sources = in_sync()
+    sources["Pod"].report(False, "Pod refused: 403 Forbidden", 100.0, refused=True)
+    assert verdict(Probe(True), sources, 100.0 + GRACE, grace=GRACE)[0]  # within the grace
+    ready, reason, message = verdict(Probe(True), sources, 101.0 + GRACE, grace=GRACE)
+    assert (ready, reason) == (False, c.REASON_CREDENTIALS_REFUSED)
+    assert "403" in message
+    # A watch refused from its first list never syncs: refused at once, not "syncing".
+    never = {"Node": SourceState(ok=True, why="", synced_once=True), "Pod": SourceState()}
+    never["Pod"].report(False, "Pod refused: 401 Unauthorized", 0.0, refused=True)
+    assert verdict(Probe(True), never, 0.0, grace=GRACE)[1] == c.REASON_CREDENTIALS_REFUSED
+    # A later failure that is no refusal is not one.
+    sources["Pod"].report(False, "connection reset", 120.0)
+    assert verdict(Probe(True), sources, 200.0, grace=GRACE)[1] == c.REASON_CLUSTER_NOT_READY
+
+
+def test_only_refusals_and_unusable_credentials_are_credentials_refused():
+    refused = {
+        c.REASON_CREDENTIALS_REFUSED,
+        c.REASON_CLUSTER_ID_MISMATCH,
+        c.REASON_KUBECONFIG_SECRET_MISSING,
+        c.REASON_KUBECONFIG_SECRET_UNREADABLE,
+        c.REASON_KUBECONFIG_SECRET_NOT_WATCHED,
+        c.REASON_KUBECONFIG_INVALID,
+        c.REASON_DUPLICATE_CLUSTER,
+    }
+    lost = {c.REASON_CLUSTER_NOT_REACHABLE, c.REASON_CLUSTER_NOT_READY, "Connecting"}
+    assert all(credentials_refused(r) for r in refused)
+    assert not any(credentials_refused(r) for r in lost | {c.REASON_CLUSTER_READY})
 
 
 def test_a_watch_failing_again_does_not_restart_its_grace():
@@ -141,6 +189,34 @@ async def test_a_failed_probe_makes_the_member_not_reachable_and_an_answer_makes
         await members.stop()
 
 
+async def test_a_member_refusing_fleets_token_is_credentials_refused_and_says_how_to_recover():
+    """A 401 on the probe (an expired or revoked token): CredentialsRefused, whose message names
+    the command that re-issues the token; the rest of the controller hears of it, and of every
+    change between a refusal and a loss, for only a loss fails gangs over."""
+    members = Members()
+    try:
+        member = await connected(members)
+        await members.until(lambda: member.ready)
+        server = members.servers[M1]
+
+        server.interceptors.append(lambda r: status(503, "ServiceUnavailable", "down"))
+        await members.until(lambda: not member.ready)
+        assert member.health.reason == c.REASON_CLUSTER_NOT_REACHABLE
+
+        server.interceptors[:] = [lambda r: status(401, "Unauthorized", "Unauthorized")]
+        await members.until(lambda: member.health.reason == c.REASON_CREDENTIALS_REFUSED)
+
+        assert "401" in member.health.message
+        assert "fleet join m1 --kubeconfig" in member.health.message
+        assert members.listener.health == [("m1", True), ("m1", False), ("m1", False)]
+
+        server.interceptors.clear()
+        await members.until(lambda: member.ready)
+        assert members.listener.health[-1] == ("m1", True)
+    finally:
+        await members.stop()
+
+
 def node_watch(request: httpx.Request) -> bool:
     return request.url.path == "/api/v1/nodes" and request.url.params.get("watch") == "true"
 
@@ -194,6 +270,31 @@ async def test_a_watch_broken_past_the_grace_makes_the_member_not_ready():
         assert member.health.reason == c.REASON_CLUSTER_NOT_READY
         assert member.health.message.startswith("Nodes not in sync for 16s")
         assert members.listener.health == [("m1", True), ("m1", False)]
+    finally:
+        await members.stop()
+
+
+async def test_a_watch_refused_past_the_grace_is_credentials_refused():
+    """fleet's RBAC in the member removed: the probe still answers (/version is public), the
+    node watch is refused (403), and past its grace the member refuses fleet's credentials."""
+    members = Members()
+    try:
+        member = await connected(members)
+        await members.until(lambda: member.ready)
+        server = members.servers[M1]
+        await members.until(lambda: bool(server.waiting(node_watch)))
+
+        forbidden = status(403, "Forbidden", 'nodes is forbidden: User "fleet" cannot list')
+        server.interceptors.append(lambda r: forbidden if r.url.path == "/api/v1/nodes" else None)
+        server.release_parked(forbidden, node_watch)
+        await members.until(lambda: not member.sources["Node"].ok)
+        assert member.ready and member.sources["Node"].refused  # within the grace
+        members.clock.advance(GRACE + 1)
+
+        await members.until(lambda: not member.ready)
+
+        assert member.health.reason == c.REASON_CREDENTIALS_REFUSED
+        assert "403" in member.health.message
     finally:
         await members.stop()
 
@@ -365,13 +466,13 @@ class _Reports:
 
     def job_event(self, event: str, obj: Any) -> None: ...
 
-    def source_health(self, source: str, ok: bool, why: str) -> None: ...
+    def source_health(self, source: str, ok: bool, why: str, refused: bool) -> None: ...
 
     def detected(self, gang_scheduler: str | None) -> None: ...
 
     def kinds_found(self) -> None: ...
 
-    def probed(self, ok: bool, why: str, version: str | None) -> None: ...
+    def probed(self, ok: bool, why: str, version: str | None, refused: bool) -> None: ...
 
 
 async def test_a_member_whose_watches_speak_is_not_probed_a_quiet_one_is():

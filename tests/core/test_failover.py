@@ -147,3 +147,57 @@ def test_an_unjoining_cluster_moves_its_gang_at_once_whatever_the_policy():
     assert judge(SETTINGS, lost, CLEAR, now=10.0) == Move(
         "MemberUnjoined", "its cluster is being unjoined from the fleet"
     )
+
+
+# -- a cluster that refuses fleet's credentials is not lost ----------------------------------
+
+REFUSING = Observation(cluster_ready=False, cluster_refuses="CredentialsRefused")
+
+
+def test_a_cluster_refusing_fleets_credentials_keeps_its_job_with_no_lost_clock():
+    """Up, with its copy most likely running: no failover on that ground, however long, and
+    the copy's last seen state (stale) is not judged either."""
+    stale_failure = Observation(
+        cluster_ready=False, cluster_refuses="KubeconfigSecretMissing", job_failed=True
+    )
+    for observed in (REFUSING, stale_failure):
+        verdict = judge(SETTINGS, observed, CLEAR, now=0.0, cluster="west")
+        assert isinstance(verdict, Stay)
+        assert verdict.timers == CLEAR and verdict.recheck_at is None
+        assert verdict.refused == observed.cluster_refuses
+        assert "west" in (verdict.waiting or "")
+        assert observed.cluster_refuses in (verdict.waiting or "")
+        assert judge(SETTINGS, observed, verdict.timers, now=1e9, cluster="west") == verdict
+
+
+def test_a_lost_clock_stops_when_the_cluster_turns_out_to_refuse_and_restarts_after():
+    lost = judge(SETTINGS, LOST, CLEAR, now=0.0)
+    assert isinstance(lost, Stay) and lost.timers.cluster_lost_since == 0.0
+    refused = judge(SETTINGS, REFUSING, lost.timers, now=20.0)
+    assert isinstance(refused, Stay) and refused.timers.cluster_lost_since is None
+    # Unreachable again: a new window, from now.
+    again = judge(SETTINGS, LOST, refused.timers, now=40.0)
+    assert isinstance(again, Stay) and again.recheck_at == 70.0
+    assert isinstance(judge(SETTINGS, LOST, again.timers, now=70.0), Move)
+
+
+def test_a_refusing_cluster_still_moves_its_job_on_the_operators_grounds():
+    """An untolerated NoExecute taint and an unjoin move the job whatever fleet can see."""
+    tainted = Observation(
+        cluster_ready=False, cluster_refuses="CredentialsRefused", no_execute=("t:NoExecute", 0)
+    )
+    verdict = judge(SETTINGS, tainted, CLEAR, now=5.0)
+    assert isinstance(verdict, Move) and verdict.reason == "TaintUntolerated"
+    unjoining = Observation(
+        cluster_ready=False, cluster_refuses="CredentialsRefused", unjoining=True
+    )
+    verdict = judge(SETTINGS, unjoining, CLEAR, now=5.0)
+    assert isinstance(verdict, Move) and verdict.reason == "MemberUnjoined"
+
+
+def test_a_ready_cluster_ignores_a_stale_refusal():
+    """Only a NotReady cluster's refusal counts: once Ready, its job is judged as ever."""
+    ready = Observation(cluster_ready=True, job_failed=True, cluster_refuses="CredentialsRefused")
+    verdict = judge(SETTINGS, ready, CLEAR, now=0.0)
+    assert isinstance(verdict, Stay) and verdict.timers.unhealthy_since == 0.0
+    assert verdict.refused is None

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from fleet.api import constants as c
 from fleet.api.access import job_kinds
-from fleet.kube import ApiError, Informer, KubeClient, Obj, Unreachable, identity
+from fleet.kube import REFUSED, ApiError, Informer, KubeClient, Obj, Unreachable, identity
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +64,13 @@ class ConnectionEvents(Protocol):
 
     def job_event(self, event: str, obj: Obj) -> None: ...
 
-    def source_health(self, source: str, ok: bool, why: str) -> None: ...
+    def source_health(self, source: str, ok: bool, why: str, refused: bool) -> None: ...
 
     def detected(self, gang_scheduler: str | None) -> None: ...
 
     def kinds_found(self) -> None: ...
 
-    def probed(self, ok: bool, why: str, version: str | None) -> None: ...
+    def probed(self, ok: bool, why: str, version: str | None, refused: bool) -> None: ...
 
 
 class MemberConnection:
@@ -127,9 +127,11 @@ class MemberConnection:
 
         return heard
 
-    def _source(self, source: str) -> Callable[[bool, str], None]:
+    def _source(self, source: str, informer: Informer) -> Callable[[bool, str], None]:
+        """A watch's health report, told whether its failure is a refusal of fleet's
+        credentials (the member answered) or not."""
         report = self._guard(self._events.source_health)
-        return lambda ok, why: report(source, ok, why)
+        return lambda ok, why: report(source, ok, why, informer.refused)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -139,7 +141,6 @@ class MemberConnection:
             "v1",
             "Node",
             self._heard(self._events.node_event),
-            on_health=self._source("Node"),
             keep=identity,  # the snapshot holds what placement needs; not whole Nodes
         )
         pods = Informer(
@@ -147,10 +148,11 @@ class MemberConnection:
             "v1",
             "Pod",
             self._heard(self._events.pod_event),
-            on_health=self._source("Pod"),
             field_selector=NON_TERMINAL_PODS,
             keep=identity,  # the snapshot holds what placement needs; not whole Pods
         )
+        nodes.on_health = self._source("Node", nodes)
+        pods.on_health = self._source("Pod", pods)
         name = self.member
         self.tasks = [
             asyncio.create_task(nodes.run(), name=f"member-{name}-nodes"),
@@ -239,13 +241,16 @@ class MemberConnection:
         loop = asyncio.get_running_loop()
         while True:
             if self._version is not None and loop.time() - self._heard_at < self._probe_interval:
-                report(True, "", self._version)
+                report(True, "", self._version, False)
             else:
                 try:
                     self.probes += 1
                     version = await self.client.version()
                     self._version = str(version.get("gitVersion") or "")
-                    report(True, "", version.get("gitVersion"))
-                except (ApiError, Unreachable) as e:
-                    report(False, str(e), None)
+                    report(True, "", version.get("gitVersion"), False)
+                except ApiError as e:
+                    # It answered: a 401/403 is fleet's credentials refused, not a lost member.
+                    report(False, str(e), None, e.status in REFUSED)
+                except Unreachable as e:
+                    report(False, str(e), None, False)
             await asyncio.sleep(self._probe_interval)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 
 from fleet.controller.members.connection import MemberConnection
-from fleet.controller.members.health import Health, SourceState
+from fleet.controller.members.health import Health, Probe, SourceState
 from fleet.controller.members.renewal import RenewalState
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
@@ -49,8 +49,8 @@ class Member:
         self.secret_watch: tuple[bool, str] | None = None
         #: Namespaces known to exist in the member (skips a GET per dispatch).
         self.namespaces: set[str] = set()
-        #: The last probe: (answered, why not); None until the first probe.
-        self.probe: tuple[bool, str] | None = None
+        #: The last probe (answered, why not, refused); None until the first probe.
+        self.probe: Probe | None = None
         #: Per watched kind (Node, Pod): in sync or why not.
         self.sources: dict[str, SourceState] = {}
         #: The MemberCluster's spec.gangScheduler, and what the member's API showed.

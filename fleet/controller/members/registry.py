@@ -29,7 +29,16 @@ from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event, apply_pod_event
-from fleet.controller.members.health import Health, SourceState, next_health, verdict
+from fleet.controller.members.health import (
+    MESSAGE_LIMIT,
+    Health,
+    Probe,
+    SourceState,
+    credentials_refused,
+    next_health,
+    recovery,
+    verdict,
+)
 from fleet.controller.members.member import Member
 from fleet.controller.members.renewal import (
     RETRY_SECONDS,
@@ -713,6 +722,10 @@ class MemberRegistry:
         self._set_health(member, ready, reason, message)
 
     def _set_health(self, member: Member, ready: bool, reason: str, message: str) -> None:
+        hint = recovery(member.name, reason)
+        if hint is not None:
+            # The way back, in the condition an operator reads (kept whole: the error is cut).
+            message = f"{message[: max(100, MESSAGE_LIMIT - len(hint) - 2)]}; {hint}"
         before = member.health
         member.health = next_health(before, ready, reason, message, self.clock.monotonic())
         if member.health.reason != before.reason or member.health.ready != before.ready:
@@ -723,7 +736,12 @@ class MemberRegistry:
                 reason,
                 message,
             )
-        if member.health.ready != before.ready:
+        # Lost or refusing fleet's credentials: its gangs are judged again either way, for
+        # only the first fails them over (fleet.core.failover).
+        refusal_changed = credentials_refused(member.health.reason) != credentials_refused(
+            before.reason
+        )
+        if member.health.ready != before.ready or refusal_changed:
             self.listener.health_changed(member.name, ready)
             self._write_status_soon(member)
 
@@ -769,9 +787,9 @@ class _MemberEvents:
     def job_event(self, event: str, obj: Obj) -> None:
         self.registry.listener.job_changed(self.member.name, event, obj)
 
-    def source_health(self, source: str, ok: bool, why: str) -> None:
+    def source_health(self, source: str, ok: bool, why: str, refused: bool) -> None:
         state = self.member.sources.setdefault(source, SourceState())
-        state.report(ok, why, self.registry.clock.monotonic())
+        state.report(ok, why, self.registry.clock.monotonic(), refused=refused)
         self.registry.refresh_health(self.member)
 
     def detected(self, gang_scheduler: str | None) -> None:
@@ -783,8 +801,8 @@ class _MemberEvents:
     def kinds_found(self) -> None:
         self.registry.listener.capacity_changed(self.member.name)
 
-    def probed(self, ok: bool, why: str, version: str | None) -> None:
-        self.member.probe = (ok, why)
+    def probed(self, ok: bool, why: str, version: str | None, refused: bool) -> None:
+        self.member.probe = Probe(ok, why, refused)
         if version:
             self.member.version = version
         self.registry.refresh_health(self.member)
