@@ -1,14 +1,15 @@
 """The collector: makes every connected member match the ledger.
 
 The bindings are the ledger of what fleet wants in each cluster (`fleet.core.ledger`): a job's
-copy is wanted in its target, and in a cluster it was evicted from while its purge mode lets the
-old copy run. The collector looks at every copy of this fleet's in a member (its job watches
+copy is on record in its target, and in a cluster its binding has an eviction of. The collector looks at every copy of this fleet's in a member (its job watches
 follow only this fleet's, by the managed-by label) and deletes those the ledger does not want:
 the job's fleet object is gone (a finalizer removed by hand, a restored backup, a replica that
-died before writing its binding), or the job is bound elsewhere and no eviction keeps this copy
-(a cluster that was lost, removed from the fleet while unreachable, and came back under this or
-any other MemberCluster name). Deletion is by UID, in the foreground, so the copy's pods go
-before it does.
+died before writing its binding), or the job is bound elsewhere and its binding has no record of
+a copy in this cluster (a binding restored from a backup, a cluster joined under a name whose
+old copies were recorded under an identity that was never written down). A copy the binding has
+an eviction for, found by the cluster's identity under whatever name it has now, is the
+reconcile's to purge, by its purge mode (`failovers.purge_old_copies`), with its Event.
+Deletion is by UID, in the foreground, so the copy's pods go before it does.
 
 It runs for a member as soon as its watches are synced after each (re)connection, and nothing
 new is placed there before (`Member.fenced`, `MemberRegistry.not_ready`): a cluster that comes
@@ -28,7 +29,6 @@ from fleet.api import GangBinding, binding_name
 from fleet.api import constants as c
 from fleet.controller.bindings import lifecycle_of
 from fleet.controller.context import Shell
-from fleet.controller.failovers import state_in
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy
 from fleet.controller.members import Member
@@ -66,13 +66,13 @@ async def collect(shell: Shell, member: Member) -> int:
             if (copy.get("metadata") or {}).get("deletionTimestamp"):
                 continue  # being deleted: its pods are on their way out
             try:
-                why = await _unwanted(shell, place, copy, uid)
+                why, workload = await _unwanted(shell, place, copy, uid)
                 if why is None:
                     continue
                 key = WorkloadKey.of(copy)
                 if await delete_copy(member, key, uid):
                     deleted += 1
-                    _deleted(shell, member, key, why)
+                    await _deleted(shell, member, key, why, workload)
             except (ApiError, Unreachable) as e:
                 complete = False
                 log.info("collector: %s in %s not looked at yet: %s", copy, member.name, e)
@@ -85,40 +85,40 @@ async def collect(shell: Shell, member: Member) -> int:
 
 async def _unwanted(
     shell: Shell, place: ledger.Place, copy: Obj, uid: str
-) -> ledger.Unwanted | None:
-    """The ledger's verdict on one copy, from the fleet API server's current word."""
+) -> tuple[ledger.Unwanted | None, Obj | None]:
+    """The ledger's verdict on one copy, from the fleet API server's current word; with the
+    job's fleet object when it exists."""
     key = WorkloadKey.of(copy)
     if adapter_for(key.api_version, key.kind) is None:
-        return None
+        return None, None
     workload = await shell.fleet.get(key.api_version, key.kind, key.name, key.namespace)
-    exists = workload is not None and (workload.get("metadata") or {}).get("uid") == uid
-    if not exists:
-        return "Orphaned"
+    if workload is None or (workload.get("metadata") or {}).get("uid") != uid:
+        return ledger.unwanted(None, place, workload_exists=False), None
     stored = await shell.fleet.get(
         c.FLEET_API_VERSION, "GangBinding", binding_name(key.kind, key.name), key.namespace
     )
     binding = GangBinding.model_validate(stored) if stored is not None else None
     if binding is not None and binding.spec.resource.uid != uid:
         binding = None  # an earlier object's binding: this job's is not written yet
-    now = shell.clock.now()
-    life = lifecycle_of(binding, now) if binding is not None else None
-    successor = state_in(shell, key, uid, life.cluster) if life is not None else None
-    return ledger.unwanted(life, place, workload_exists=True, successor=successor, now=now)
+    life = lifecycle_of(binding, shell.clock.now()) if binding is not None else None
+    return ledger.unwanted(life, place, workload_exists=True), workload
 
 
-def _deleted(shell: Shell, member: Member, key: WorkloadKey, why: ledger.Unwanted) -> None:
-    if why == "Orphaned":
+async def _deleted(
+    shell: Shell, member: Member, key: WorkloadKey, why: ledger.Unwanted, workload: Obj | None
+) -> None:
+    if why == "Orphaned" or workload is None:
         shell.metrics.orphans.inc(member.name)
         log.warning("%s: deleted its copy in %s: the fleet object is gone", key, member.name)
-    else:
-        shell.metrics.purges.inc(member.name)
-        log.warning(
-            "%s: deleted a stale copy in %s (cluster %s): no binding wants it there",
-            key,
-            member.name,
-            member.cluster_id or "unrecorded",
-        )
-    shell.queue.add(key)  # its binding's evictions end once the copy is observed gone
+        return
+    shell.metrics.purges.inc(member.name)
+    message = (
+        f"fenced a stale copy in {member.name} (cluster {member.cluster_id or 'not recorded'}):"
+        " the job is not bound there and no eviction keeps it"
+    )
+    log.warning("%s: %s", key, message)
+    await shell.events.record(workload, "StaleCopyDeleted", message, warning=True)
+    shell.queue.add(key)
 
 
 async def collect_all(shell: Shell) -> int:

@@ -15,7 +15,6 @@ from fleet.api import format_time, rules_of_placement
 from fleet.api.conditions import condition_of
 from fleet.controller import copies, dependencies, preservation
 from fleet.controller.context import Job, Shell, save
-from fleet.controller.keys import WorkloadKey
 from fleet.controller.member_copy import delete_copy, release_copy
 from fleet.controller.members import Member
 from fleet.controller.members.health import credentials_refused, recovery
@@ -28,7 +27,6 @@ from fleet.controller.status_mirror import (
 )
 from fleet.core import failover, ledger, lifecycle
 from fleet.core.jobstate import JobState
-from fleet.core.kinds import adapter_for
 from fleet.core.taints import no_execute_grace
 
 log = logging.getLogger(__name__)
@@ -36,20 +34,14 @@ log = logging.getLogger(__name__)
 
 def copy_state(shell: Shell, job: Job, cluster: str | None) -> JobState | None:
     """The state of the gang's copy in `cluster`, as that member's watch last saw it."""
-    return state_in(shell, job.key, job.uid, cluster)
-
-
-def state_in(shell: Shell, key: WorkloadKey, uid: str, cluster: str | None) -> JobState | None:
-    """The state of the copy of the job `key` (fleet UID `uid`) in `cluster`, as that member's
-    watch last saw it; None when it holds none of that job's."""
     member = shell.members.get(cluster) if cluster else None
-    kind = adapter_for(key.api_version, key.kind)
-    if member is None or kind is None:
+    if member is None:
         return None
+    key = job.key
     found = member.job(key.api_version, key.kind, key.namespace, key.name)
-    if found is None or not copies.is_ours(found, uid):
+    if found is None or not copies.is_ours(found, job.uid):
         return None
-    return kind.state(found.get("status"))
+    return job.kind.state(found.get("status"))
 
 
 # -- copies left behind ----------------------------------------------------------------------

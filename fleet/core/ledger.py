@@ -3,10 +3,11 @@
 The binding is the ledger: for one job it names the cluster the job is bound to and, as
 evictions, every other cluster that may still hold a copy (each with the cluster's identity,
 the `kube-system` UID that `fleet join` records, so a cluster found again under another
-MemberCluster name is still known). A copy is wanted in exactly two cases: the cluster is the
-job's target, or an eviction of that cluster still lets the old copy run (purge mode Gracefully
-within its grace period, or Never). Everything else of fleet's in a cluster is unwanted, and
-the collector deletes it: so a cluster that comes back, under any name, after a failover, a
+MemberCluster name is still known). A copy is on record in exactly two cases: the cluster is
+the job's target, or the binding has an eviction of that cluster (carried out by the reconcile
+as its purge mode says: Directly at once, Gracefully once the new copy runs or the grace period
+ends, Never not at all). Everything else of fleet's in a cluster is unwanted, and the collector
+deletes it: so a cluster that comes back, under any name, after a failover, a
 MemberCluster deleted while it was unreachable, or a restored backup, is fenced by the same rule
 that removes orphans.
 
@@ -24,8 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from fleet.core.failover import purge_old_copy
-from fleet.core.jobstate import JobState
 from fleet.core.lifecycle import Binding, Eviction
 
 #: Why a copy fleet finds in a cluster must go (or None: it is wanted there).
@@ -54,37 +53,17 @@ def evictions_at(binding: Binding, place: Place) -> tuple[Eviction, ...]:
     return tuple(e for e in binding.evictions if same_cluster(e, place))
 
 
-def unwanted(
-    binding: Binding | None,
-    place: Place,
-    *,
-    workload_exists: bool,
-    successor: JobState | None,
-    now: float,
-) -> Unwanted | None:
-    """Whether a copy of a job found at `place` must be deleted, and why.
+def unwanted(binding: Binding | None, place: Place, *, workload_exists: bool) -> Unwanted | None:
+    """Whether a copy of a job found at `place` must be deleted by the collector, and why.
 
     `binding`: the job's binding as last written (None: none yet, so nothing is decided and
     the copy is kept: the reconcile that writes the binding first decides). `workload_exists`:
-    the fleet object with the copy's UID still exists. `successor`: the state of the job's copy
-    in its target, for a Gracefully eviction's wait."""
+    the fleet object with the copy's UID still exists. A copy the binding has an eviction for
+    is the reconcile's to purge, by its purge mode (`fleet.controller.failovers`): it is on
+    record, so it is left to that path, which says what it did on the job."""
     if not workload_exists:
         return "Orphaned"
-    if binding is None:
-        return None
-    if binding.cluster == place.name and not evictions_at(binding, place):
-        return None  # its target (a released gang's too: its copy is no longer marked)
-    for eviction in evictions_at(binding, place):
-        verdict = purge_old_copy(
-            eviction.purge_mode,
-            evicted_at=eviction.created_at,
-            successor_running=successor in ("Running", "Succeeded"),
-            now=now,
-            grace_period_seconds=eviction.grace_period_seconds,
-        )
-        if not verdict.delete:
-            return None  # Gracefully within its grace period, or Never: it may run on
-    if binding.cluster == place.name:
+    if binding is None or binding.cluster == place.name or evictions_at(binding, place):
         return None
     return "Stale"
 

@@ -94,3 +94,4 @@ async def test_a_member_that_reconnects_is_fenced_before_anything_is_placed_ther
     assert stale.copy("job") is None and home.copy("job") is not None
     assert stale.member.fenced and "member-2" not in world.registry.not_ready()
     assert world.metrics.purges.values == {"member-2": 1}
+    assert world.events("StaleCopyDeleted", key)

@@ -558,14 +558,16 @@ async def test_an_old_copy_in_a_member_that_left_the_fleet_stays_unfenced_until_
     assert first.copy("job") is not None  # not reachable through the fleet any more
 
     # The same cluster joins again as "west", once the new copy runs (purgeMode Gracefully
-    # keeps the old one until then): the collector fences it before anything is placed there,
-    # and the eviction ends once the copy is observed gone.
+    # keeps the old one until then): found by its identity, the copy on record is purged by
+    # the reconcile, and the eviction ends once the copy is observed gone.
     the_other(world, first.name).set_job_state("job", "Running")
     west = world.rejoin(first, "west")
     assert "west" in world.registry.not_ready()  # nothing is placed there before the collector
-    assert await collector.collect(world.shell, west.member) == 1
-    assert first.copy("job") is None and west.member.fenced
+    assert await collector.collect(world.shell, west.member) == 0  # on record: the purge's
+    assert west.member.fenced and "west" not in world.registry.not_ready()
     await world.reconcile(key)
+    assert first.copy("job") is None
+    assert world.events("OldCopyDeleted", key)
     assert "gracefulEvictionTasks" not in world.binding(key)["spec"]
     shown = conditions(world.binding(key))[c.CONDITION_OLD_COPIES_REMOVED]
     assert (shown["status"], shown["reason"]) == ("True", c.REASON_OLD_COPIES_GONE)
