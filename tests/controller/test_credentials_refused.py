@@ -15,18 +15,9 @@ from fleet.api import format_time
 from fleet.core.taints import Taint
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, FakeMember, World, conditions
+from tests.controller.test_reconciler import placed_on, status_of
 
 TOLERATION = 30
-
-
-def placed_on(world: World, key: Any) -> str | None:
-    binding = world.binding(key) or {}
-    clusters = (binding.get("spec") or {}).get("clusters") or []
-    return clusters[0]["name"] if clusters else None
-
-
-def status_of(world: World, key: Any) -> dict[str, Any]:
-    return (world.binding(key) or {}).get("status") or {}
 
 
 def holding(world: World) -> list[str]:
