@@ -1,9 +1,14 @@
 """fleet's own identity in members, end to end: what `fleet join` stores, what the member refuses
 it, its token renewed with no human step, `fleet unjoin` with and without bound jobs, and a join
-by a user who may not create RBAC.
+by a user who may not create RBAC, and the refusal to join a cluster a second time.
 
 Every other e2e test runs on members joined this way (e2e/conftest.py), so dispatch, status,
-failover, logs and Reservations are proven with this identity alone."""
+failover, logs and Reservations are proven with this identity alone.
+
+A cluster is joined once (`fleet join` refuses one another MemberCluster already is), so the
+tests that join a cluster under a name of their own join SPARE, a sandbox cluster the e2e fleet
+does not hold while this module runs; a re-join that moves the name to another cluster moves it
+to OTHER_SPARE, the other such cluster."""
 
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from fleet.kube import (
 )
 from fleet.testing.chart import service_account_kubeconfig
 from fleet.testing.kube import ClusterClient, wait_until
+from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER, NATIVE_MEMBER
 from fleet.testing.workloads import gang_policy, pytorchjob
 
 from .conftest import FLEET_ID, MEMBER_CLUSTER, MEMBERS, PYTORCHJOB, Fleet
@@ -42,6 +48,15 @@ from .conftest import FLEET_ID, MEMBER_CLUSTER, MEMBERS, PYTORCHJOB, Fleet
 #: The e2e controllers renew this long before a token expires (conftest's
 #: --token-renew-before): a 600-second token (TokenRequest's shortest) every 30 seconds.
 RENEW_EVERY = 30
+#: The cluster the tests below join under names of their own: the Koordinator member, which the
+#: e2e fleet joins only inside the modules about it (conftest.joined_apart, deleted when each
+#: ends; modules run one after another), so no other MemberCluster is it meanwhile. Nothing here
+#: needs more than its API server, its training operator and kwok: the CPU-only gangs these
+#: tests dispatch run under koord-scheduler as under coscheduling.
+SPARE = KOORDINATOR_MEMBER
+#: Where a forced re-join moves such a name: the native-gang member, held by no MemberCluster
+#: outside e2e/test_native_gang.py either.
+OTHER_SPARE = NATIVE_MEMBER
 
 
 def _stored(fleet: Fleet, name: str) -> dict[str, Any]:
@@ -77,15 +92,16 @@ def test_the_member_refuses_fleet_what_its_role_does_not_grant(live: Fleet):
 
 
 @pytest.fixture
-def second_name(live: Fleet) -> Iterator[tuple[str, str]]:
-    """A second MemberCluster for member-3 with its own identity (name, member namespace),
-    unjoined afterwards whatever the test left."""
+def joined_name(live: Fleet) -> Iterator[tuple[str, str]]:
+    """A name (and member namespace) for a MemberCluster with its own identity, unjoined
+    afterwards whatever the test left: the MemberCluster, its kubeconfig Secret, and the
+    identity in every member (a forced re-join moves it; a refused join must have made none)."""
     suffix = secrets.token_hex(2)
     name, namespace = f"again-{suffix}", f"fleet-again-{suffix}"
     yield name, namespace
     live.api.delete(*MEMBER_CLUSTER, name)
     live.api.delete("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
-    for cluster in ("member-2", "member-3"):  # a forced re-join may have moved it to member-2
+    for cluster in live.sandbox.members():
         _remove_identity(live.clusters[cluster], namespace)
 
 
@@ -95,7 +111,7 @@ def _remove_identity(member: ClusterClient, namespace: str) -> None:
             member.delete(api_version, kind, obj_name, obj_namespace)
 
 
-def _join_member_3(live: Fleet, name: str, namespace: str, **options: Any) -> None:
+def _join_spare(live: Fleet, name: str, namespace: str, **options: Any) -> None:
     config = read_kubeconfig_file(live.sandbox.kubeconfig)
     with SyncKubeClient(load(str(live.sandbox.kubeconfig), "fleet"), name="fleet") as fleet:
         join_member(
@@ -103,7 +119,7 @@ def _join_member_3(live: Fleet, name: str, namespace: str, **options: Any) -> No
             name,
             config,
             {},
-            context="member-3",
+            context=SPARE,
             base=live.sandbox.kubeconfig.parent,
             namespace=namespace,
             fleet_id=FLEET_ID,
@@ -119,9 +135,9 @@ def _ready_condition(live: Fleet, name: str) -> tuple[str, str, str] | None:
     return condition["status"], condition["reason"], condition["lastTransitionTime"]
 
 
-def test_the_token_is_renewed_twice_and_the_member_stays_ready(live: Fleet, second_name):
-    name, namespace = second_name
-    _join_member_3(live, name, namespace, token_seconds=600)
+def test_the_token_is_renewed_twice_and_the_member_stays_ready(live: Fleet, joined_name):
+    name, namespace = joined_name
+    _join_spare(live, name, namespace, token_seconds=600)
     ready = wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
     seen = {_stored(live, name)["users"][0]["user"]["token"]}
 
@@ -140,10 +156,10 @@ def test_the_token_is_renewed_twice_and_the_member_stays_ready(live: Fleet, seco
 
 
 def test_unjoin_refuses_while_a_job_is_bound_then_moves_it(
-    live: Fleet, second_name, namespace, capsys
+    live: Fleet, joined_name, namespace, capsys
 ):
-    name, member_namespace = second_name
-    _join_member_3(live, name, member_namespace)
+    name, member_namespace = joined_name
+    _join_spare(live, name, member_namespace)
     wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
     policy = gang_policy("gang", namespace)
     policy["spec"]["placement"]["clusterAffinities"] = [
@@ -156,7 +172,7 @@ def test_unjoin_refuses_while_a_job_is_bound_then_moves_it(
 
     fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     member_flags = ["--member-kubeconfig", str(live.sandbox.kubeconfig)]
-    argv = ["unjoin", name, *fleet_flags, *member_flags, "--member-context", "member-3"]
+    argv = ["unjoin", name, *fleet_flags, *member_flags, "--member-context", SPARE]
     argv += ["--fleet-id", FLEET_ID]
     assert cli.main(argv) == 1
     (line,) = capsys.readouterr().err.splitlines()
@@ -171,15 +187,15 @@ def test_unjoin_refuses_while_a_job_is_bound_then_moves_it(
     assert [f["reason"] for f in failovers] == [c.REASON_MEMBER_UNJOINED]
     assert not (binding.get("status") or {}).get("failoverCount")  # not charged
     assert live.api.get(*MEMBER_CLUSTER, name) is None
-    member = live.clusters["member-3"]
+    member = live.clusters[SPARE]
     role = f"fleet:{member_namespace}"
     assert member.get("rbac.authorization.k8s.io/v1", "ClusterRole", role) is None
     assert member.get(*PYTORCHJOB, "train", namespace) is None  # the old copy purged
 
 
-def test_unjoin_without_jobs_and_the_member_unreachable(live: Fleet, second_name, capsys):
-    name, member_namespace = second_name
-    _join_member_3(live, name, member_namespace)
+def test_unjoin_without_jobs_and_the_member_unreachable(live: Fleet, joined_name, capsys):
+    name, member_namespace = joined_name
+    _join_spare(live, name, member_namespace)
     fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     # No member kubeconfig: as unreachable as a member gets; the fleet side goes, with a note.
     assert cli.main(["unjoin", name, *fleet_flags]) == 0
@@ -187,7 +203,7 @@ def test_unjoin_without_jobs_and_the_member_unreachable(live: Fleet, second_name
     assert f"left in member {name}" in err and f"clusterrole/fleet:{member_namespace}" in err
     assert live.api.get(*MEMBER_CLUSTER, name) is None
     assert live.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE) is None
-    role = live.clusters["member-3"].get(
+    role = live.clusters[SPARE].get(
         "rbac.authorization.k8s.io/v1", "ClusterRole", f"fleet:{member_namespace}"
     )
     assert role is not None  # left, as the note says
@@ -218,32 +234,73 @@ def _running_in(live: Fleet, name: str, namespace: str, first: str) -> None:
 
 
 def _copies_everywhere(live: Fleet, namespace: str) -> list[str]:
+    """The members (every one of the sandbox) holding a copy of `train`, in name order."""
     return [
         m
-        for m in ("member-1", "member-2", "member-3")
+        for m in sorted(live.sandbox.members())
         if live.clusters[m].get(*PYTORCHJOB, "train", namespace) is not None
     ]
 
 
-def test_a_rejoin_that_reaches_another_cluster_is_refused_unless_forced(
-    live: Fleet, second_name, namespace, capsys
-):
-    name, member_namespace = second_name
-    _join_member_3(live, name, member_namespace)
-    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
-    _running_in(live, name, namespace, "member-3")
-    before = _stored(live, name)
-    argv = ["join", name, *_fleet_flags(live), *_member_flags(live, "member-2")]
+def _cluster_id(live: Fleet, member: str) -> str:
+    """The member's identity as join records it: its kube-system namespace's UID."""
+    kube_system = live.clusters[member].get("v1", "Namespace", "kube-system") or {}
+    return str(kube_system["metadata"]["uid"])
+
+
+def test_a_cluster_already_joined_is_refused_under_a_new_name(
+    live: Fleet, joined_name: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One cluster, one registration: member-1 joined again under a new name is refused, naming
+    the MemberCluster that is it, and nothing is written on either side."""
+    name, member_namespace = joined_name
+    holder = live.api.get(*MEMBER_CLUSTER, "member-1") or {}
+    argv = ["join", name, *_fleet_flags(live), *_member_flags(live, "member-1")]
     argv += ["--member-namespace", member_namespace, "--fleet-id", FLEET_ID]
 
     assert cli.main(argv) == 1
     (line,) = capsys.readouterr().err.splitlines()
-    member_3 = live.clusters["member-3"].get("v1", "Namespace", "kube-system") or {}
-    member_2 = live.clusters["member-2"].get("v1", "Namespace", "kube-system") or {}
-    assert member_3["metadata"]["uid"] in line and member_2["metadata"]["uid"] in line
+    assert "membercluster/member-1" in line and _cluster_id(live, "member-1") in line
+    assert live.api.get(*MEMBER_CLUSTER, name) is None
+    assert live.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE) is None
+    member = live.clusters["member-1"]
+    assert member.get("v1", "Namespace", member_namespace) is None
+    role = f"fleet:{member_namespace}"
+    assert member.get("rbac.authorization.k8s.io/v1", "ClusterRole", role) is None
+    # The registration that holds it is as it was.
+    assert (live.api.get(*MEMBER_CLUSTER, "member-1") or {})["spec"] == holder["spec"]
+
+
+def test_a_rejoin_that_reaches_another_cluster_is_refused_unless_forced(
+    live: Fleet, joined_name, namespace, capsys
+):
+    name, member_namespace = joined_name
+    _join_spare(live, name, member_namespace)
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    _running_in(live, name, namespace, SPARE)
+    before = _stored(live, name)
+    argv = ["join", name, *_fleet_flags(live), *_member_flags(live, OTHER_SPARE)]
+    argv += ["--member-namespace", member_namespace, "--fleet-id", FLEET_ID]
+
+    assert cli.main(argv) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert _cluster_id(live, SPARE) in line and _cluster_id(live, OTHER_SPARE) in line
     assert "--force" in line
     assert _stored(live, name) == before, "a refused re-join changed the stored kubeconfig"
-    assert live.clusters["member-2"].get("v1", "ServiceAccount", "fleet", member_namespace) is None
+    other = live.clusters[OTHER_SPARE]
+    assert other.get("v1", "ServiceAccount", "fleet", member_namespace) is None
+
+    # Forced onto a cluster another MemberCluster is: refused still, before its job moves.
+    to_member_2 = ["join", name, *_fleet_flags(live), *_member_flags(live, "member-2")]
+    to_member_2 += ["--member-namespace", member_namespace, "--fleet-id", FLEET_ID]
+    assert cli.main([*to_member_2, "--force", "--timeout", "120"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "membercluster/member-2" in line and _cluster_id(live, "member-2") in line
+    assert _stored(live, name) == before, "a refused forced re-join changed the kubeconfig"
+    assert live.target(namespace, "train") == name
+    assert _copies_everywhere(live, namespace) == [SPARE]
+    member_2 = live.clusters["member-2"]
+    assert member_2.get("v1", "ServiceAccount", "fleet", member_namespace) is None
 
     assert cli.main([*argv, "--force", "--timeout", "120"]) == 0
     # The job left first (MemberUnjoined), then the name was re-pointed: one copy at a time.
@@ -251,17 +308,18 @@ def test_a_rejoin_that_reaches_another_cluster_is_refused_unless_forced(
     live.wait_running(namespace, "train", "member-1")
     assert _copies_everywhere(live, namespace) == ["member-1"]
     stored = _stored(live, name)["clusters"][0]["cluster"]["server"]
-    assert stored == _stored(live, "member-2")["clusters"][0]["cluster"]["server"]
+    config = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), OTHER_SPARE)
+    assert stored == config["clusters"][0]["cluster"]["server"]
     mc = live.api.get(*MEMBER_CLUSTER, name) or {}
-    assert mc["spec"]["id"] == member_2["metadata"]["uid"]
+    assert mc["spec"]["id"] == _cluster_id(live, OTHER_SPARE)
     assert not any(t["key"] == c.UNJOINING_TAINT_KEY for t in mc["spec"].get("taints") or [])
 
 
 def test_unjoin_through_a_context_that_reaches_another_cluster_is_refused(
-    live: Fleet, second_name, capsys
+    live: Fleet, joined_name, capsys
 ):
-    name, member_namespace = second_name
-    _join_member_3(live, name, member_namespace)
+    name, member_namespace = joined_name
+    _join_spare(live, name, member_namespace)
     argv = ["unjoin", name, *_fleet_flags(live), *_member_flags(live, "member-1")]
     argv += ["--fleet-id", FLEET_ID]
 
@@ -271,38 +329,39 @@ def test_unjoin_through_a_context_that_reaches_another_cluster_is_refused(
     assert live.api.get(*MEMBER_CLUSTER, name) is not None
     # Nothing was deleted in member-1, whose own identity fleet uses.
     assert live.clusters["member-1"].get("v1", "ServiceAccount", "fleet", "fleet-member")
-    assert live.clusters["member-3"].get("v1", "ServiceAccount", "fleet", member_namespace)
+    assert live.clusters[SPARE].get("v1", "ServiceAccount", "fleet", member_namespace)
 
 
 def test_unjoin_leave_releases_the_job_and_never_starts_a_second_copy(
-    live: Fleet, second_name, namespace
+    live: Fleet, joined_name, namespace
 ):
-    name, member_namespace = second_name
-    _join_member_3(live, name, member_namespace)
+    name, member_namespace = joined_name
+    _join_spare(live, name, member_namespace)
     wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
-    _running_in(live, name, namespace, "member-3")  # application failover, 5 s toleration
-    argv = ["unjoin", name, *_fleet_flags(live), *_member_flags(live, "member-3")]
+    _running_in(live, name, namespace, SPARE)  # application failover, 5 s toleration
+    argv = ["unjoin", name, *_fleet_flags(live), *_member_flags(live, SPARE)]
     argv += ["--fleet-id", FLEET_ID, "--leave", "--timeout", "60"]
 
     assert cli.main(argv) == 0
     binding = live.binding(namespace, "train") or {}
     assert (binding.get("status") or {}).get("phase") == "Released"
-    # The copy runs on in member-3, no longer fleet's.
-    left = live.clusters["member-3"].get(*PYTORCHJOB, "train", namespace) or {}
+    # The copy runs on in the member, no longer fleet's.
+    left = live.clusters[SPARE].get(*PYTORCHJOB, "train", namespace) or {}
     assert c.MANAGED_BY_LABEL not in (left["metadata"].get("labels") or {})
     # Sampled over the failover's toleration and twice more: never a second copy.
     deadline = time.monotonic() + 3 * 5 + 5
     while time.monotonic() < deadline:
-        assert _copies_everywhere(live, namespace) == ["member-3"]
+        assert _copies_everywhere(live, namespace) == [SPARE]
         time.sleep(0.5)
     assert (live.binding(namespace, "train") or {})["status"]["phase"] == "Released"
 
 
 @pytest.fixture
 def limited_user(live: Fleet, tmp_path: Path) -> Iterator[Path]:
-    """A kubeconfig for member-2 of a user who may create namespaces and ServiceAccounts but
-    no RBAC (and may delete what it made)."""
-    member = live.clusters["member-2"]
+    """A kubeconfig for SPARE (a cluster no MemberCluster is, so the join gets as far as the
+    member) of a user who may create namespaces and ServiceAccounts but no RBAC (and may delete
+    what it made)."""
+    member = live.clusters[SPARE]
     suffix = secrets.token_hex(2)
     ns, account = "kube-system", f"limited-{suffix}"
     member.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}, ns)
@@ -331,7 +390,7 @@ def limited_user(live: Fleet, tmp_path: Path) -> Iterator[Path]:
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}],
         }
     )
-    base = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), "member-2")
+    base = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), SPARE)
     config = service_account_kubeconfig(member, base, ns, account)
     file = tmp_path / "limited.kubeconfig"
     file.write_text(yaml.safe_dump(config))
@@ -354,7 +413,7 @@ def test_a_user_who_may_not_create_rbac_gets_one_line_and_nothing_is_left(
     assert line.startswith(f"fleet: error: join {name}: the member {name} refused: ")
     # The first thing it may not make: the admission policy that guards fleet's identity.
     assert "validatingadmissionpolicies" in line and "403" in line
-    member: ClusterClient = live.clusters["member-2"]
+    member: ClusterClient = live.clusters[SPARE]
 
     def gone() -> bool:
         ns = member.get("v1", "Namespace", f"ns-{name}")
@@ -378,9 +437,9 @@ def _claims(token: str) -> dict[str, Any]:
 
 @pytest.fixture
 def exec_login(live: Fleet, tmp_path: Path) -> Iterator[Path]:
-    """A kubeconfig for member-3 whose only login is an exec plugin printing a token of an
+    """A kubeconfig for SPARE whose only login is an exec plugin printing a token of an
     admin-ish ServiceAccount (cluster-admin), as a cloud's CLI would."""
-    member = live.clusters["member-3"]
+    member = live.clusters[SPARE]
     account = f"exec-admin-{secrets.token_hex(2)}"
     rbac = "rbac.authorization.k8s.io/v1"
     member.create(
@@ -400,12 +459,12 @@ def exec_login(live: Fleet, tmp_path: Path) -> Iterator[Path]:
             "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "kube-system"}],
         }
     )
-    base = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), "member-3")
+    base = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), SPARE)
     context = base["contexts"][0]
     exec_user = {
         "apiVersion": "client.authentication.k8s.io/v1",
         "command": sys.executable,
-        "args": [str(PLUGIN), str(live.sandbox.kubeconfig), "member-3", "kube-system", account],
+        "args": [str(PLUGIN), str(live.sandbox.kubeconfig), SPARE, "kube-system", account],
         "interactiveMode": "Never",
     }
     config = {
@@ -421,9 +480,9 @@ def exec_login(live: Fleet, tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
-    live: Fleet, exec_login: Path, second_name, namespace
+    live: Fleet, exec_login: Path, joined_name, namespace
 ):
-    name, member_namespace = second_name
+    name, member_namespace = joined_name
     fleet_flags = ["--kubeconfig", str(live.sandbox.kubeconfig), "--context", "fleet"]
     argv = ["join", name, *fleet_flags, "--member-kubeconfig", str(exec_login)]
     argv += ["--fleet-id", FLEET_ID]  # the e2e controllers run with --fleet-id
@@ -448,9 +507,9 @@ def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
     )
     live.api.create(job)
     wait_until(lambda: live.target(namespace, "pytorch-test") == name, what="placed there")
-    live.wait_running(namespace, "pytorch-test", "member-3")
+    live.wait_running(namespace, "pytorch-test", SPARE)
 
-    live.mark("member-3", namespace, "pytorch-test", "Failed")
+    live.mark(SPARE, namespace, "pytorch-test", "Failed")
     wait_until(
         lambda: live.target(namespace, "pytorch-test") == "member-1",
         timeout=120,
@@ -466,19 +525,19 @@ def _token_condition(live: Fleet, name: str) -> dict[str, Any]:
     return next((x for x in conditions if x["type"] == c.CONDITION_TOKEN_RENEWED), {})
 
 
-def test_a_refused_renewal_shows_at_once_and_the_member_stays_ready(live: Fleet, second_name):
+def test_a_refused_renewal_shows_at_once_and_the_member_stays_ready(live: Fleet, joined_name):
     """The member's token Role taken away: within one attempt the MemberCluster says why
     (TokenRenewed False, Forbidden), a Warning Event and the failure counter appear, and the
     member stays Ready; given back, the next renewal says so once."""
-    name, namespace = second_name
-    _join_member_3(live, name, namespace, token_seconds=600)
+    name, namespace = joined_name
+    _join_spare(live, name, namespace, token_seconds=600)
     ready = wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
     wait_until(
         lambda: _token_condition(live, name).get("status") == "True",
         timeout=30,
         what="TokenRenewed True",
     )
-    member = live.clusters["member-3"]
+    member = live.clusters[SPARE]
     rbac = "rbac.authorization.k8s.io/v1"
     binding = member.get(rbac, "RoleBinding", "fleet-token", namespace)
     assert binding is not None
@@ -519,15 +578,15 @@ def test_a_refused_renewal_shows_at_once_and_the_member_stays_ready(live: Fleet,
     assert _ready_condition(live, name) == ready
 
 
-def test_join_refuses_a_secrets_namespace_the_controller_cannot_renew_in(live: Fleet, second_name):
+def test_join_refuses_a_secrets_namespace_the_controller_cannot_renew_in(live: Fleet, joined_name):
     """The chart grants the controller Secrets in its own namespace only: a join keeping the
     kubeconfig in `default` is refused before anything is written, naming the chart value."""
-    name, namespace = second_name
+    name, namespace = joined_name
     with pytest.raises(JoinError) as refused:
-        _join_member_3(live, name, namespace, secrets_namespace="default")
+        _join_spare(live, name, namespace, secrets_namespace="default")
     # Cluster-wide the controller may only get a Secret (propagateDeps): the rest is missing.
     assert "may not list, watch, patch Secrets in namespace 'default'" in str(refused.value)
     assert "controller.secretsNamespaces" in str(refused.value)
     assert live.api.get(*MEMBER_CLUSTER, name) is None
     assert live.api.get("v1", "Secret", f"{name}-kubeconfig", "default") is None
-    assert live.clusters["member-3"].get("v1", "Namespace", namespace) is None
+    assert live.clusters[SPARE].get("v1", "Namespace", namespace) is None

@@ -32,16 +32,21 @@ from fleet.kube import (
 )
 from fleet.sandbox.pki import SNI_NAME
 from fleet.testing.kube import wait_until
+from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 
 from .conftest import FLEET_ID, MEMBER_CLUSTER, Fleet
 
-MEMBER = "member-3"
+#: A cluster is joined once, so the member joined here is one the e2e fleet holds under no
+#: other name while this module runs: the Koordinator member, joined elsewhere only inside the
+#: modules about it (conftest.joined_apart). Only its API server and its SNI certificate count.
+MEMBER = KOORDINATOR_MEMBER
 
 
 @pytest.fixture
 def joined_name(live: Fleet) -> Iterator[tuple[str, str]]:
-    """A second MemberCluster for member-3 with its own identity (name, member namespace),
-    unjoined afterwards whatever the test left."""
+    """A MemberCluster for MEMBER with its own identity (name, member namespace), unjoined
+    afterwards whatever the test left: the MemberCluster, its kubeconfig Secret, and its
+    identity in the member (admission policies and bindings included)."""
     suffix = secrets.token_hex(2)
     name, namespace = f"sni-{suffix}", f"fleet-sni-{suffix}"
     yield name, namespace
@@ -54,7 +59,7 @@ def joined_name(live: Fleet) -> Iterator[tuple[str, str]]:
 
 
 def _by_name(live: Fleet) -> dict[str, Any]:
-    """member-3's context in the sandbox's kubeconfig, trusting only the SNI certificate's CA
+    """MEMBER's context in the sandbox's kubeconfig, trusting only the SNI certificate's CA
     and naming SNI_NAME, as a user whose cluster is known by that name alone would have it."""
     config = single_context(read_kubeconfig_file(live.sandbox.kubeconfig), MEMBER)
     cluster = config["clusters"][0]["cluster"]
