@@ -1,8 +1,9 @@
 """The collector: makes every connected member match the ledger.
 
 The bindings are the ledger of what fleet wants in each cluster (`fleet.core.ledger`): a job's
-copy is on record in its target, and in a cluster its binding has an eviction of. The collector looks at every copy of this fleet's in a member (its job watches
-follow only this fleet's, by the managed-by label) and deletes those the ledger does not want:
+copy is on record in its target, and in a cluster its binding has an eviction of. The
+collector looks at every copy of this fleet's in a member (its job watches follow only this
+fleet's, by the managed-by label) and deletes those the ledger does not want:
 the job's fleet object is gone (a finalizer removed by hand, a restored backup, a replica that
 died before writing its binding), or the job is bound elsewhere and its binding has no record of
 a copy in this cluster (a binding restored from a backup, a cluster joined under a name whose
