@@ -277,19 +277,24 @@ async def release(
     workload: Obj,
     member: Member,
     keep: Iterable[tuple[str, str]] = (),
+    *,
+    recorded_as: str | None = None,
 ) -> list[dict[str, Any]]:
     """Let go of the binding's dependencies in `member` but those in `keep`: each one fleet
-    created is deleted (by its UID) unless another binding there records it. The records kept."""
+    created is deleted (by its UID) unless another binding there records it. The records kept.
+    `recorded_as`: the cluster name the records were written under, when the cluster has joined
+    again under another name since (the ledger finds it by its identity)."""
     client = member.client
     assert client is not None
     namespace = str(binding.metadata.namespace or "")
     kept = set(keep)
     remaining = []
-    for r in recorded(binding, member.name):
+    cluster = recorded_as or member.name
+    for r in recorded(binding, cluster):
         if (r.kind, r.name) in kept:
             remaining.append(r.to_dict())
             continue
-        if r.uid is None or _used_elsewhere(shell, binding, member.name, r.kind, r.name):
+        if r.uid is None or _used_elsewhere(shell, binding, cluster, r.kind, r.name):
             continue
         try:
             deleted = await client.delete(
@@ -310,15 +315,23 @@ async def release(
 
 
 async def let_go(
-    shell: Shell, key: WorkloadKey, binding: GangBinding, workload: Obj, member: Member
+    shell: Shell,
+    key: WorkloadKey,
+    binding: GangBinding,
+    workload: Obj,
+    member: Member,
+    *,
+    recorded_as: str | None = None,
 ) -> GangBinding:
     """The job's copy left `member` (deleted, failed over, purged): its dependencies there go
-    too (`release`), and the binding stops recording them, so they count for nobody."""
-    if not recorded(binding, member.name):
+    too (`release`), and the binding stops recording them, so they count for nobody.
+    `recorded_as`: as for `release`."""
+    cluster = recorded_as or member.name
+    if not recorded(binding, cluster):
         return binding
-    await release(shell, binding, workload, member)
+    await release(shell, binding, workload, member, recorded_as=cluster)
     written, _ = await shell.bindings.save(
-        key, binding, status={"dependencies": with_records(binding, member.name, [])}
+        key, binding, status={"dependencies": with_records(binding, cluster, [])}
     )
     return written
 

@@ -90,7 +90,9 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
                 else f"{what} in {member.name} ({eviction.purge_mode})",
             )
             shell.metrics.purges.inc(member.name)
-        job.binding = await dependencies.let_go(shell, key, job.binding, job.workload, member)
+        job.binding = await dependencies.let_go(
+            shell, key, job.binding, job.workload, member, recorded_as=eviction.from_cluster
+        )
         if observed_gone(member, job):  # its watch may have seen it go already
             done.append(eviction.from_cluster)
         else:

@@ -628,3 +628,34 @@ async def test_leave_lets_the_dependencies_go_with_the_job_left_running():
     assert only.api.get(*CONFIGMAP, "cfg", NAMESPACE) is not None
     assert only.copy("job") is not None
     assert dependency_reads(only) == []
+
+
+async def test_a_cluster_back_under_another_name_loses_the_old_copys_dependencies_too():
+    """Lost, failed over, its MemberCluster deleted, then the same cluster joins as `west`: the
+    old copy is found by the cluster's identity and purged, and the ConfigMap fleet created for
+    it there goes with it (its record was written under the old name)."""
+    world = World()
+    first = member(world, "member-1", gpus=4)  # the first choice
+    member(world, "member-2", gpus=8)
+    world.fleet_api.put(config_map("cfg", "fleet"))
+    world.apply_policy(policy("Abort"))
+    key = world.submit(job_using("job", config_maps=("cfg",)))
+    await world.reconcile(key)
+    assert placed_on(world, key) == "member-1"
+    first.set_ready(False)
+    await world.reconcile(key)
+    world.clock.advance(31)  # past tolerationSeconds
+    await world.reconcile(key)
+    assert placed_on(world, key) == "member-2"
+    del world.registry.members["member-1"]  # its MemberCluster deleted while unreachable
+    await world.reconcile(key)
+    assert first.api.get(*CONFIGMAP, "cfg", NAMESPACE) is not None
+
+    first.set_ready(True)
+    world.rejoin(first, "west")
+    await world.reconcile(key)
+
+    assert first.copy("job") is None
+    assert first.api.get(*CONFIGMAP, "cfg", NAMESPACE) is None
+    clusters = [r["cluster"] for r in binding_status(world, key)["dependencies"]]
+    assert clusters == ["member-2"]
