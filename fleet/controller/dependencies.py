@@ -175,7 +175,7 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
                 continue
             if written is None and overwrite:
                 try:
-                    await client.patch(
+                    await member.writer.patch(
                         api_version, dep.kind, dep.name, copies.takeover_patch(fleet_id), namespace
                     )
                 except ApiError as e:
@@ -225,11 +225,13 @@ async def _create_or_patch(
     meta = body["metadata"]
     for _ in range(2):  # created, or patched; deleted in between: created again
         try:
-            return await in_namespace(shell, member, namespace, lambda: client.create(body)), True
+            return await in_namespace(
+                shell, member, namespace, lambda: member.writer.create(body)
+            ), True
         except Conflict:
             pass
         try:
-            patched = await client.patch(
+            patched = await member.writer.patch(
                 body["apiVersion"], body["kind"], meta["name"], patch, namespace, patch_type="json"
             )
         except NotFound:
@@ -251,7 +253,9 @@ async def delete_created(
     for kind, name, uid in created:
         # Replaced by the member's own meanwhile (409), or gone: not ours to delete.
         with contextlib.suppress(Conflict, NotFound):
-            await client.delete(copies.dependency_api_version(kind), kind, name, namespace, uid=uid)
+            await member.writer.delete(
+                copies.dependency_api_version(kind), kind, name, namespace, uid=uid
+            )
 
 
 def _used_elsewhere(shell: Shell, binding: GangBinding, cluster: str, kind: str, name: str) -> bool:
@@ -297,7 +301,7 @@ async def release(
         if r.uid is None or _used_elsewhere(shell, binding, cluster, r.kind, r.name):
             continue
         try:
-            deleted = await client.delete(
+            deleted = await member.writer.delete(
                 copies.dependency_api_version(r.kind), r.kind, r.name, namespace, uid=r.uid
             )
         except (Conflict, Forbidden) as e:
@@ -352,7 +356,7 @@ async def leave(
     unmark = copies.unmark_patch(shell.settings.fleet_id)
     for r in records:
         try:
-            await client.patch(
+            await member.writer.patch(
                 copies.dependency_api_version(r.kind),
                 r.kind,
                 r.name,

@@ -146,7 +146,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
             shell,
             member,
             key.namespace,
-            lambda: client.apply(desired, field_manager=FIELD_MANAGER),
+            lambda: member.writer.apply(desired, field_manager=FIELD_MANAGER),
         )
     except ApiError as e:
         if e.status in _REFUSED:
@@ -276,7 +276,7 @@ async def _apply_pod_group(job: Job, member: Member, copy: Obj) -> None:
     client = member.client
     assert client is not None
     try:
-        await client.apply(group, field_manager=FIELD_MANAGER)
+        await member.writer.apply(group, field_manager=FIELD_MANAGER)
     except ApiError as e:
         log.warning("%s: PodGroup not written in %s: %s", job.key, member.name, e)
 
@@ -291,7 +291,9 @@ async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj |
     client = member.client
     assert client is not None
     try:
-        return await in_namespace(shell, member, job.key.namespace, lambda: client.create(desired))
+        return await in_namespace(
+            shell, member, job.key.namespace, lambda: member.writer.create(desired)
+        )
     except Conflict:
         return None
 
@@ -314,7 +316,7 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
         return False  # deleted already: its pods are on their way out
     # In the foreground: the copy stays (with a deletionTimestamp) until the garbage collector
     # has removed its pods, so "copy gone" means "pods gone" (fleet.core.ledger).
-    return await client.delete(
+    return await member.writer.delete(
         key.api_version,
         key.kind,
         key.name,
@@ -336,7 +338,7 @@ async def release_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     if found is None or not copies.is_ours(found, uid):
         return False
     unmarked = {"metadata": {"labels": {c.MANAGED_BY_LABEL: None, c.FLEET_UID_LABEL: None}}}
-    await client.patch(key.api_version, key.kind, key.name, unmarked, key.namespace)
+    await member.writer.patch(key.api_version, key.kind, key.name, unmarked, key.namespace)
     return True
 
 

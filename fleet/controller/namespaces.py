@@ -37,5 +37,5 @@ async def create_namespace(shell: Shell, member: Member, namespace: str) -> None
         "metadata": {"name": namespace, "labels": {c.MANAGED_BY_LABEL: shell.settings.fleet_id}},
     }
     with contextlib.suppress(Conflict):  # created meanwhile: as good
-        await client.create(body)
+        await member.writer.create(body)
     member.namespaces.add(namespace)

@@ -161,7 +161,7 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
                 seen[name] = seen_reservation(existing[name])
                 continue
             try:
-                seen[name] = seen_reservation(await client.create(body))
+                seen[name] = seen_reservation(await member.writer.create(body))
                 created += 1
             except Conflict:  # made by another fleet or left by someone: not ours to use
                 seen[name] = SeenReservation("Failed", None, "exists and is not fleet's")
@@ -242,7 +242,7 @@ async def hold_room(shell: Shell, job: Job, hold: Hold) -> None:
         if body["metadata"]["name"] in existing:
             continue
         with contextlib.suppress(Conflict):  # not fleet's: the placement's reserve says so
-            await client.create(body)
+            await member.writer.create(body)
             created += 1
     if created:
         await shell.events.record(
@@ -305,7 +305,7 @@ async def release(member: Member, uid: str) -> int:
     deleted = 0
     with contextlib.suppress(ApiError):
         for name, obj in (await _ours(member, uid)).items():
-            if await client.delete(*RESERVATION, name, uid=obj["metadata"]["uid"]):
+            if await member.writer.delete(*RESERVATION, name, uid=obj["metadata"]["uid"]):
                 deleted += 1
     return deleted
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.health import Health, Probe, SourceState
 from fleet.controller.members.renewal import RenewalState
+from fleet.controller.members.writer import MemberWriter
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint
@@ -82,6 +84,8 @@ class Member:
         #: (re)connected (every object of fleet's there that no binding wants deleted). Nothing
         #: new is placed in a member before (`MemberRegistry.not_ready`).
         self.fenced = True
+        #: Writes sent to the member through its writer, per (verb, kind).
+        self.writes: Counter[tuple[str, str]] = Counter()
 
     @property
     def gang_scheduler(self) -> str | None:
@@ -100,6 +104,14 @@ class Member:
     @property
     def client(self) -> KubeClient | None:
         return self.connection.client if self.connection is not None else None
+
+    @property
+    def writer(self) -> MemberWriter:
+        """The one door for writes into the member (its current connection's client)."""
+        client = self.client
+        if client is None:
+            raise RuntimeError(f"member {self.name} is not connected: nothing can be written")
+        return MemberWriter(self, client)
 
     def reset_snapshot(self) -> None:
         """Forget what the member held (a new connection lists it all again)."""

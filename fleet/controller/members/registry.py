@@ -570,7 +570,7 @@ class MemberRegistry:
                 await asyncio.sleep(min(self.renew_retry, self.probe_interval))
                 continue  # only the leader renews; a standby takes over when it leads
             try:
-                issued, written = await renew(client, self.fleet, renewal, now)
+                issued, written = await renew(member.writer, self.fleet, renewal, now)
             except Superseded as e:
                 # A re-join wrote a new kubeconfig: read it (the watch would too) and renew that.
                 log.info("member %s: %s", member.name, e)

@@ -26,7 +26,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Generator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -35,6 +35,9 @@ from fleet.api._time import parse_time, to_epoch
 from fleet.api.membership import IssuedToken, identity_of, renewed_secret, token_request
 from fleet.core.tokens import renew_at
 from fleet.kube import ApiError, BearerToken, Connection, KubeClient, Obj, Unreachable
+
+if TYPE_CHECKING:
+    from fleet.controller.members.writer import MemberWriter
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +161,13 @@ def renewal_of(secret: Mapping[str, Any], key: str, config: Mapping[str, Any]) -
 
 
 async def renew(
-    client: KubeClient, fleet: KubeClient, renewal: Renewal, now: float
+    member: MemberWriter, fleet: KubeClient, renewal: Renewal, now: float
 ) -> tuple[IssuedToken, Obj]:
     """Request a new token with the current one and write it into the fleet's Secret, if the
     Secret is still the one `renewal` read; the token and the Secret as written.
 
     Superseded: the Secret's kubeconfig changed meanwhile (nothing was written)."""
-    answer = await client.create_subresource(
+    answer = await member.create_subresource(
         "v1",
         "ServiceAccount",
         renewal.service_account,
@@ -177,7 +180,7 @@ async def renew(
     expires = to_epoch(parse_time(stamp)) if stamp else now + renewal.lifetime
     token = IssuedToken(str(status.get("token") or ""), issued=now, expires=expires)
     if not token.token:
-        raise ValueError(f"{client.name} answered the TokenRequest without a token")
+        raise ValueError(f"{member.member.name} answered the TokenRequest without a token")
     return token, await write_renewed(fleet, renewal, token)
 
 
