@@ -75,6 +75,21 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
         if observed_gone(member, job):
             done.append(eviction.from_cluster)
             continue
+        if eviction.purge_mode == "Never" and _leaving_the_fleet(member):
+            # Never keeps the old copy, and its member leaves the fleet (fleet unjoin): the copy
+            # is let go with it, as --leave does (fleet's marks removed, its dependencies
+            # too), and the job says so; nothing of fleet's is left there to manage.
+            if await release_copy(member, key, job.uid):
+                job.binding = await dependencies.leave(shell, key, job.binding, member)
+                await shell.events.record(
+                    job.workload,
+                    "OldCopyLeft",
+                    f"the old copy in {member.name} is left running, unmanaged: purgeMode "
+                    f"Never keeps it, and {member.name} is leaving the fleet",
+                    warning=True,
+                )
+            done.append(eviction.from_cluster)
+            continue
         if eviction not in plan.delete:
             outside.append(ledger.Outside(eviction, "Overlap"))
             continue
@@ -146,6 +161,11 @@ def holder(shell: Shell, eviction: lifecycle.Eviction) -> Member | None:
         # The name now reaches another cluster: this one's copy is not there.
         return member if member is not None and member.cluster_id in (None, "") else None
     return shell.members.get(eviction.from_cluster)
+
+
+def _leaving_the_fleet(member: Member) -> bool:
+    """Whether `member` carries the unjoining taint (`fleet unjoin`, --move or --leave)."""
+    return any(t.key == c.UNJOINING_TAINT_KEY for t in member.taints)
 
 
 def observed_gone(member: Member, job: Job) -> bool:

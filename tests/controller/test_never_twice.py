@@ -54,6 +54,16 @@ def _clusters_holding(world: World) -> dict[str, str]:
     return out
 
 
+def _marked(world: World, holding: dict[str, str]) -> set[str]:
+    """Of `holding`, the clusters whose copy still carries fleet's mark (not let go)."""
+    return {
+        cluster
+        for cluster, name in holding.items()
+        if c.MANAGED_BY_LABEL
+        in ((world.members[name].copy("job") or {})["metadata"].get("labels") or {})
+    }
+
+
 def _on_record(world: World, key: object) -> set[str]:
     """The cluster identities the binding (the ledger) says may hold a copy: its target's, and
     every eviction's."""
@@ -121,7 +131,8 @@ async def _walk(steps: list[tuple[str, str]], purge_mode: str = "Immediately") -
         await _settle(world, key)
         holding = _clusters_holding(world)
         # Every copy that exists is on record (the ledger is complete), whatever happened.
-        assert set(holding) <= _on_record(world, key), (
+        # (A copy fleet let go, unmarked, is no longer fleet's: --leave, or Never on unjoin.)
+        assert _marked(world, holding) <= _on_record(world, key), (
             f"after {step} {name}: copies in {holding}, on record {_on_record(world, key)}"
         )
         phase = ((world.binding(key) or {}).get("status") or {}).get("phase")
@@ -189,7 +200,7 @@ def _unreachable_ids(world: World) -> set[str]:
 )
 # Path 4: credentials refused is not a lost cluster: no second copy.
 @example([("refuse", "member-1"), ("allow", "member-1")], "Immediately")
-# Path 3: purgeMode Never with unjoin --move: the kept copy is on record.
+# Path 3: purgeMode Never with unjoin --move: the kept copy is let go with its member, said.
 @example([("move", "member-1")], "Never")
 # Path 2: Gracefully's overlap is on record while it lasts.
 @example([("fail", "member-1"), ("lose", "member-2")], "Gracefully")
@@ -226,5 +237,29 @@ def test_leave_releases_where_move_moves() -> None:
                 assert world.events("Released", key)
             else:
                 assert holding != [first]
+
+    asyncio.run(run())
+
+
+def test_never_on_unjoin_lets_the_kept_copy_go_with_its_member_and_says_so() -> None:
+    """purgeMode Never and `fleet unjoin --move`: the gang moves, the old copy is kept as Never
+    says, and since its member leaves the fleet it is let go (fleet's mark removed), the
+    eviction ends (so unjoin is not left waiting for it), and an Event says so."""
+
+    async def run() -> None:
+        world = World()
+        for name in MEMBERS:
+            world.add_member(name)
+        world.apply_policy(gang_policy("gang", NAMESPACE, toleration_seconds=0, purge_mode="Never"))
+        key = world.submit(pytorchjob("job", namespace=NAMESPACE, workers=2, gpus=1))
+        await _settle(world, key)
+        (first,) = _clusters_holding(world).values()
+        _step(world, "move", world.members[first], set())
+        await _settle(world, key)
+        old = world.members[first].copy("job") or {}
+        assert c.MANAGED_BY_LABEL not in (old["metadata"].get("labels") or {})
+        assert "gracefulEvictionTasks" not in (world.binding(key) or {})["spec"]
+        assert world.events("OldCopyLeft", key)
+        assert len(_marked(world, _clusters_holding(world))) == 1  # the gang's new copy
 
     asyncio.run(run())
