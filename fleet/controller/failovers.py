@@ -64,6 +64,14 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
     for eviction in life.evictions:
         member = holder(shell, eviction)
         key = job.key
+        if member is not None and (
+            member.name == life.cluster or member.lacks(key.api_version, key.kind)
+        ):
+            # The gang was placed in that very cluster again (under the name it has now): the
+            # copy there is its current one, never to be purged. Or the cluster serves no such
+            # kind, so it holds no copy.
+            done.append(eviction.from_cluster)
+            continue
         if (
             member is None
             or not member.ready

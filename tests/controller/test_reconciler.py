@@ -574,6 +574,44 @@ async def test_an_old_copy_in_a_member_that_left_the_fleet_stays_unfenced_until_
     assert world.metrics.outside_copies.totals == {}
 
 
+async def test_a_gang_placed_again_in_a_cluster_it_left_under_another_name_keeps_its_copy():
+    """The eviction of a cluster that joined again under another name, and the gang is placed
+    in it again under that name: the copy there is the gang's current one, so the eviction ends
+    and nothing deletes it, whatever its grace period says."""
+    world = World()
+    world.add_member("member-1", nodes=2)
+    world.add_member("member-2")
+    world.apply_policy(policy(toleration_seconds=0, purge_mode="Gracefully"))
+    key = world.submit(pytorchjob("job"))
+    await world.reconcile(key)
+    first = world.members[placed_on(world, key) or ""]
+    first.set_ready(False)  # lost: the gang fails over, its copy there is kept on record
+    await world.reconcile(key)
+    await world.reconcile(key)
+    second = the_other(world, first.name)
+    assert placed_on(world, key) == second.name
+    del world.registry.members[first.name]  # its MemberCluster deleted
+    first.set_ready(True)
+    west = world.rejoin(first, "west")
+    for i in range(2):
+        west.add_node(f"west-n{i}")
+    west.member.fenced = True
+    await world.reconcile(key)  # the old copy in west stays: Gracefully, the new one not running
+    assert first.copy("job") is not None
+
+    second.set_job_state("job", "Failed")  # the gang fails again, and only west can take it
+    await world.reconcile(key)
+    assert placed_on(world, key) == "west"
+    adopted = (first.copy("job") or {})["metadata"]["uid"]
+    world.clock.advance(700)  # past the grace period of the first eviction
+    await world.reconcile(key)
+
+    assert (first.copy("job") or {})["metadata"]["uid"] == adopted  # the gang's copy, in west
+    assert not first.api.asked("DELETE")
+    tasks = world.binding(key)["spec"].get("gracefulEvictionTasks") or []
+    assert first.name not in [t["fromCluster"] for t in tasks]  # its eviction ended
+
+
 async def test_give_up_after_max_failovers_marks_the_job_failed_on_the_fleet():
     world = World()
     world.add_member("member-1")
