@@ -14,10 +14,10 @@ Deletion is by UID, in the foreground, so the copy's pods go before it does.
 
 It runs for a member as soon as its watches are synced after each (re)connection, and nothing
 new is placed there before (`Member.fenced`, `MemberRegistry.not_ready`): a cluster that comes
-back is fenced first. Then every `sweep_interval`, as the sweep it replaces did. Before a copy is
-deleted its binding and its fleet object are read from the fleet API server, never only from the
-caches: a binding is always written before the copy it decides, so a fresh read sees why any
-copy was made. Only the leader collects.
+back is fenced first. Then every `sweep_interval`, as the sweep it replaces did. It decides from
+the watch-fed caches, and before a copy is deleted its binding and its fleet object are read
+again from the fleet API server, never only from the caches: a binding is always written before
+the copy it decides, so a fresh read sees why any copy was made. Only the leader collects.
 """
 
 from __future__ import annotations
@@ -87,22 +87,36 @@ async def collect(shell: Shell, member: Member) -> int:
 async def _unwanted(
     shell: Shell, place: ledger.Place, copy: Obj, uid: str
 ) -> tuple[ledger.Unwanted | None, Obj | None]:
-    """The ledger's verdict on one copy, from the fleet API server's current word; with the
-    job's fleet object when it exists."""
+    """The ledger's verdict on one copy, with the job's fleet object when it exists. Decided
+    from the watch-fed caches first (a steady fleet costs no request); a copy they say is
+    unwanted is decided again from the fleet API server's current word before anything is
+    deleted."""
     key = WorkloadKey.of(copy)
     if adapter_for(key.api_version, key.kind) is None:
         return None, None
+    cached = _verdict(
+        shell, place, uid, shell.triggers.workloads.get(key), shell.triggers.bindings.get(key)
+    )
+    if cached is None:
+        return None, None
     workload = await shell.fleet.get(key.api_version, key.kind, key.name, key.namespace)
-    if workload is None or (workload.get("metadata") or {}).get("uid") != uid:
-        return ledger.unwanted(None, place, workload_exists=False), None
     stored = await shell.fleet.get(
         c.FLEET_API_VERSION, "GangBinding", binding_name(key.kind, key.name), key.namespace
     )
+    exists = workload is not None and (workload.get("metadata") or {}).get("uid") == uid
+    return _verdict(shell, place, uid, workload, stored), workload if exists else None
+
+
+def _verdict(
+    shell: Shell, place: ledger.Place, uid: str, workload: Obj | None, stored: Obj | None
+) -> ledger.Unwanted | None:
+    if workload is None or (workload.get("metadata") or {}).get("uid") != uid:
+        return ledger.unwanted(None, place, workload_exists=False)
     binding = GangBinding.model_validate(stored) if stored is not None else None
     if binding is not None and binding.spec.resource.uid != uid:
         binding = None  # an earlier object's binding: this job's is not written yet
     life = lifecycle_of(binding, shell.clock.now()) if binding is not None else None
-    return ledger.unwanted(life, place, workload_exists=True), workload
+    return ledger.unwanted(life, place, workload_exists=True)
 
 
 async def _deleted(

@@ -95,3 +95,20 @@ async def test_a_member_that_reconnects_is_fenced_before_anything_is_placed_ther
     assert stale.member.fenced and "member-2" not in world.registry.not_ready()
     assert world.metrics.purges.values == {"member-2": 1}
     assert world.events("StaleCopyDeleted", key)
+
+
+async def test_a_pass_over_copies_the_bindings_want_sends_no_request_to_the_fleet():
+    """Decided from the watch-fed caches: only a copy they call unwanted is read again from the
+    fleet API server before it is deleted."""
+    world = World()
+    home = world.add_member("member-1")
+    world.apply_policy(gang_policy("gang", NAMESPACE))
+    key = world.submit(pytorchjob("job", namespace=NAMESPACE, workers=1, gpus=1))
+    await world.reconcile(key)
+    assert home.copy("job") is not None
+    asked = len(world.fleet_api.requests)
+
+    assert await collect_all(world.shell) == 0
+
+    assert len(world.fleet_api.requests) == asked
+    assert home.copy("job") is not None
