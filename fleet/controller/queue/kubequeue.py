@@ -404,18 +404,21 @@ class KubeQueue:
         await self.write(key, "failed over: keeps its quota and is placed again", now)
         return True
 
-    async def place(self, key: str, cluster: str, now: float) -> Charge | None:
+    async def place(
+        self, key: str, cluster: str, now: float, *, moved: bool = False
+    ) -> Charge | None:
         """Placement chose `cluster`, or the job runs there: whether its unit holds its quota
         is the core's decision (`Admission.charge_running`), also for a unit whose placement
-        timed out while it was placed or a reclaim's victim that had moved: granted, the unit
-        is Running (written); refused, nothing changes and the caller does not let the gang
-        run uncharged (docs/queue.md, "Late and moved gangs"). None: the queue does not know
-        the unit, or it ended (its quota was released; nothing to decide)."""
+        timed out while it was placed or (`moved`) a reclaim's victim that had moved, which is
+        charged where it runs, above a max if it must: granted, the unit is Running (written);
+        refused, nothing changes and the caller does not let the gang run uncharged
+        (docs/queue.md, "Late and moved gangs"). None: the queue does not know the unit, or it
+        ended (its quota was released; nothing to decide)."""
         phase = self.admission.phase(key)
         if phase is None or phase in TERMINAL:
             return None
         held = self.admission.hold_of(key) is not None
-        charge = self.admission.charge_running(key, now)
+        charge = self.admission.charge_running(key, now, moved=moved)
         if held and self.admission.hold_of(key) is None:
             self.request_pass()  # its hold ended (Placed): the pass releases its record
         if not charge.granted:
@@ -424,7 +427,8 @@ class KubeQueue:
         if phase != RUNNING:
             if phase != DEQUEUED:  # charged again: a backoff decided meanwhile is void
                 self.passes.unsaved.pop(key, None)
-            await self.write(key, f"placed in {cluster}", now)
+            text = f"runs in {cluster}: {charge.message}" if moved else f"placed in {cluster}"
+            await self.write(key, text, now)
         return charge
 
     async def finish(self, key: str, end: JobEnd, now: float) -> None:
