@@ -132,6 +132,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         queue_reclaim_unplaced=args.queue_reclaim_unplaced == "on",
         queue_reclaim_loss_per_gpu=_seconds_or_off(args.queue_reclaim_loss_per_gpu),
         queue_reclaim_delay=args.queue_reclaim_delay,
+        queue_reclaim_worth=args.queue_reclaim_worth == "on",
     )
     connection = load(args.kubeconfig, args.context)
     # An exec plugin that cannot log in stops the controller here, with one line, rather than
@@ -499,6 +500,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a dequeued job that no member can place waits before it may reclaim node "
         "capacity (with --queue-reclaim-unplaced on; default "
         f"{AdmissionSettings.reclaim_delay:.0f}: room that jobs about to end free comes first)",
+    )
+    ctl.add_argument(
+        "--queue-reclaim-worth",
+        choices=("on", "off"),
+        default="on" if AdmissionSettings.reclaim_worth else "off",
+        help="evict only when the claimant's wait saved outweighs the work lost, and never gangs "
+        "that all end by their declared limits (activeDeadlineSeconds) within 5 minutes "
+        "(default off)",
     )
     ctl.add_argument(
         "--queue-reclaim-grace",

@@ -339,6 +339,9 @@ class PlacementRecord(KubeModel):
     """When it left; absent while it is still there."""
     reason: str | None = None
     """Why it left."""
+    running_since: Time | None = None
+    """When its copy first reported Running in this stay (absent: not yet). A reclaim counts
+    the work its eviction would lose, and the limit the job declares, from here."""
 
 
 class FailoverRecord(KubeModel):

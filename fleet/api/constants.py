@@ -68,6 +68,11 @@ re-applied on every reconcile."""
 HOLD_ANNOTATION: Final = "fleet.dev/hold"
 """Annotation on a claimant's QueueUnit: the room a reclaim holds for it (`Hold.record()` as
 JSON), read back at a restart (docs/queue.md, "The hold")."""
+CHECKPOINT_ANNOTATION: Final = "fleet.dev/last-checkpoint"
+"""Annotation the job's own code (or its operator) writes on the fleet job or on its member copy:
+the RFC 3339 time of the last checkpoint its next copy resumes from. A reclaim counts the work an
+eviction loses from the later of the two (docs/queue.md, "Checkpoints the controller knows").
+Not copied from the fleet job to the member copy: a checkpoint does not rewrite the copy."""
 FINALIZER: Final = "fleet.dev/cleanup"
 """Finalizer fleet puts on a dispatched workload until its member copies are purged."""
 

@@ -73,7 +73,13 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
         cluster=binding.target_cluster,
         affinity_group=status.scheduler_observed_affinity_name if status else None,
         stays=tuple(
-            lifecycle.Stay(r.cluster, to_epoch(r.placed_at), _epoch(r.removed_at), r.reason)
+            lifecycle.Stay(
+                r.cluster,
+                to_epoch(r.placed_at),
+                _epoch(r.removed_at),
+                r.reason,
+                _epoch(r.running_since),
+            )
             for r in (status.placement_history if status else None) or ()
         ),
         failovers=tuple(
@@ -175,6 +181,7 @@ def persisted_status(life: lifecycle.Binding) -> dict[str, Any]:
                 placed_at=from_epoch(s.placed_at),
                 removed_at=None if s.removed_at is None else from_epoch(s.removed_at),
                 reason=s.reason,
+                running_since=None if s.running_since is None else from_epoch(s.running_since),
             ).to_dict()
             for s in life.stays
         ]

@@ -21,8 +21,10 @@ from fleet.core.assignment import Domain
 from fleet.core.kinds import ADAPTERS, KindAdapter, Needed
 from fleet.core.topology import pin_templates
 
-#: Metadata that belongs to the fleet object only.
-_DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+#: Metadata that belongs to the fleet object only: kubectl's record, and the job's checkpoint
+#: report (written on the fleet job at every checkpoint; the copy would be written again each
+#: time).
+_DROP_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", c.CHECKPOINT_ANNOTATION)
 
 
 def member_labels(fleet_uid: str, fleet_id: str) -> dict[str, str]:

@@ -82,6 +82,10 @@ class Settings:
     #: Kube Queue: seconds a dequeued job no member can place waits before it may make a node
     #: claim (`AdmissionSettings.reclaim_delay`): room that jobs about to end free comes first.
     queue_reclaim_delay: float = AdmissionSettings.reclaim_delay
+    #: Kube Queue: an eviction only when it is worth its cost (`AdmissionSettings.reclaim_worth`,
+    #: off by default as in the core: docs/queue.md, "Worth it"); with it, gangs that all end by
+    #: their declared limits (`activeDeadlineSeconds`...) within 5 minutes are never evicted.
+    queue_reclaim_worth: bool = AdmissionSettings.reclaim_worth
     #: Seconds between recording a reclaim or preemption on the victim's binding and deleting
     #: its member copy (0: at once). 30 s is Kubernetes' default terminationGracePeriodSeconds:
     #: a job that checkpoints on SIGTERM already fits in it, and it is a tenth of the placement

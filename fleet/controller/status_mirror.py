@@ -214,7 +214,7 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
         await patch_workload_status(shell, job.workload, mirrored)
 
     now = shell.clock.now()
-    life = lifecycle.observed(lifecycle.recovered(job.life, now), state)
+    life = lifecycle.observed(lifecycle.recovered(job.life, now), state, now)
     # A binding created with its decision whose status was never written (a restart in
     # between, see placing) gets the Scheduled condition now, with what it is known by.
     placed = (

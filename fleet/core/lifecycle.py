@@ -62,6 +62,9 @@ class Stay:
     placed_at: float
     removed_at: float | None = None
     reason: str | None = None
+    #: When its copy first reported Running in this stay (None: not yet): when its work began,
+    #: for a reclaim's work lost and declared limit (docs/queue.md, "Worth it").
+    running_since: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,11 +339,22 @@ def health_of(job: JobState | None) -> Health:
     return "Unhealthy" if job == "Failed" else "Healthy"
 
 
-def observed(binding: Binding, job: JobState) -> Binding:
-    """The copy in the bound cluster reports `job`; the phase follows it."""
+def observed(binding: Binding, job: JobState, now: float | None = None) -> Binding:
+    """The copy in the bound cluster reports `job`; the phase follows it. The first Running it
+    reports in its open stay dates the stay's `running_since` (`now`; the stay's `placed_at`
+    when the binding was Running already, written by a controller that did not record it)."""
     if binding.gave_up is not None:
         return binding
-    return dataclasses.replace(binding, phase=phase_of(job))
+    stays = binding.stays
+    if job == "Running" and now is not None:
+        before = binding.phase == "Running"
+        stays = tuple(
+            dataclasses.replace(s, running_since=s.placed_at if before else now)
+            if s.cluster == binding.cluster and s.removed_at is None and s.running_since is None
+            else s
+            for s in stays
+        )
+    return dataclasses.replace(binding, phase=phase_of(job), stays=stays)
 
 
 def recovered(binding: Binding, now: float) -> Binding:

@@ -44,3 +44,13 @@ def test_the_node_claim_delay_flag_defaults_to_the_cores_default_and_helm_passes
     values = (REPO / "helm/fleet/values.yaml").read_text()
     assert "--queue-reclaim-delay={{ .Values.queue.reclaimDelaySeconds }}" in deployment
     assert f"reclaimDelaySeconds: {AdmissionSettings.reclaim_delay:.0f}" in values
+
+
+def test_the_worth_rule_flag_defaults_to_the_cores_default_and_helm_passes_it():
+    args = build_parser().parse_args(["controller"])
+    assert (args.queue_reclaim_worth == "on") == AdmissionSettings.reclaim_worth
+    assert Settings().queue_reclaim_worth == AdmissionSettings.reclaim_worth
+    deployment = (REPO / "helm/fleet/templates/deployment.yaml").read_text()
+    values = (REPO / "helm/fleet/values.yaml").read_text()
+    assert "--queue-reclaim-worth={{ .Values.queue.reclaimWorth }}" in deployment
+    assert 'reclaimWorth: "off"' in values

@@ -91,13 +91,22 @@ async def start(world: World, name: str, team: str) -> WorkloadKey:
     return key
 
 
+async def running(world: World, key: WorkloadKey, member: str = "member-1") -> None:
+    """The gang's pods run, and the member's operator says so: the status mirror dates the
+    stay's `runningSince` (what a reclaim counts the work lost from)."""
+    run_pods(world, key)
+    world.members[member].set_job_state(key.name, "Running")
+    await world.reconcile(key)
+
+
 async def borrowed_fleet(world: World) -> tuple[WorkloadKey, WorkloadKey]:
-    """Team A runs two gangs: the whole member, 4 GPUs beyond its min."""
+    """Team A runs two gangs: the whole member, 4 GPUs beyond its min; a2 started a minute
+    after a1."""
     first = await start(world, "a1", "a")
-    run_pods(world, first)
+    await running(world, first)
     world.clock.advance(60)
     second = await start(world, "a2", "a")
-    run_pods(world, second)
+    await running(world, second)
     assert [phase(world, k) for k in (first, second)] == ["Running", "Running"]
     return first, second
 

@@ -216,3 +216,21 @@ def test_a_failover_off_an_unjoined_member_is_not_counted_against_max_failovers(
         again, Move("ApplicationFailure", "failed"), settings, 20, old_cluster_reachable=True
     ).binding
     assert failed.failover_count == 1
+
+
+def test_the_first_running_of_a_stay_dates_it_once_and_a_move_starts_without_it():
+    placed = lifecycle.scheduled(lifecycle.Binding(), "m1", 100.0)
+    pending = lifecycle.observed(placed, "Created", 130.0)
+    assert pending.stays[-1].running_since is None  # placed, its pods not up yet
+    ran = lifecycle.observed(pending, "Running", 160.0)
+    assert ran.stays[-1].running_since == 160.0
+    assert lifecycle.observed(ran, "Running", 900.0).stays[-1].running_since == 160.0
+    moved = lifecycle.scheduled(dataclasses.replace(ran, cluster=None), "m2", 1000.0)
+    assert moved.stays[-1].cluster == "m2" and moved.stays[-1].running_since is None
+    assert moved.stays[0].running_since == 160.0  # the old stay keeps its own
+
+
+def test_a_binding_running_before_the_field_existed_counts_from_its_placement():
+    placed = lifecycle.scheduled(lifecycle.Binding(), "m1", 100.0)
+    legacy = dataclasses.replace(placed, phase="Running")  # written without running_since
+    assert lifecycle.observed(legacy, "Running", 5000.0).stays[-1].running_since == 100.0

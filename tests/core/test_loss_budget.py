@@ -82,10 +82,12 @@ def test_the_budget_spares_what_no_budget_would_evict():
 
 
 def test_the_budget_grows_with_the_claimants_gpus():
-    assert LossBudget.of(Resources({GPU: 4}), 24 * HOUR).gpu_hours == pytest.approx(96.0)
-    assert LossBudget.of(Resources({GPU: 4}), 24 * HOUR).allows(96.0)
-    assert not LossBudget.of(Resources({GPU: 4}), 24 * HOUR).allows(96.1)
-    assert math.isinf(LossBudget.of(Resources({GPU: 4}), math.inf).gpu_hours)
+    assert LossBudget.of(4.0, 24 * HOUR).gpu_hours == pytest.approx(96.0)
+    assert LossBudget.of(4.0, 24 * HOUR).allows(96.0)
+    assert not LossBudget.of(4.0, 24 * HOUR).allows(96.1)
+    assert math.isinf(LossBudget.of(4.0, math.inf).gpu_hours)
+    # A claimant smaller than one GPU-equivalent (a few CPUs) has one's budget.
+    assert LossBudget.of(0.25, 24 * HOUR).gpu_hours == pytest.approx(24.0)
 
 
 def test_the_budget_must_be_positive():

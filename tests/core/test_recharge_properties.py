@@ -1,4 +1,5 @@
-"""Late placements and moved victims never take a quota node above its max (hypothesis).
+"""Late placements never take a quota node above its max; moved victims only by their own
+charge (hypothesis).
 
 The controller's reconciles and the queue's pass run concurrently, so two events reach the
 admission out of turn (module `fleet.core.admission.recharge`, docs/queue.md "Late and moved
@@ -7,13 +8,14 @@ gangs"):
 * a placement decided while the unit was Dequeued lands after the pass timed it out (it backs
   off, may be back in its queue, and its quota may be someone else's by then);
 * a reclaim's victim had already moved: at the eviction's record it runs in another member,
-  and the shell asks the core whether it holds its quota there, or is evicted there too.
+  where evicting it would free nothing its claimant needs; the core charges it there, above a
+  max if it must, as after a shrunk max.
 
 Teams (leaves of a tree whose maxes are below the fleet's size, one with a max-jobs) submit
 gangs; passes dequeue; placements are decided at once or left in flight and land later, after
 the clock moved past the placement timeout; reclaims evict; gangs finish. After every step no
-quota node holds more than its max, each holds exactly what its holders ask, and a gang runs
-only while its unit is Running and charged.
+quota node holds more than its max but for the moved victims it keeps, each holds exactly what
+its holders ask, and a gang runs only while its unit is Running and charged.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class World:
     submitted: int = 0
     late: int = 0
     refused: int = 0
+    #: Moved victims charged where they run (maybe above a max), while they run.
+    kept: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.admission = Admission(
@@ -124,6 +128,7 @@ class World:
         event(f"evictions: {min(len(plan.evict), 2)}")
         for n, evict in enumerate(plan.evict):
             placed = self.running.pop(evict.key)
+            self.kept.discard(evict.key)
             self.unbind(evict.key, placed.cluster)
             if not (moves[n % len(moves)] if moves else False):
                 continue
@@ -132,17 +137,16 @@ class World:
             if cluster is None:
                 continue
             self.late += 1
-            charge = self.admission.charge_running(evict.key, self.clock)
-            if charge.granted:
-                self.running[evict.key] = Placed(cluster, evict.key, self.clock)
-            else:  # evicted where it runs now
-                self.refused += 1
-                self.unbind(evict.key, cluster)
+            charge = self.admission.charge_running(evict.key, self.clock, moved=True)
+            assert charge.granted  # never evicted where evicting it frees nothing
+            self.running[evict.key] = Placed(cluster, evict.key, self.clock)
+            self.kept.add(evict.key)
 
     def finish(self, index: int) -> None:
         if not self.running:
             return
         key = sorted(self.running)[index % len(self.running)]
+        self.kept.discard(key)
         self.unbind(key, self.running.pop(key).cluster)
         self.clock += 1
         self.admission.finished(key, True, self.clock)
@@ -173,6 +177,8 @@ class World:
 def check(world: World) -> None:
     admission, tree = world.admission, world.tree
     expected: dict[str, dict[str, int]] = {path: {} for path in tree.nodes}
+    # What moved victims kept where they run hold, per path: a node may be above its max by it.
+    kept: dict[str, dict[str, int]] = {path: {} for path in tree.nodes}
     for key, spec in world.specs.items():
         phase = admission.phase(key)
         assert (key in world.running) == (phase == RUNNING), (key, phase)
@@ -180,15 +186,18 @@ def check(world: World) -> None:
             quota = admission.quota_of(key)
             assert quota is not None and admission.holds(key)
             for path in tree.nodes[quota].lineage:
-                used = expected[path]
-                for resource, amount in spec.resources.items():
-                    used[resource] = used.get(resource, 0) + amount
-                used[MAX_JOBS] = used.get(MAX_JOBS, 0) + 1
+                for used in (
+                    (expected[path], kept[path]) if key in world.kept else (expected[path],)
+                ):
+                    for resource, amount in spec.resources.items():
+                        used[resource] = used.get(resource, 0) + amount
+                    used[MAX_JOBS] = used.get(MAX_JOBS, 0) + 1
     for path, node in tree.nodes.items():
         used = dict(admission.usage(path).used)
         assert used == {k: v for k, v in expected[path].items() if v}, path
         for resource, cap in node.max.items():
-            assert used.get(resource, 0) <= cap, f"{path} holds {used} above its max {node.max}"
+            beyond = used.get(resource, 0) - kept[path].get(resource, 0)
+            assert beyond <= cap, f"{path} holds {used} above its max {node.max}"
 
 
 @st.composite
@@ -327,3 +336,16 @@ def test_the_charge_decision_respects_min_for_a_unit_that_never_borrows_and_no_q
     assert not charge_decision("k", tree, used, None, demand, **kw).granted
     kw["bypass"] = True
     assert charge_decision("k", tree, used, None, demand, **kw).granted
+
+
+def test_a_moved_victim_is_charged_where_it_runs_even_above_the_max() -> None:
+    tree = tree_of(8)
+    used = {"root": {GPU: 8, MAX_JOBS: 1}, "root/a": {GPU: 8, MAX_JOBS: 1}}
+    demand = {GPU: 4, MAX_JOBS: 1}
+    kw: dict[str, Any] = {"within_min": False, "borrows": True, "bypass": False}
+    assert not charge_decision("k", tree, used, "root/a", demand, **kw).granted
+    kept = charge_decision("k", tree, used, "root/a", demand, above_max=True, **kw)
+    assert kept.granted and (kept.node, kept.resource) == ("root/a", GPU)
+    assert "frees nothing its claimant needs, so it is charged all the same" in kept.message
+    homeless = charge_decision("k", tree, used, None, demand, above_max=True, **kw)
+    assert homeless.granted and homeless.message.endswith("so it runs uncharged")

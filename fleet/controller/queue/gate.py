@@ -19,7 +19,6 @@ Every decision is the core's (`fleet.core.admission`); this module reads and wri
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 
@@ -123,20 +122,15 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
     if evict is None:
         return
     now = shell.clock.now()
-    moved: str | None = None
     cluster = job.life.cluster
     if cluster is not None and cluster != evict.cluster:
-        # It had already moved (a failover) when its turn came: the core decides whether it
-        # holds its quota again where it runs now; if not, the eviction is carried out there.
-        charge = await kq.place(key, cluster, now)
-        if charge is None or charge.granted:
-            await kq.kept(key, now)
-            return
-        moved = (
-            f"{evict.message}; it had moved to {cluster}, where it is not charged "
-            f"({charge.message}), so it is evicted there"
-        )
-        evict = dataclasses.replace(evict, cluster=cluster, message=moved)
+        # It had already moved (a failover) when its turn came. The eviction is carried out only
+        # in the cluster whose room the claimant's proof needs (`evict.cluster`, where the hold
+        # is): evicting it where it runs now would free nothing the claimant needs. The core
+        # charges it there again (above a max if it must: docs/queue.md, "Late and moved gangs").
+        await kq.place(key, cluster, now, moved=True)
+        await kq.kept(key, now)
+        return
     if job.life.cluster == evict.cluster:
         # Read before the copy is deleted (statePreservation): its next placement carries it.
         preserved = await preservation.preserve(shell, job, evict.cluster, "queue")
@@ -162,7 +156,7 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
         await set_scheduled_condition(shell, job.workload, "False", reason, message)
         once = eviction_event_name(lifecycle.queue_evictions(life)[-1])
         await shell.events.record(job.workload, reason, evict.message, warning=True, once=once)
-        await kq.evicted(key, now, message=moved, once=once)
+        await kq.evicted(key, now, once=once)
     else:
         # Off that cluster already: the record was made before (a reconcile that failed after
         # it, or a controller killed after it); the queue is told under the record's identity,
@@ -176,7 +170,7 @@ async def carry_out_eviction(shell: Shell, job: Job) -> None:
             None,
         )
         identity = eviction_event_name(record) if record is not None else None
-        await kq.evicted(key, now, message=moved, once=identity)
+        await kq.evicted(key, now, once=identity)
 
 
 async def placed(

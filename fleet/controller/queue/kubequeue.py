@@ -144,6 +144,7 @@ class KubeQueue:
                 reclaim_unplaced=s.queue_reclaim_unplaced,
                 reclaim_loss_per_gpu=s.queue_reclaim_loss_per_gpu,
                 reclaim_delay=s.queue_reclaim_delay,
+                reclaim_worth=s.queue_reclaim_worth,
             )
         )
 
@@ -275,7 +276,7 @@ class KubeQueue:
 
         plan = self.admission.reclaim(
             now,
-            self._running(),
+            self._running(now),
             self._gangs.get,
             members_for,
             in_flight=set(self._in_flight.values()),
@@ -290,15 +291,29 @@ class KubeQueue:
         self.passes.evicting(plan)
         await self.passes.save(self.admission, now)
 
-    def _running(self) -> dict[str, Placed]:
-        """Where each Running unit's copy runs, since when, under which owner key."""
+    def _running(self, now: float) -> dict[str, Placed]:
+        """What a reclaim knows of each Running unit's copy (`placed_copy`): where it runs,
+        under which owner key, since when its work began, its declared limit and its last
+        checkpoint (from the fleet job and, as the member's watch last saw it, its copy)."""
         out: dict[str, Placed] = {}
         for key in self.units.keys:
             if self.admission.phase(key) != RUNNING:
                 continue
             unit = self.units.get(key)
-            binding = self.bindings.get(job_of(unit)) if unit is not None else None
-            placed = placed_copy(binding) if binding is not None else None
+            if unit is None:
+                continue
+            job = job_of(unit)
+            binding = self.bindings.get(job)
+            if binding is None:
+                continue
+            clusters = (binding.get("spec") or {}).get("clusters") or [{}]
+            member = self.members.get(str(clusters[0].get("name") or "")) if self.members else None
+            copy = (
+                member.job(job.api_version, job.kind, job.namespace, job.name)
+                if member is not None
+                else None
+            )
+            placed = placed_copy(binding, now, workload=self.workloads.get(job), copy=copy)
             if placed is not None:
                 out[key] = placed
         return out
@@ -389,18 +404,21 @@ class KubeQueue:
         await self.write(key, "failed over: keeps its quota and is placed again", now)
         return True
 
-    async def place(self, key: str, cluster: str, now: float) -> Charge | None:
+    async def place(
+        self, key: str, cluster: str, now: float, *, moved: bool = False
+    ) -> Charge | None:
         """Placement chose `cluster`, or the job runs there: whether its unit holds its quota
         is the core's decision (`Admission.charge_running`), also for a unit whose placement
-        timed out while it was placed or a reclaim's victim that had moved: granted, the unit
-        is Running (written); refused, nothing changes and the caller does not let the gang
-        run uncharged (docs/queue.md, "Late and moved gangs"). None: the queue does not know
-        the unit, or it ended (its quota was released; nothing to decide)."""
+        timed out while it was placed or (`moved`) a reclaim's victim that had moved, which is
+        charged where it runs, above a max if it must: granted, the unit is Running (written);
+        refused, nothing changes and the caller does not let the gang run uncharged
+        (docs/queue.md, "Late and moved gangs"). None: the queue does not know the unit, or it
+        ended (its quota was released; nothing to decide)."""
         phase = self.admission.phase(key)
         if phase is None or phase in TERMINAL:
             return None
         held = self.admission.hold_of(key) is not None
-        charge = self.admission.charge_running(key, now)
+        charge = self.admission.charge_running(key, now, moved=moved)
         if held and self.admission.hold_of(key) is None:
             self.request_pass()  # its hold ended (Placed): the pass releases its record
         if not charge.granted:
@@ -409,7 +427,8 @@ class KubeQueue:
         if phase != RUNNING:
             if phase != DEQUEUED:  # charged again: a backoff decided meanwhile is void
                 self.passes.unsaved.pop(key, None)
-            await self.write(key, f"placed in {cluster}", now)
+            text = f"runs in {cluster}: {charge.message}" if moved else f"placed in {cluster}"
+            await self.write(key, text, now)
         return charge
 
     async def finish(self, key: str, end: JobEnd, now: float) -> None:

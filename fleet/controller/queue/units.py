@@ -20,6 +20,7 @@ from fleet.controller.cache import Newest
 from fleet.controller.keys import WorkloadKey
 from fleet.core.admission import PHASES, Placed, UnitSpec, UnitState
 from fleet.core.errors import FieldError
+from fleet.core.kinds import adapter_for
 from fleet.core.lifecycle import Eviction
 from fleet.core.quota import QUOTA_NAME_LABELS
 from fleet.core.resources import Resources
@@ -61,23 +62,71 @@ def _epoch(value: Any) -> float | None:
         return None
 
 
-def placed_copy(binding: Mapping[str, Any]) -> Placed | None:
-    """Where a binding's gang runs (its cluster), since when (its last placement) and the owner
-    key its pods carry in the member (the job's UID); None when it names no cluster."""
+def placed_copy(
+    binding: Mapping[str, Any],
+    now: float,
+    *,
+    workload: Mapping[str, Any] | None = None,
+    copy: Mapping[str, Any] | None = None,
+) -> Placed | None:
+    """What a reclaim knows of a binding's running gang, the facts the simulator gives it too
+    (docs/queue.md, "Checkpoints the controller knows"); None when it names no cluster:
+
+    * where: its cluster, and the owner key its pods carry in the member (the job's UID);
+    * since when its work began: when its copy first reported Running in its current stay
+      (`placementHistory[].runningSince`); a copy that has not reported Running yet has done
+      no work (`now`); a Running binding written before that field was recorded counts from
+      its placement (`placedAt`);
+    * its declared limit: the kind's `activeDeadlineSeconds` or equivalent, on `workload`
+      (`KindAdapter.run_limit_seconds`);
+    * its last checkpoint: the later of the `fleet.dev/last-checkpoint` annotations on
+      `workload` (the fleet job) and `copy` (its member copy)."""
     spec = binding.get("spec") or {}
     clusters = spec.get("clusters") or []
     if not clusters:
         return None
     cluster = str(clusters[0].get("name") or "")
-    history = (binding.get("status") or {}).get("placementHistory") or []
-    started = next(
-        (_epoch(h.get("placedAt")) for h in reversed(history) if h.get("cluster") == cluster),
+    status = binding.get("status") or {}
+    history = status.get("placementHistory") or []
+    stay = next(
+        (h for h in reversed(history) if h.get("cluster") == cluster and not h.get("removedAt")),
         None,
     )
     owner = str((spec.get("resource") or {}).get("uid") or "")
     if not cluster or not owner:
         return None
-    return Placed(cluster, owner, started or 0.0)
+    started = _epoch((stay or {}).get("runningSince"))
+    if started is None:
+        placed_at = _epoch((stay or {}).get("placedAt"))
+        started = placed_at if status.get("phase") == "Running" and placed_at else now
+    kind = (
+        adapter_for(str(workload.get("apiVersion")), str(workload.get("kind")))
+        if workload is not None
+        else None
+    )
+    limit = kind.run_limit_seconds(workload) if kind is not None and workload else None
+    checkpoints = [t for t in (_checkpoint(workload), _checkpoint(copy)) if t is not None]
+    return Placed(cluster, owner, started, limit=limit, checkpoint=max(checkpoints, default=None))
+
+
+def _checkpoint(obj: Mapping[str, Any] | None) -> float | None:
+    """The time an object's `fleet.dev/last-checkpoint` annotation gives (None: none, or not
+    an RFC 3339 time: logged, naming the object)."""
+    meta = (obj or {}).get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(c.CHECKPOINT_ANNOTATION)
+    if raw is None:
+        return None
+    found = _epoch(raw)
+    if found is None:
+        log.warning(
+            "%s %s/%s: annotation %s=%r is not an RFC 3339 time; no checkpoint counted",
+            (obj or {}).get("kind"),
+            meta.get("namespace"),
+            meta.get("name"),
+            c.CHECKPOINT_ANNOTATION,
+            raw,
+        )
+    return found
 
 
 def queue_evictions_of(binding: Mapping[str, Any] | None) -> list[Eviction]:

@@ -20,6 +20,7 @@ One concept per module:
 * `reasons`: which condition reason a waiting unit's job carries;
 * `reclaim`: which running gangs to evict so that a waiting gang starts (reclaim, preemption);
 * `hold`: the room an eviction frees, held for its claimant until it is placed or gives up;
+* `work`: how much of the fleet a gang holds, every resource counted (what work lost weighs);
 * `worth`: whether an eviction is worth its cost, from what the controller knows.
 
 Everything the shell and the simulator use is re-exported here.
@@ -68,6 +69,7 @@ from fleet.core.admission.reclaim import (
 from fleet.core.admission.restore import restored_state
 from fleet.core.admission.settings import AdmissionSettings, NoQuotaMode
 from fleet.core.admission.usage import QuotaUsage
+from fleet.core.admission.work import WorkWeights
 
 __all__ = [
     "BLOCK",
@@ -110,6 +112,7 @@ __all__ = [
     "UnitState",
     "WaitKind",
     "WaitReason",
+    "WorkWeights",
     "charge_decision",
     "choose",
     "order_key",

@@ -207,11 +207,12 @@ class Admission(Claims):
         self.over_budget.pop(key, None)
         return True
 
-    def charge_running(self, key: str, now: float) -> Charge:
+    def charge_running(self, key: str, now: float, *, moved: bool = False) -> Charge:
         """The unit's job was placed, or runs (module `recharge`): a Dequeued unit is Running;
         a Running one stays so; one the queue no longer has Dequeued (its placement timed out
-        while it was placed, or a reclaim evicted it after it had moved) is Running and charged
-        again only where every `max` on its path allows it. Refused: nothing changes."""
+        while it was placed) is Running and charged again only where every `max` on its path
+        allows it. Refused: nothing changes. `moved`: a reclaim evicted it after it had moved
+        elsewhere: it is charged where it runs, above a max if it must (never refused)."""
         unit = self._units.get(key)
         if unit is None or unit.phase in TERMINAL:
             return Charge(key, False, None, "its unit is unknown or ended: nothing to charge")
@@ -232,6 +233,7 @@ class Admission(Claims):
             within_min=within_min,
             borrows=unit.spec.borrows,
             bypass=self.settings.no_quota == "bypass",
+            above_max=moved,
         )
         if charge.granted:
             self._dequeue_from_lines(unit)

@@ -34,6 +34,7 @@ from fleet.core.admission.reclaim import (
     eligible,
 )
 from fleet.core.admission.unit import OrderKey, Unit
+from fleet.core.admission.work import WorkWeights
 from fleet.core.admission.worth import judge
 
 __all__ = ["Claims"]
@@ -66,7 +67,8 @@ class Claims(Books):
         settings = self.settings
         if self._tree is None or not (settings.reclaim or settings.preemption):
             return plan
-        runners = self._runners(running)
+        weights = WorkWeights.of(self._tree)
+        runners = self._runners(running, weights)
         if not runners:
             return plan
         skip = self._claimed | set(in_flight)
@@ -77,7 +79,8 @@ class Claims(Books):
             if tried >= settings.reclaim_claims_per_pass:
                 break
             tried += 1
-            budget = LossBudget.of(claim.demand, settings.reclaim_loss_per_gpu)
+            size = weights.size(claim.demand)
+            budget = LossBudget.of(size, settings.reclaim_loss_per_gpu)
             choice = choose(
                 kind,
                 self._tree,
@@ -100,7 +103,7 @@ class Claims(Books):
                     self.over_budget[claim.key] = budget.describe(spared)
             if choice is not None and settings.reclaim_worth and choice.victims:
                 verdict = judge(
-                    claim.demand,
+                    size,
                     claim.priority,
                     claim.waited,
                     choice.victims,
@@ -158,7 +161,7 @@ class Claims(Books):
         """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
         return bool(self._active) or bool(self._timeouts)
 
-    def _runners(self, running: Mapping[str, Placed]) -> list[Runner]:
+    def _runners(self, running: Mapping[str, Placed], weights: WorkWeights) -> list[Runner]:
         out = []
         for key, placed in running.items():
             unit = self._units.get(key)
@@ -173,9 +176,10 @@ class Claims(Books):
                     placed.started,
                     placed.cluster,
                     placed.owner,
-                    placed.protected or not unit.spec.borrows,
-                    placed.limit,
-                    placed.checkpoint,
+                    weights.size(unit.demand),
+                    protected=placed.protected or not unit.spec.borrows,
+                    limit=placed.limit,
+                    checkpoint=placed.checkpoint,
                 )
             )
         return out

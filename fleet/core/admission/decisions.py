@@ -77,6 +77,8 @@ class Evict:
     message: str
     """For the victim's job and unit: who, why, in numbers."""
     lost_gpu_hours: float
+    """Work it loses, in GPU-equivalent hours (module `work`): GPU-hours for a gang whose GPUs
+    are its largest share of the quota tree's root."""
 
 
 @dataclass

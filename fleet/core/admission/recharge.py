@@ -19,8 +19,14 @@ granted only where units with no quota bypass the queue (`no_quota: bypass`).
 Granted: it is Running and charged. Refused: nothing changes in the queue (the unit keeps its
 phase: TimeoutBackoff or Enqueued) and the shell must not let the gang hold capacity uncharged:
 a late placement is withdrawn before anything is sent to a member (the job waits for its queue
-again); a moved victim is evicted where it runs now (the reclaim's decision stands). So no node
-ever holds more than its `max` by a charge the core did not decide.
+again).
+
+A moved victim is never refused (`above_max`): the reclaim's proof freed room in the cluster it
+left, and evicting it where it runs now frees nothing its claimant needs, so it is not evicted
+there. Where the rule above has no room for it, it is charged anyway, above the max, as a gang
+whose max shrank keeps running above it: nothing new is dequeued on that path until what it
+holds is within its max again, and a later reclaim may evict it where it runs, with a proof of
+its own. So a node holds more than its `max` only by a charge the core decided.
 """
 
 from __future__ import annotations
@@ -61,11 +67,43 @@ def charge_decision(
     within_min: bool,
     borrows: bool,
     bypass: bool,
+    above_max: bool = False,
 ) -> Charge:
     """Whether unit `key` of quota node `quota`, asking `demand` (its job counted), may hold its
     quota now, given what every node holds (`used`, the unit itself not included).
     `within_min`: its node would stay within its min with it; `borrows`: it may borrow (it did
-    not opt out of reclaim); `bypass`: a unit with no quota node bypasses the queue."""
+    not opt out of reclaim); `bypass`: a unit with no quota node bypasses the queue;
+    `above_max`: a reclaim's victim that had moved, charged whatever the rule says (see the
+    module docstring; the refusal's words say why, in numbers)."""
+    charge = _decision(
+        key, tree, used, quota, demand, within_min=within_min, borrows=borrows, bypass=bypass
+    )
+    if charge.granted or not above_max:
+        return charge
+    charged = quota is not None and tree is not None and quota in tree.nodes
+    where = "is charged all the same" if charged else "runs uncharged"
+    return Charge(
+        key,
+        True,
+        charge.quota,
+        f"{charge.message}; it had moved before its eviction was recorded, and evicting it where "
+        f"it runs now frees nothing its claimant needs, so it {where}",
+        charge.node,
+        charge.resource,
+    )
+
+
+def _decision(
+    key: str,
+    tree: QuotaTree | None,
+    used: Usage,
+    quota: str | None,
+    demand: Mapping[str, int],
+    *,
+    within_min: bool,
+    borrows: bool,
+    bypass: bool,
+) -> Charge:
     if quota is None or tree is None or quota not in tree.nodes:
         if bypass:
             return Charge(key, True, None, "in no quota node: bypasses the queue, charges nothing")

@@ -13,8 +13,9 @@ Victims, and the proof (`choose`):
   the tree (its lineage below the common ancestor) at or above its `min`: a gang that runs
   within its own queue's `min` is never evicted. A preemption victim runs in the same quota node
   with a lower priority. A gang whose policy or namespace opted out is never a victim;
-* victims are taken in order: lowest priority, then least work lost (GPU-hours since it
-  started), then the most recent start;
+* victims are taken in order: lowest priority, then least work lost (its size, every resource
+  counted, x hours since its last checkpoint or its start: module `work`), then the most
+  recent start;
 * all victims run in ONE member, and the eviction is made only if it lets the waiting gang fit
   there, node by node: the member's snapshot without the victims' pods packs the whole gang
   (`fleet.core.packing.pack`, the placement's own fit) and the quota, up to the root, holds it.
@@ -22,8 +23,8 @@ Victims, and the proof (`choose`):
 * of the victims found, any whose eviction is not needed for that fit is dropped again (most
   precious first), so the set is minimal; across members, the fewest victims, then the least
   work lost, win.
-* with a loss budget (module `budget`, GPU-hours passed in by the caller), a runner that alone
-  would lose more is no candidate, and a set that would lose more is not chosen.
+* with a loss budget (module `budget`, GPU-equivalent hours passed in by the caller), a runner
+  that alone would lose more is no candidate, and a set that would lose more is not chosen.
 
 Bounded search (a reclaim runs in the dequeue pass, over thousands of units): the candidates of
 the node that frees room for the gang's largest pod soonest go first, and a one-pod gang looks at
@@ -85,6 +86,9 @@ class Runner:
     cluster: str
     owner: str
     """The owner key its pods carry in the member's snapshot."""
+    size: float
+    """How much of the fleet it holds, every resource counted, in GPU-equivalents (module
+    `work`: its dominant share of the quota tree's root)."""
     protected: bool = False
     """Its policy or namespace opted out of being reclaimed."""
     limit: float | None = None
@@ -94,12 +98,12 @@ class Runner:
     """When it last reported a checkpoint its next copy resumes from (None: none)."""
 
     def lost(self, now: float) -> float:
-        """GPU-hours of work an eviction now throws away: since its last checkpoint (one taken
-        in this run), else since it started."""
+        """Work an eviction now throws away, in GPU-equivalent hours (its `size` x hours): since
+        its last checkpoint (one taken in this run), else since it started."""
         since = self.started
         if self.checkpoint is not None and self.checkpoint > since:
             since = min(self.checkpoint, now)
-        return int(self.demand.get(GPU, 0)) * max(now - since, 0.0) / 3600.0
+        return self.size * max(now - since, 0.0) / 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +114,14 @@ class Placed:
     cluster: str
     owner: str
     started: float
+    """When its copy started running where it runs now (the controller: when the copy first
+    reported Running in its current stay, `runningSince`)."""
     protected: bool = False
     limit: float | None = None
-    """Its declared run-time limit in seconds (`activeDeadlineSeconds`...), if any."""
+    """Its declared run-time limit in seconds from `started` (`activeDeadlineSeconds`...), if
+    any."""
     checkpoint: float | None = None
-    """When it last reported a checkpoint (with state preserved), if ever."""
+    """When it last reported a checkpoint its next copy resumes from, if ever."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +149,7 @@ class Choice:
     victims: tuple[Runner, ...]
     assignment: Assignment
     lost: float
-    """GPU-hours of work the victims lose."""
+    """Work the victims lose, in GPU-equivalent hours."""
 
 
 def victim_order(runner: Runner, now: float) -> tuple[int, float, float, str]:
@@ -397,9 +404,9 @@ def choose(
     """The smallest set of victims in one member whose eviction lets `claim` start there (see
     the module docstring), or None when no such set exists, or when none is needed (the gang
     already fits somewhere: placement, not eviction, is what it waits for). `scratch`: member
-    copies shared with the other claims of the same reclaim. `budget`: the GPU-hours of work
-    the victims may lose at most (module `budget`): a runner that alone would lose more is no
-    candidate, and a set found that loses more is not chosen."""
+    copies shared with the other claims of the same reclaim. `budget`: the GPU-equivalent hours
+    of work the victims may lose at most (module `budget`): a runner that alone would lose more
+    is no candidate, and a set found that loses more is not chosen."""
     scratch = scratch if scratch is not None else Scratch()
     shared = set(tree.nodes[claim.quota].lineage)
     # Per quota path: None if its gangs may not be victims, else how many nodes of its lineage

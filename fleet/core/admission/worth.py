@@ -4,8 +4,9 @@ An eviction throws away the victims' work since their last checkpoint, now; what
 claimant's wait until the victims would have ended anyway, later. The controller does not know
 when a victim will end, only what the job declares and how long things have gone on:
 
-* **cost**: GPU-hours the victims lose, GPUs x time since their last reported checkpoint (since
-  their start when they report none: `Runner.lost`);
+* **cost**: work the victims lose, their size (module `work`: every resource counted, in
+  GPU-equivalents) x time since their last reported checkpoint (since their start when they
+  report none: `Runner.lost`);
 * **wait saved**: a victim that declares a run-time limit (`activeDeadlineSeconds`, or the kind's
   equivalent) ends by it at the latest, so the eviction saves at most the latest of those ends
   (the claimant needs all the victims' room). When any victim declares none, the wait saved is
@@ -13,8 +14,8 @@ when a victim will end, only what the job declares and how long things have gone
   run about as long again (run times are heavy-tailed), and a wait that has gone on is likely to
   go on, so the longer of the victims' run time so far and the claimant's wait so far, plus a
   look-ahead (`reclaim_lookahead`) so that a gang that has barely started is not spared for it;
-* **benefit**: the claimant's GPUs x the wait saved, doubled when the claimant's priority is
-  above every victim's, halved when below one;
+* **benefit**: the claimant's size (by the same rule) x the wait saved, doubled when the
+  claimant's priority is above every victim's, halved when below one;
 * the eviction is made when benefit >= cost, and never when every victim ends by its limit
   within `reclaim_min_saving` (they are about to finish: waiting costs less than any eviction).
 
@@ -29,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fleet.core.admission.reclaim import Runner
-from fleet.core.resources import GPU, Resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +38,9 @@ class Worth:
 
     worth: bool
     cost: float
-    """GPU-hours the victims lose."""
+    """GPU-equivalent hours of work the victims lose."""
     benefit: float
-    """GPU-hours of the claimant's wait the eviction saves (weighted by priority)."""
+    """GPU-equivalent hours of the claimant's wait the eviction saves (weighted by priority)."""
     saved: float
     """Seconds of wait saved (inf: no victim declares a limit and nothing caps it)."""
 
@@ -64,7 +64,7 @@ def wait_saved(victims: Sequence[Runner], now: float) -> float:
 
 
 def judge(
-    demand: Resources,
+    size: float,
     priority: int,
     waited: float,
     victims: Sequence[Runner],
@@ -73,8 +73,8 @@ def judge(
     lookahead: float,
     min_saving: float,
 ) -> Worth:
-    """Whether evicting `victims` for a claimant asking `demand` (of `priority`, waiting for
-    `waited` seconds) is worth it at `now`; see the module docstring."""
+    """Whether evicting `victims` for a claimant of `size` GPU-equivalents (module `work`; of
+    `priority`, waiting for `waited` seconds) is worth it at `now`; see the module docstring."""
     cost = sum(v.lost(now) for v in victims)
     bound = wait_saved(victims, now)
     if bound <= min_saving:
@@ -86,7 +86,7 @@ def judge(
         weight = 2.0
     elif any(priority < v.priority for v in victims):
         weight = 0.5
-    benefit = int(demand.get(GPU, 0)) * saved / 3600.0 * weight
+    benefit = size * saved / 3600.0 * weight
     return Worth(benefit >= cost, cost, benefit, bound)
 
 

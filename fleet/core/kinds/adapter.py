@@ -155,6 +155,9 @@ class KindAdapter:
     multi_role: ClassVar[bool] = True
     #: The spec field that gives the gang minimum, if the kind has one.
     min_available_field: ClassVar[str | None] = None
+    #: The spec field that declares the most seconds a run may take (`activeDeadlineSeconds`
+    #: or the kind's equivalent), if the kind has one (`run_limit_seconds`).
+    run_limit_field: ClassVar[str | None] = None
     #: Conditions that decide the state word, strongest first.
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
     #: Member status fields copied to the fleet object as they are (besides conditions).
@@ -501,6 +504,17 @@ class KindAdapter:
             if name:
                 return str(name)
         return None
+
+    def run_limit_seconds(self, obj: Mapping[str, Any]) -> float | None:
+        """The run time the job declares at most, in seconds from its start (`run_limit_field`):
+        a reclaim spares a gang about to end by it (docs/queue.md, "Worth it"). None when the
+        kind has no such field, or the job does not set it to a positive integer."""
+        if self.run_limit_field is None:
+            return None
+        value = at(obj, self.run_limit_field)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            return None
+        return float(value)
 
     def charge(self, gang: Gang) -> Resources:
         """What the job's queue unit asks of its quota: every replica of every role."""

@@ -56,6 +56,7 @@ class BatchJob(KindAdapter):
     multi_role = False
     pods_label = "batch.kubernetes.io/job-name"
     mutable_templates = False  # spec.template is immutable once the Job exists
+    run_limit_field = "spec.activeDeadlineSeconds"
     #: The Job controller makes no PodGroup: on coscheduling members fleet writes it.
     fleet_pod_group = True
     doc_gang = "`spec.template`, min(parallelism, completions) pods"

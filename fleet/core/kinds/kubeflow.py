@@ -44,6 +44,7 @@ class KubeflowJob(KindAdapter):
     """A training-operator job: `field` maps each of `roles` to a replica spec."""
 
     min_available_field = RUN_POLICY_MIN_AVAILABLE
+    run_limit_field = "spec.runPolicy.activeDeadlineSeconds"
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = (
         ("Failed", "Failed"),
         ("Succeeded", "Succeeded"),

@@ -40,6 +40,7 @@ class RayJobAdapter(RayClusterAdapter):
     kind = "RayJob"
     #: Its pods carry the name of the RayCluster it made (`pods_of`), not its own.
     pods_label: ClassVar[str] = ""
+    run_limit_field = "spec.activeDeadlineSeconds"
     status_fields: ClassVar[tuple[str, ...]] = (
         "jobDeploymentStatus",
         "jobStatus",
