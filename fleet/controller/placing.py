@@ -23,6 +23,7 @@ from fleet.controller.status_mirror import (
     mark_created,
     set_scheduled_condition,
 )
+from fleet.controller.triggers import Demand
 from fleet.core import lifecycle
 from fleet.core.admission.hold import place_claimant
 from fleet.core.arrivals import mix_of
@@ -76,7 +77,10 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     decision = result.decision
     chosen = decision.placement
     if chosen is None:
-        await _wait_for_capacity(shell, job, decision)
+        # What the gang needs, so a member's capacity wakes it only if that member could now
+        # hold it; a claimant's room is held for it alone, so any news wakes it (None).
+        demand = Demand(gang, estimator) if hold is None else None
+        await _wait_for_capacity(shell, job, decision, demand)
         return None
     target = members.get(chosen.cluster)
     assert target is not None
@@ -177,10 +181,13 @@ def _evicting(life: lifecycle.Binding) -> list[str]:
     return [e.from_cluster for e in life.evictions]
 
 
-async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None:
+async def _wait_for_capacity(
+    shell: Shell, job: Job, decision: Decision, demand: Demand | None
+) -> None:
     """No cluster can take the gang: the binding lists each cluster's reason, and the gang is
-    retried when capacity, health or policies change (or an exclusion runs out, or its wait
-    for a domain does: then it is placed spread)."""
+    retried when a member that may hold it (`demand`) changes, a member turns Ready or joins, or a
+    policy changes (or an exclusion runs out, or its wait for a domain does: then it is placed
+    spread)."""
     now = shell.clock.now()
     wait = decision.domain_wait
     life = (
@@ -215,7 +222,11 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         observed=True,
     )
     shell.triggers.track(
-        job.key, cluster=None, evicting=_evicting(life), waiting_since=shell.clock.monotonic()
+        job.key,
+        cluster=None,
+        evicting=_evicting(life),
+        waiting_since=shell.clock.monotonic(),
+        demand=demand,
     )
     shell.metrics.pending.set(len(shell.triggers.pending))
     ends = [life.next_exclusion_end(now), wait.until if wait is not None else None]
