@@ -33,6 +33,11 @@ from fleet.core.placement import Decision, GroupDecision, place_in_groups
 
 log = logging.getLogger(__name__)
 
+#: How many clusters a waiting gang's binding explains one by one (`pendingReasons`): the
+#: closest; every cluster is counted by code in `pendingReasonCounts`, so a binding's size does
+#: not grow with the fleet.
+PENDING_REASONS_LIMIT = 10
+
 
 async def schedule(shell: Shell, job: Job) -> str | None:
     """Place the gang; the chosen cluster, or None when it waits (the binding says why)."""
@@ -117,7 +122,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
             shell,
             job,
             life,
-            status={"pendingReasons": None},
+            status={"pendingReasons": None, "pendingReasonCounts": None},
             conditions=binding_conditions(
                 shell, job, (c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained)
             ),
@@ -184,8 +189,9 @@ def _evicting(life: lifecycle.Binding) -> list[str]:
 async def _wait_for_capacity(
     shell: Shell, job: Job, decision: Decision, demand: Demand | None
 ) -> None:
-    """No cluster can take the gang: the binding lists each cluster's reason, and the gang is
-    retried when a member that may hold it (`demand`) changes, a member turns Ready or joins, or a
+    """No cluster can take the gang: the binding gives the reasons of the closest
+    `PENDING_REASONS_LIMIT` clusters and counts every cluster's code, and the gang is retried
+    when a member that may hold it (`demand`) changes, a member turns Ready or joins, or a
     policy changes (or an exclusion runs out, or its wait for a domain does: then it is placed
     spread)."""
     now = shell.clock.now()
@@ -200,7 +206,7 @@ async def _wait_for_capacity(
         PendingReason(
             cluster=r.cluster, reason=r.reason, code=r.category, facts=dict(r.facts) or None
         ).to_dict()
-        for r in decision.rejections
+        for r in decision.closest(PENDING_REASONS_LIMIT)
     ] or [
         PendingReason(
             cluster="(none)", reason="the fleet has no member clusters", code="NoClusters"
@@ -215,7 +221,7 @@ async def _wait_for_capacity(
         shell,
         job,
         life,
-        status={"pendingReasons": reasons},
+        status={"pendingReasons": reasons, "pendingReasonCounts": decision.counts() or None},
         conditions=binding_conditions(
             shell, job, (c.CONDITION_SCHEDULED, "False", reason, summary)
         ),

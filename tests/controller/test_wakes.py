@@ -1,13 +1,18 @@
 """What wakes what: a MemberCluster event only when something placement reads changed, a
-member's capacity only the waiting gangs that member could now hold."""
+member's capacity only the waiting gangs that member could now hold, and a waiting gang's
+binding explains the closest members only, counting the rest."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fleet.api import constants as c
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.operator import Controller
+from fleet.controller.placing import PENDING_REASONS_LIMIT
+from fleet.core.placement import INSUFFICIENT, NOT_READY, TAINTED
+from fleet.core.taints import Taint
 from fleet.kube import Obj
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, World
@@ -128,3 +133,40 @@ async def test_a_waiting_gang_whose_demand_is_not_known_is_woken_by_any_members_
     mark = len(world.queue.added)
     world.triggers.capacity_changed("member-1")
     await world.until_queued(unknown, after=mark)
+
+
+async def test_pending_reasons_name_the_closest_members_and_count_every_one():
+    world = World()
+    members = 1000
+    for i in range(members):
+        name = f"member-{i:04d}"
+        if i % 10 == 0:
+            world.add_member(name, gpus=1, taints=[Taint("maintenance", "NoSchedule")])
+        else:
+            fake = world.add_member(name, gpus=1)
+            if i % 10 == 1:
+                fake.set_ready(False)
+    world.apply_policy(policy())
+    key = world.submit(pytorchjob("job", workers=1, gpus=4))
+
+    await world.reconcile(key)
+
+    status = status_of(world, key)
+    assert status["phase"] == "Pending"
+    reasons = status["pendingReasons"]
+    counts = status["pendingReasonCounts"]
+    assert len(reasons) == PENDING_REASONS_LIMIT
+    assert sum(counts.values()) == members
+    assert counts == {NOT_READY: 100, TAINTED: 100, INSUFFICIENT: 800}
+    # The closest: short of capacity (past every filter), then by name.
+    assert [r["code"] for r in reasons] == [INSUFFICIENT] * PENDING_REASONS_LIMIT
+    assert [r["cluster"] for r in reasons][:3] == ["member-0002", "member-0003", "member-0004"]
+    assert all(r["facts"]["resource"] for r in reasons)
+    # The binding's size does not grow with the fleet.
+    assert len(json.dumps(status)) < 8_000
+
+    # Placed, the binding keeps neither.
+    world.add_member("member-big", gpus=8)
+    await world.reconcile(key)
+    status = status_of(world, key)
+    assert "pendingReasons" not in status and "pendingReasonCounts" not in status
