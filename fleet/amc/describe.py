@@ -23,7 +23,7 @@ from fleet.amc.adoption import managed_by
 from fleet.amc.errors import EXIT_INCOMPLETE, EXIT_OK, AmcError, MemberUnavailable, warn
 from fleet.amc.members import Fleet
 from fleet.amc.output import NONE, age, cell, columns, fields
-from fleet.api import GangBinding, binding_name
+from fleet.api import GangBinding, GangBindingStatus, binding_name
 from fleet.api import constants as c
 from fleet.core.kinds import adapter_for
 from fleet.kube import KubeError, NotFound, Obj, Resource, SyncKubeClient
@@ -140,6 +140,18 @@ def _section(title: str, header: Sequence[str], rows: list[list[str]], indent: s
     if not rows:
         return f"{indent}{title}:  {NONE}"
     return f"{indent}{title}:\n" + columns(header, rows, indent + INDENT)
+
+
+def _pending_title(status: GangBindingStatus) -> str:
+    """`Pending reasons`, and when the binding names only the closest clusters, how many it
+    counted per code: `Pending reasons (10 closest of 1000: Insufficient 700, ...)`."""
+    listed = len(status.pending_reasons or [])
+    counts = status.pending_reason_counts or {}
+    total = sum(counts.values())
+    if total <= listed:
+        return "Pending reasons"
+    per_code = ", ".join(f"{code} {n}" for code, n in counts.items())
+    return f"Pending reasons ({listed} closest of {total}: {per_code})"
 
 
 def _conditions(conditions: Iterable[Mapping[str, Any]], now: datetime, indent: str) -> str:
@@ -339,7 +351,7 @@ def _binding_part(view: Description, now: datetime) -> list[str]:
             INDENT,
         ),
         _section(
-            "Pending reasons",
+            _pending_title(status),
             ["CLUSTER", "CODE", "REASON"],
             [[p.cluster, p.code or "", p.reason] for p in status.pending_reasons or []],
             INDENT,

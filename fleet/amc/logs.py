@@ -135,7 +135,10 @@ def _not_placed(kind: str, namespace: str | None, name: str, binding: GangBindin
         f"{p.cluster}: {p.reason}" for p in (status.pending_reasons if status else None) or []
     ]
     why = f": {'; '.join(reasons[:_REASONS_QUOTED])}" if reasons else ""
-    more = f" (and {len(reasons) - _REASONS_QUOTED} more)" if len(reasons) > _REASONS_QUOTED else ""
+    # The binding names the closest clusters and counts them all (pendingReasonCounts).
+    counted = sum(((status.pending_reason_counts if status else None) or {}).values())
+    total = max(len(reasons), counted)
+    more = f" (and {total - _REASONS_QUOTED} more)" if total > _REASONS_QUOTED else ""
     phase = (status.phase if status else None) or "Pending"
     return AmcError(f"{kind} {namespace}/{name} runs in no member yet (phase {phase}){why}{more}")
 

@@ -446,7 +446,13 @@ class GangBindingStatus(KubeModel):
     """The clusterAffinities group the placement came from (Karmada's
     schedulerObservedAffinityName); the next placement starts its search there."""
     pending_reasons: list[PendingReason] | None = None
-    """Per-cluster explanations when no cluster fits."""
+    """Per-cluster explanations when no cluster fits: at most 10, the clusters that came
+    closest to taking the workload (the furthest along placement's order of work: Outranked
+    and WaitingForDomain, then Insufficient, then the filters in reverse), then by name; every
+    cluster is counted in pendingReasonCounts."""
+    pending_reason_counts: dict[str, NonNegInt32] | None = None
+    """When no cluster fits: how many clusters gave each code, over every cluster (those in
+    pendingReasons included), so the counts add up to the clusters placement looked at."""
     dependencies: list[DependencyRecord] | None = None
     """The dependencies fleet wrote in members for this workload (propagateDeps), per member."""
     observed_generation: NonNegInt64 | None = None

@@ -105,6 +105,7 @@ class Controller:
             members=self.members,
         )
         self.triggers.member_lost = self.kube_queue.member_lost
+        self.triggers.room = self.members.room
         self.shell = Shell(
             fleet=fleet,
             members=self.members,
@@ -262,10 +263,8 @@ class Controller:
             await self.members.remove(name)
         else:
             await self.members.sync(obj)
-        # Taints or labels may have changed: gangs bound there are judged again.
-        for key in self.triggers.placed_on(name):
-            self.queue.add(key)
-        self.triggers.retry_pending()
+        # Only a change to what placement reads wakes anything (not fleet's status writes).
+        self.triggers.member_changed(obj, deleted=deleted)
 
     # -- metrics ----------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from fleet.controller.status_mirror import (
     mark_created,
     set_scheduled_condition,
 )
+from fleet.controller.triggers import Demand
 from fleet.core import lifecycle
 from fleet.core.admission.hold import place_claimant
 from fleet.core.arrivals import mix_of
@@ -31,6 +32,11 @@ from fleet.core.fragmentation import WorkloadMix
 from fleet.core.placement import Decision, GroupDecision, place_in_groups
 
 log = logging.getLogger(__name__)
+
+#: How many clusters a waiting gang's binding explains one by one (`pendingReasons`): the
+#: closest; every cluster is counted by code in `pendingReasonCounts`, so a binding's size does
+#: not grow with the fleet.
+PENDING_REASONS_LIMIT = 10
 
 
 async def schedule(shell: Shell, job: Job) -> str | None:
@@ -76,7 +82,10 @@ async def schedule(shell: Shell, job: Job) -> str | None:
     decision = result.decision
     chosen = decision.placement
     if chosen is None:
-        await _wait_for_capacity(shell, job, decision)
+        # What the gang needs, so a member's capacity wakes it only if that member could now
+        # hold it; a claimant's room is held for it alone, so any news wakes it (None).
+        demand = Demand(gang, estimator) if hold is None else None
+        await _wait_for_capacity(shell, job, decision, demand)
         return None
     target = members.get(chosen.cluster)
     assert target is not None
@@ -113,7 +122,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
             shell,
             job,
             life,
-            status={"pendingReasons": None},
+            status={"pendingReasons": None, "pendingReasonCounts": None},
             conditions=binding_conditions(
                 shell, job, (c.CONDITION_SCHEDULED, "True", c.REASON_SCHEDULED, explained)
             ),
@@ -177,10 +186,14 @@ def _evicting(life: lifecycle.Binding) -> list[str]:
     return [e.from_cluster for e in life.evictions]
 
 
-async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None:
-    """No cluster can take the gang: the binding lists each cluster's reason, and the gang is
-    retried when capacity, health or policies change (or an exclusion runs out, or its wait
-    for a domain does: then it is placed spread)."""
+async def _wait_for_capacity(
+    shell: Shell, job: Job, decision: Decision, demand: Demand | None
+) -> None:
+    """No cluster can take the gang: the binding gives the reasons of the closest
+    `PENDING_REASONS_LIMIT` clusters and counts every cluster's code, and the gang is retried
+    when a member that may hold it (`demand`) changes, a member turns Ready or joins, or a
+    policy changes (or an exclusion runs out, or its wait for a domain does: then it is placed
+    spread)."""
     now = shell.clock.now()
     wait = decision.domain_wait
     life = (
@@ -193,7 +206,7 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         PendingReason(
             cluster=r.cluster, reason=r.reason, code=r.category, facts=dict(r.facts) or None
         ).to_dict()
-        for r in decision.rejections
+        for r in decision.closest(PENDING_REASONS_LIMIT)
     ] or [
         PendingReason(
             cluster="(none)", reason="the fleet has no member clusters", code="NoClusters"
@@ -208,14 +221,18 @@ async def _wait_for_capacity(shell: Shell, job: Job, decision: Decision) -> None
         shell,
         job,
         life,
-        status={"pendingReasons": reasons},
+        status={"pendingReasons": reasons, "pendingReasonCounts": decision.counts() or None},
         conditions=binding_conditions(
             shell, job, (c.CONDITION_SCHEDULED, "False", reason, summary)
         ),
         observed=True,
     )
     shell.triggers.track(
-        job.key, cluster=None, evicting=_evicting(life), waiting_since=shell.clock.monotonic()
+        job.key,
+        cluster=None,
+        evicting=_evicting(life),
+        waiting_since=shell.clock.monotonic(),
+        demand=demand,
     )
     shell.metrics.pending.set(len(shell.triggers.pending))
     ends = [life.next_exclusion_end(now), wait.until if wait is not None else None]

@@ -2,19 +2,30 @@
 
 Every event the controller hears (a fleet workload, a binding, a policy, a member's job, a
 member's capacity or health) ends here and becomes at most a few keys on the work queue; no
-handler decides anything. The indexes (which workloads wait for capacity, which are bound to a
-member, which left copies in one) are updated by each reconcile from the binding it wrote.
+handler decides anything. The indexes (which workloads wait for capacity and what each needs,
+which are bound to a member, which left copies in one) are updated by each reconcile from the
+binding it wrote.
+
+Each event wakes only what it can help (docs/controller.md, "What wakes what"): a MemberCluster
+event only when something placement reads changed (`member_changed`), a member's capacity only
+the waiting gangs that member could now hold by its estimator's screen (`capacity_changed`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from fleet.controller.cache import Newest
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.workqueue import WorkQueue
+from fleet.core.estimate import Estimator
 from fleet.core.kinds import adapter_for
+from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.workload import Gang
 from fleet.kube import Obj
 
 #: How long a burst of capacity events is gathered into one retry of the waiting workloads.
@@ -26,6 +37,35 @@ CAPACITY_COALESCE_SECONDS = 0.2
 STATUS_COALESCE_SECONDS = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What a waiting gang needs of a member, as its last placement screened members: the gang
+    (with its policy's default topology) and the estimator that placed it."""
+
+    gang: Gang
+    estimator: Estimator
+
+    def may_fit(self, snapshot: ClusterSnapshot) -> bool:
+        """Whether `snapshot` could hold the gang: the estimator's screen, which never rejects
+        a member its full check would accept, so a member it rejects cannot take the gang."""
+        return self.estimator.screen(self.gang, snapshot) is None
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What the screen's verdict depends on (as placement memoizes it): gangs with equal
+        keys get equal verdicts on a member."""
+        gang = self.gang
+        return (self.estimator.name, gang.demand_key, gang.topology)
+
+
+class Waiting(NamedTuple):
+    """A workload waiting for capacity: since when (monotonic), and what it needs (None: not
+    known, or not only capacity; any member's news wakes it)."""
+
+    since: float
+    demand: Demand | None
+
+
 class Triggers:
     """Event routing for one controller replica (also the member registry's listener)."""
 
@@ -33,8 +73,9 @@ class Triggers:
         self.queue = queue
         #: Every workload seen on the fleet, so a new policy can pick up existing jobs.
         self.known: set[WorkloadKey] = set()
-        #: Workloads waiting for capacity, with when they started waiting (retried oldest first).
-        self.pending: dict[WorkloadKey, float] = {}
+        #: Workloads waiting for capacity, with when they started waiting (retried oldest first)
+        #: and what they need (a member's capacity wakes only those it could now hold).
+        self.pending: dict[WorkloadKey, Waiting] = {}
         #: Workload -> the member it is bound to, so a member's news reaches its workloads.
         self.placed: dict[WorkloadKey, str] = {}
         #: Workload -> members holding a copy it left behind that is still to be purged.
@@ -46,6 +87,13 @@ class Triggers:
         self.member_lost: Callable[[str], None] | None = None
         #: Told when a member turns Ready (the collector fences it before anything is placed).
         self.member_ready: Callable[[str], None] | None = None
+        #: A member's snapshot as placement would read it now (its expired reservations
+        #: dropped); None: no such member. Unset: every waiting gang is woken.
+        self.room: Callable[[str], ClusterSnapshot | None] | None = None
+        #: What placement reads of each MemberCluster, as last seen (see member_changed).
+        self._members: dict[str, str] = {}
+        #: Members whose capacity changed since the coalesced wake was scheduled.
+        self._capacity_changed: set[str] = set()
         #: What each workload's decision-relevant fields last were (see workload_changed).
         self._fingerprints: dict[WorkloadKey, tuple[object, ...]] = {}
         self._capacity_scheduled = False
@@ -112,7 +160,30 @@ class Triggers:
         else:
             self.queue.add(key)
 
+    def member_changed(self, obj: Obj, *, deleted: bool = False) -> None:
+        """A MemberCluster event (after the registry synced it). Only a change to what placement
+        reads (its labels, its spec: taints, id, gangScheduler, schedulerName, reservation,
+        kubeconfigSecretRef; the gang scheduler its status records; its deletion) or a new
+        member wakes anything: the gangs bound there are judged again (taints) and every
+        waiting gang is retried (labels, taints, a new member may let any of them in). fleet's
+        own status writes change none of it and wake nothing."""
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if deleted:
+            self._members.pop(name, None)
+        else:
+            fingerprint = _member_fingerprint(obj)
+            if self._members.get(name) == fingerprint:
+                return
+            self._members[name] = fingerprint
+        for key in self.placed_on(name):
+            self.queue.add(key)
+        self.retry_pending()
+
     def health_changed(self, member: str, ready: bool) -> None:
+        """The gangs bound to `member` or leaving copies there are looked at again; when it
+        turns Ready, every waiting gang too (it may hold any of them). A member that goes
+        NotReady (or leaves) can take no gang, so it wakes no waiting one."""
         if not ready and self.member_lost is not None:
             self.member_lost(member)
         if ready and self.member_ready is not None:
@@ -123,22 +194,51 @@ class Triggers:
         for key, clusters in list(self.evicting.items()):
             if member in clusters:
                 self.queue.add(key)
-        self.retry_pending()
+        if ready:
+            self.retry_pending()
 
     def capacity_changed(self, member: str) -> None:
-        """Coalesce a burst of pod and node events into one retry of the waiting workloads."""
-        if self._capacity_scheduled or not self.pending:
+        """Coalesce a burst of a member's pod and node events (and its other news: a kind
+        found, its gang scheduler detected, fenced) into one wake, `CAPACITY_COALESCE_SECONDS`
+        later, of the waiting workloads one of the changed members could then hold."""
+        if not self.pending:
+            return
+        self._capacity_changed.add(member)
+        if self._capacity_scheduled:
             return
         self._capacity_scheduled = True
 
         def fire() -> None:
             self._capacity_scheduled = False
-            self.retry_pending()
+            changed, self._capacity_changed = self._capacity_changed, set()
+            self.wake_for(changed)
 
         asyncio.get_running_loop().call_later(CAPACITY_COALESCE_SECONDS, fire)
 
+    def wake_for(self, members: Iterable[str]) -> None:
+        """Retry, oldest first, each waiting workload that one of `members` could now hold
+        (`Demand.may_fit`): news of a member can place a gang only there. A workload whose
+        demand is not known is retried whatever the members hold."""
+        if self.room is None:
+            self.retry_pending()
+            return
+        rooms = [room for name in sorted(set(members)) if (room := self.room(name)) is not None]
+        # Waiting gangs of one demand get one verdict: a wake costs a screen per distinct
+        # demand and member, and a lookup per waiting gang.
+        verdicts: dict[tuple[object, ...], bool] = {}
+        for key, waiting in sorted(self.pending.items(), key=lambda kv: kv[1].since):
+            demand = waiting.demand
+            if demand is None:
+                self.queue.add(key)
+                continue
+            verdict = verdicts.get(demand.key)
+            if verdict is None:
+                verdict = verdicts[demand.key] = any(demand.may_fit(room) for room in rooms)
+            if verdict:
+                self.queue.add(key)
+
     def retry_pending(self) -> None:
-        for key, _ in sorted(self.pending.items(), key=lambda kv: kv[1]):
+        for key, _ in sorted(self.pending.items(), key=lambda kv: kv[1].since):
             self.queue.add(key)
 
     def placed_on(self, member: str) -> list[WorkloadKey]:
@@ -154,8 +254,10 @@ class Triggers:
         cluster: str | None,
         evicting: Iterable[str] = (),
         waiting_since: float | None = None,
+        demand: Demand | None = None,
     ) -> None:
-        """Record where a workload stands after a reconcile."""
+        """Record where a workload stands after a reconcile: with `waiting_since`, it waits for
+        capacity, needing `demand` (None: unknown, any member's capacity wakes it)."""
         if cluster is None:
             self.placed.pop(key, None)
         else:
@@ -168,7 +270,9 @@ class Triggers:
         if waiting_since is None:
             self.pending.pop(key, None)
         else:
-            self.pending.setdefault(key, waiting_since)
+            before = self.pending.get(key)
+            since = before.since if before is not None else waiting_since
+            self.pending[key] = Waiting(since, demand)
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload is gone: drop it from every index and cache."""
@@ -192,4 +296,22 @@ def _fingerprint(obj: Obj) -> tuple[object, ...]:
         tuple(meta.get("finalizers") or ()),
         tuple(sorted((meta.get("labels") or {}).items())),
         tuple(sorted((meta.get("annotations") or {}).items())),
+    )
+
+
+def _member_fingerprint(obj: Obj) -> str:
+    """What placement reads of a MemberCluster: its identity, labels, spec and deletion, and
+    the gang scheduler its status records (read until the member's own probe answers). Not the
+    rest of its status (fleet's own writes), nor its resourceVersion."""
+    meta = obj.get("metadata") or {}
+    return json.dumps(
+        [
+            meta.get("uid"),
+            meta.get("deletionTimestamp"),
+            meta.get("labels") or {},
+            obj.get("spec") or {},
+            (obj.get("status") or {}).get("gangScheduler"),
+        ],
+        sort_keys=True,
+        default=str,
     )

@@ -29,6 +29,7 @@ never modifies a snapshot. To hold the capacity until the member shows the pods,
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, cast
@@ -195,6 +196,19 @@ class Decision:
         """`member-2: needs ...`: one line per rejected cluster, sorted by cluster name."""
         return [str(r) for r in self.rejections]
 
+    def closest(self, limit: int) -> tuple[Rejection, ...]:
+        """The `limit` rejected clusters that came closest to taking the gang: the furthest
+        along the order of work (outranked or waiting for a domain, then short of capacity,
+        then ruled out by the filters, the last filter first: CODES backwards; a code not in
+        CODES last), then by name."""
+        return tuple(sorted(self.rejections, key=_closeness)[: max(limit, 0)])
+
+    def counts(self) -> dict[str, int]:
+        """How many rejected clusters gave each code (every one of them), in CODES order (a
+        code not in CODES last)."""
+        counts = Counter(r.category for r in self.rejections)
+        return {code: counts[code] for code in sorted(counts, key=_code_order)}
+
     def summary(self, limit: int = 1024) -> str:
         """A message for an Event or condition: the result, or why no cluster fits."""
         if self.placement is not None:
@@ -204,6 +218,21 @@ class Decision:
         if self.domain_wait is not None:
             head = waiting_summary(self.domain_wait)
         return clip("; ".join([head, *self.sentences()]), limit)
+
+
+_ORDER = {code: i for i, code in enumerate(CODES)}
+
+
+def _code_order(code: str) -> tuple[int, str]:
+    """A code's place in the order of work (CODES); a code not in CODES after them."""
+    return (_ORDER.get(code, len(CODES)), code)
+
+
+def _closeness(rejection: Rejection) -> tuple[int, str]:
+    """Closer first: the furthest along the order of work (CODES backwards; a code not in
+    CODES after them), then by name."""
+    rank = _ORDER.get(rejection.category, -1)
+    return (-rank, rejection.cluster)
 
 
 def filter_rejection(

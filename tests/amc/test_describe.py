@@ -218,6 +218,27 @@ def test_a_held_gang_says_why_each_cluster_was_rejected(world: World) -> None:
     assert world.dialed == ["fleet"]  # no member was asked
 
 
+def test_a_held_gang_in_a_large_fleet_says_how_many_members_gave_each_code(world: World) -> None:
+    """The binding names only the closest members (pendingReasons) and counts every member's
+    code (pendingReasonCounts): the section's title says so."""
+    pending = binding(
+        phase="Pending",
+        pendingReasons=[
+            {"cluster": "member-1", "code": "Insufficient", "reason": "2 of 3 pods fit"},
+            {"cluster": "member-2", "code": "Insufficient", "reason": "1 of 3 pods fit"},
+        ],
+        pendingReasonCounts={"NotReady": 10, "TaintUntolerated": 290, "Insufficient": 700},
+    )
+    _fleet_side(world, pending)
+    result = world.amc("describe", "pytorchjob", "pytorch-test", "-n", NS)
+    assert result.code == EXIT_OK
+    title = (
+        "Pending reasons (2 closest of 1000: NotReady 10, TaintUntolerated 290, Insufficient 700)"
+    )
+    _, _, *rows = _section(result.out, title)
+    assert [line.split(None, 1)[0] for line in rows] == ["member-1", "member-2"]
+
+
 def test_repeated_events_say_how_often(world: World) -> None:
     _fleet_side(world, FAILED_OVER)
     world.fleet.script[("GET", EVENTS)] = [

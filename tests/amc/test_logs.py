@@ -247,6 +247,22 @@ def test_a_held_gang_says_why_it_is_not_placed(world: World) -> None:
     ]
 
 
+def test_a_held_gang_counts_the_members_its_binding_does_not_name(world: World) -> None:
+    world.fleet.on("GET", JOB, job("fleet-uid", []))
+    pending = binding(
+        phase="Pending",
+        pendingReasons=[
+            {"cluster": f"member-{i}", "code": "Insufficient", "reason": "2 of 3 pods fit"}
+            for i in range(1, 11)
+        ],
+        pendingReasonCounts={"Insufficient": 990, "NotReady": 10},
+    )
+    world.fleet.on("GET", BINDING, pending)
+    result = world.amc("logs", "pytorchjob/pytorch-test", "-n", NS)
+    assert result.code == EXIT_ERROR
+    assert result.err.splitlines()[0].endswith("member-3: 2 of 3 pods fit (and 997 more)")
+
+
 def test_a_pod_not_made_yet(world: World) -> None:
     _placed(world)
     result = world.amc("logs", "pytorchjob/pytorch-test", "--replica", "worker-0", "-n", NS)

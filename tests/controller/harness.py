@@ -215,6 +215,7 @@ class World:
         self.events_recorder = EventRecorder(self.fleet, instance="test", clock=self.clock)
         self.kube_queue = self.new_kube_queue()
         self.triggers.member_lost = self.kube_queue.member_lost
+        self.triggers.room = self.registry.room
         self.shell = Shell(
             fleet=self.fleet,
             members=self.registry,

@@ -102,6 +102,15 @@ def test_every_rejected_cluster_gets_one_sentence() -> None:
         "largestFree": 1,
     }
     assert all(not r.facts for r in decision.rejections[1:])
+    # The closest first (the furthest along the order of work), and every code counted.
+    assert [r.cluster for r in decision.closest(3)] == ["member-6", "member-2", "member-3"]
+    assert decision.counts() == {
+        NOT_READY: 1,
+        FAILED_OVER: 1,
+        AFFINITY: 1,
+        INSUFFICIENT: 1,
+        OUTRANKED: 1,
+    }
 
 
 def test_affinity_rules_follow_karmada() -> None:

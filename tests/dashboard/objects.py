@@ -136,6 +136,7 @@ WAITING = {
         },
         {"cluster": "member-2", "code": "NotReady", "reason": "member-2 is not Ready"},
     ],
+    "pendingReasonCounts": {"NotReady": 1, "Insufficient": 1},
 }
 
 RUNNING = {

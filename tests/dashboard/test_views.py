@@ -105,6 +105,7 @@ def test_a_jobs_page_has_reasons_per_member_history_and_its_pods() -> None:
         "largestFree": 2,
     }
     assert page["factColumns"] == ["largestFree", "perPod", "resource"]
+    assert page["pendingReasonCounts"] == {"NotReady": 1, "Insufficient": 1}
     assert page["replicas"] == ["master-0", "worker-0", "worker-1"]
 
     pods = [
@@ -117,6 +118,7 @@ def test_a_jobs_page_has_reasons_per_member_history_and_its_pods() -> None:
     assert [p["cluster"] for p in page["placements"]] == ["member-2", "member-1"]
     assert page["failoverHistory"][0]["reason"] == "ClusterLost" and page["failovers"] == 1
     assert page["uid"] == UID and page["pendingReasons"] == []
+    assert page["pendingReasonCounts"] == {}
 
 
 def test_find_binding_by_job_name_or_the_bindings_own() -> None:

@@ -212,6 +212,15 @@ class MemberRegistry:
     def snapshots(self) -> list[ClusterSnapshot]:
         return [m.snapshot for m in self.members.values()]
 
+    def room(self, name: str) -> ClusterSnapshot | None:
+        """`name`'s snapshot as a placement now reads it: its expired reservations dropped
+        (None: no such member)."""
+        member = self.members.get(name)
+        if member is None:
+            return None
+        member.snapshot.expire(self.clock.monotonic())
+        return member.snapshot
+
     def not_ready(self) -> dict[str, str]:
         """The members nothing may be placed in now, each with why: not Ready, or not fenced
         yet since it (re)connected (the collector has not checked fleet's objects there)."""

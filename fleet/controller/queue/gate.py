@@ -261,7 +261,7 @@ async def _hold(shell: Shell, kq: KubeQueue, job: Job, key: str, now: float) -> 
         shell,
         job,
         lifecycle.queued(job.life),
-        status={"pendingReasons": None},
+        status={"pendingReasons": None, "pendingReasonCounts": None},
         conditions=binding_conditions(
             shell, job, (c.CONDITION_SCHEDULED, "False", reason, message)
         ),

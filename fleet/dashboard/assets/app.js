@@ -122,6 +122,12 @@ function jobView(data) {
   const pending = data.pendingReasons.map((r) => el("tr", { "data-cluster": r.cluster },
     el("td", { text: r.cluster }), el("td", { text: dash(r.code) }), el("td", { text: r.reason }),
     data.factColumns.map((f) => el("td", { text: dash((r.facts || {})[f]) }))));
+  // The binding names only the closest members and counts every member's code.
+  const counts = Object.entries(data.pendingReasonCounts || {});
+  const counted = counts.reduce((sum, [, n]) => sum + n, 0);
+  const countsLine = counted > pending.length
+    ? el("p", { class: "muted", id: "pending-counts", text: `the ${pending.length} closest of ${counted} members; every member by code: ${counts.map(([code, n]) => `${code} ${n}`).join(", ")}` })
+    : null;
   const placements = data.placements.map((p) => el("tr", {},
     el("td", { text: p.cluster }), el("td", { text: p.placedAt }), el("td", { text: dash(p.removedAt) }),
     el("td", { text: dash(p.reason) })));
@@ -164,7 +170,7 @@ function jobView(data) {
     ]),
     data.why ? el("p", { class: "why", id: "why", text: data.why }) : null,
     el("h3", { text: "Why each member cannot take it now" }),
-    el("div", { id: "pending" }, pending.length ? table(pendingHead, pending) : el("p", { class: "muted", text: "none: it is placed, or nothing was rejected" })),
+    el("div", { id: "pending" }, pending.length ? table(pendingHead, pending) : el("p", { class: "muted", text: "none: it is placed, or nothing was rejected" }), countsLine),
     el("h3", { text: "Placement history" }),
     placements.length ? table(["member", "placed", "removed", "why it left"], placements) : el("p", { class: "muted", text: "never placed" }),
     el("h3", { text: "Failovers" }),

@@ -184,6 +184,8 @@ def job_view(
         ],
         "excluded": [e.to_dict() for e in (status.excluded_clusters if status else None) or []],
         "pendingReasons": pending,
+        # Every member's code counted (pendingReasons names only the closest ones).
+        "pendingReasonCounts": dict((status.pending_reason_counts if status else None) or {}),
         "factColumns": fact_columns,
         "members": [
             {
