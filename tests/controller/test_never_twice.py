@@ -36,6 +36,7 @@ STEPS = (
     "fail",
     "refuse",
     "allow",
+    "restart",
 )
 PURGE_MODES = ("Immediately", "Gracefully", "Never")
 UNJOINING = Taint(c.UNJOINING_TAINT_KEY, "NoExecute")
@@ -111,6 +112,14 @@ def _step(world: World, step: str, fake: FakeMember, removed: set[str]) -> None:
         fake.set_job_state("job", "Failed")
     elif step == "refuse" and name in world.registry.members:
         fake.refuse()  # up, but refuses fleet's credentials: not a lost member
+    elif step == "restart":
+        # The controller restarts: its caches are empty until the watches fill them again, and
+        # every member it connects to is fenced again before anything is placed there.
+        for cache in (world.triggers.workloads, world.triggers.bindings):
+            for key, _ in cache.items():
+                cache.drop(key)
+        for member in world.registry.members.values():
+            member.fenced = False
     elif step == "allow" and fake.refusal is not None:
         fake.set_ready(True)
         fake._stop_refusing()
@@ -198,6 +207,8 @@ def _unreachable_ids(world: World) -> set[str]:
     ],
     "Immediately",
 )
+# A restart while a lost member's copy is unfenced: the record survives (it is the binding).
+@example([("lose", "member-1"), ("restart", "member-1"), ("restore", "member-1")], "Immediately")
 # Path 4: credentials refused is not a lost cluster: no second copy.
 @example([("refuse", "member-1"), ("allow", "member-1")], "Immediately")
 # Path 3: purgeMode Never with unjoin --move: the kept copy is let go with its member, said.
