@@ -78,9 +78,8 @@ async def collect(shell: Shell, member: Member) -> int:
                 complete = False
                 log.info("collector: %s in %s not looked at yet: %s", copy, member.name, e)
     if complete and connection is member.connection and not member.fenced:
-        member.fenced = True
         log.info("member %s: fenced (%d copies no binding wants deleted)", member.name, deleted)
-        shell.members.listener.capacity_changed(member.name)  # pending gangs may go there now
+        shell.members.fenced(member)  # Ready now; the gangs waiting for room are told
     return deleted
 
 

@@ -8,8 +8,15 @@ from typing import Any
 
 from fleet.api import constants as c
 from fleet.controller.collector import collect, collect_all
+from fleet.controller.members.status import MemberStatusWriter
 from fleet.testing.workloads import gang_policy, pytorchjob
-from tests.controller.harness import NAMESPACE, FakeMember, World
+from tests.controller.harness import NAMESPACE, FakeMember, World, conditions
+
+
+def ready_of(world: World, name: str) -> tuple[str, str]:
+    """The MemberCluster's Ready condition: (status, reason)."""
+    ready = conditions(world.fleet_api.get(c.FLEET_API_VERSION, "MemberCluster", name))["Ready"]
+    return ready["status"], ready["reason"]
 
 
 def copy_in(member: FakeMember, name: str, *, uid: str, fleet_id: str) -> None:
@@ -89,10 +96,24 @@ async def test_a_member_that_reconnects_is_fenced_before_anything_is_placed_ther
     assert await collect(world.shell, stale.member) == 0
     assert stale.copy("job") is not None and not stale.member.fenced
 
+    # Ready means placeable: the MemberCluster says Fencing until the pass is complete.
     world.fleet_api.reachable = True
+    world.fleet_api.put(
+        {
+            "apiVersion": c.FLEET_API_VERSION,
+            "kind": "MemberCluster",
+            "metadata": {"name": "member-2"},
+        }
+    )
+    writer = MemberStatusWriter(world.fleet, world.clock)
+    await writer.write(stale.member)
+    assert ready_of(world, "member-2") == ("False", c.REASON_FENCING)
+
     assert await collect(world.shell, stale.member) == 1
     assert stale.copy("job") is None and home.copy("job") is not None
     assert stale.member.fenced and "member-2" not in world.registry.not_ready()
+    await writer.write(stale.member)
+    assert ready_of(world, "member-2") == ("True", c.REASON_CLUSTER_READY)
     assert world.metrics.purges.values == {"member-2": 1}
     assert world.events("StaleCopyDeleted", key)
 

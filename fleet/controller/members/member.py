@@ -15,6 +15,13 @@ from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint
 from fleet.kube import KubeClient, Obj
 
+#: Why a member that answers is not placeable yet (Ready=False reason Fencing, and the pending
+#: reason placement gives).
+FENCING_MESSAGE = (
+    "fleet's objects there are being checked against the bindings (copies no job wants there "
+    "are deleted first)"
+)
+
 
 class Member:
     """A member's placement facts (labels, fields, taints, live snapshot), its current

@@ -39,7 +39,7 @@ from fleet.controller.members.health import (
     recovery,
     verdict,
 )
-from fleet.controller.members.member import Member
+from fleet.controller.members.member import FENCING_MESSAGE, Member
 from fleet.controller.members.renewal import (
     RETRY_SECONDS,
     Renewal,
@@ -231,11 +231,17 @@ class MemberRegistry:
         }
         for name, m in self.members.items():
             if m.ready and not m.fenced:
-                out[name] = (
-                    f"{c.REASON_FENCING}: fleet's objects there are being checked against "
-                    "the bindings (copies no job wants there are deleted first)"
-                )
+                out[name] = f"{c.REASON_FENCING}: {FENCING_MESSAGE}"
         return out
+
+    def fenced(self, member: Member) -> None:
+        """The collector has made `member`'s cluster match the ledger since it connected: it is
+        placeable now (Ready=True), and the gangs waiting for room are told."""
+        if member.fenced:
+            return
+        member.fenced = True
+        self._write_status_soon(member)
+        self.listener.capacity_changed(member.name)
 
     def lacking(self, api_version: str, kind: str) -> dict[str, str]:
         """The members known not to serve a kind, each with the sentence placement gives."""

@@ -8,7 +8,7 @@ from fleet.api import constants as c
 from fleet.api import format_time
 from fleet.api.conditions import upsert_condition
 from fleet.controller.clock import Clock
-from fleet.controller.members.member import Member
+from fleet.controller.members.member import FENCING_MESSAGE, Member
 from fleet.controller.members.renewal import RenewalState
 from fleet.kube import KubeClient
 
@@ -98,12 +98,15 @@ class MemberStatusWriter:
             return
         status = dict(current.get("status") or {})
         now = self.clock.now()
+        # Ready means placeable: a member that answers is not Ready until the collector has
+        # fenced it (every object of fleet's there that no binding wants deleted).
+        fencing = member.ready and not member.fenced
         conditions = upsert_condition(
             status.get("conditions"),
             c.CONDITION_READY,
-            "True" if member.ready else "False",
-            member.health.reason,
-            member.health.message,
+            "True" if member.ready and not fencing else "False",
+            c.REASON_FENCING if fencing else member.health.reason,
+            FENCING_MESSAGE if fencing else member.health.message,
             now,
             observed_generation=member.generation,
         )
