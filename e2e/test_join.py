@@ -43,7 +43,7 @@ from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER, NATIVE_MEMBER
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import FLEET_ID, MEMBER_CLUSTER, MEMBERS, PYTORCHJOB, Fleet
+from .conftest import FLEET_ID, MEMBER_CLUSTER, MEMBERS, POLICY, PYTORCHJOB, Fleet
 
 #: The e2e controllers renew this long before a token expires (conftest's
 #: --token-renew-before): a 600-second token (TokenRequest's shortest) every 30 seconds.
@@ -127,6 +127,27 @@ def _join_spare(live: Fleet, name: str, namespace: str, **options: Any) -> None:
         )
 
 
+def _placeable(live: Fleet, name: str, namespace: str) -> None:
+    """Wait until the controller places gangs in `name`. Ready is not enough: a member that
+    (re)connects is fenced first (the collector checks fleet's objects there) and placement
+    passes it over meanwhile, so a policy's next clusterAffinities group would be taken. A probe
+    gang that may go there alone (a policy for the label `probe` only) is placed there, then
+    deleted, and gone with its binding before this returns."""
+    policy = gang_policy("probe", namespace, toleration_seconds=None, cluster_names=[name])
+    policy["spec"]["resourceSelectors"][0]["labelSelector"] = {"matchLabels": {"probe": "true"}}
+    live.api.create(policy)
+    job = pytorchjob("probe", namespace=namespace, workers=1, gpus=0, cpu="100m")
+    job["metadata"]["labels"] = {"probe": "true"}
+    live.api.create(job)
+    wait_until(lambda: live.target(namespace, "probe") == name, what=f"a probe gang in {name}")
+    live.api.delete(*PYTORCHJOB, "probe", namespace)
+    wait_until(
+        lambda: live.job(namespace, "probe") is None and live.binding(namespace, "probe") is None,
+        what="the probe gang gone",
+    )
+    live.api.delete(*POLICY, "probe", namespace)
+
+
 def _ready_condition(live: Fleet, name: str) -> tuple[str, str, str] | None:
     """(status, reason, lastTransitionTime) of the member's Ready condition, when True."""
     condition = live.member_condition(name) or {}
@@ -161,6 +182,7 @@ def test_unjoin_refuses_while_a_job_is_bound_then_moves_it(
     name, member_namespace = joined_name
     _join_spare(live, name, member_namespace)
     wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    _placeable(live, name, namespace)
     policy = gang_policy("gang", namespace)
     policy["spec"]["placement"]["clusterAffinities"] = [
         {"affinityName": "leaving", "clusterNames": [name]},
@@ -222,6 +244,7 @@ def _member_flags(live: Fleet, context: str) -> list[str]:
 
 def _running_in(live: Fleet, name: str, namespace: str, first: str) -> None:
     """A job `train` placed on `name` (then member-1), running there."""
+    _placeable(live, name, namespace)
     policy = gang_policy("gang", namespace, toleration_seconds=5)
     policy["spec"]["placement"]["clusterAffinities"] = [
         {"affinityName": "first", "clusterNames": [name]},
@@ -488,6 +511,7 @@ def test_a_member_whose_only_login_is_an_exec_plugin_joins_runs_and_fails_over(
     argv += ["--fleet-id", FLEET_ID]  # the e2e controllers run with --fleet-id
     assert cli.main([*argv, "--member-namespace", member_namespace]) == 0
     wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    _placeable(live, name, namespace)
 
     config = _stored(live, name)
     (user,) = config["users"]
