@@ -27,9 +27,9 @@ from fleet.api.conditions import condition_of
 from fleet.install import SECRETS_NAMESPACE
 from fleet.kube import Conflict, NotFound
 from fleet.testing.kube import wait_until
-from fleet.testing.workloads import gang_policy
+from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import MEMBER_CLUSTER, PYTORCHJOB, Fleet
+from .conftest import MEMBER_CLUSTER, POLICY, PYTORCHJOB, Fleet
 from .test_failover import _moved, _running_job
 from .test_join import SPARE, _cluster_id, _join_spare, _ready_condition, _remove_identity
 from .test_join import _running_in as _running_in_spare
@@ -152,6 +152,25 @@ class Spare:
         _remove_identity(self.live.clusters[SPARE], self.namespace)
 
 
+def _placeable(live: Fleet, namespace: str, name: str) -> None:
+    """Wait until fleet places gangs in member `name`. Its Ready condition is not enough: a
+    member that has just connected takes nothing until the collector has checked fleet's
+    objects there (`MemberRegistry.not_ready`, reason Fencing), about a second later, and a
+    gang created meanwhile goes to its policy's next affinity group. So a probe job, pinned
+    there by a policy of its own, is placed there and deleted."""
+    wait_until(lambda: _ready_condition(live, name), timeout=90, what=f"{name} Ready")
+    policy = gang_policy("probe", namespace, toleration_seconds=None, cluster_names=[name])
+    policy["spec"]["resourceSelectors"][0]["labelSelector"] = {"matchLabels": {"probe": "true"}}
+    live.api.create(policy)
+    job = pytorchjob("probe", namespace=namespace, workers=1, gpus=0, cpu="100m")
+    job["metadata"]["labels"] = {"probe": "true"}
+    live.api.create(job)
+    wait_until(lambda: live.target(namespace, "probe") == name, what=f"a probe placed in {name}")
+    live.api.delete(*PYTORCHJOB, "probe", namespace)
+    live.api.delete(*POLICY, "probe", namespace)
+    wait_until(lambda: live.job(namespace, "probe") is None, what="the probe deleted")
+
+
 @pytest.fixture
 def spare(live: Fleet, namespace: str) -> Iterator[Spare]:
     """The spare cluster for one test, restored afterwards whatever the test left (before the
@@ -174,7 +193,7 @@ def test_a_member_refusing_fleets_credentials_keeps_its_gang_and_it_never_runs_t
     stays there and no sample sees its pods Running in two members; re-joined, the member is
     Ready again with the gang where it was."""
     name = spare.join("refusing")
-    wait_until(lambda: _ready_condition(live, name), timeout=90, what=f"{name} Ready")
+    _placeable(live, namespace, name)
     _running_in_spare(live, name, namespace, SPARE)  # tolerationSeconds 5, then member-1
     uid = _uid(live, namespace, "train")
     members = live.sandbox.members()
@@ -240,7 +259,7 @@ def test_a_lost_members_copy_is_fenced_when_its_cluster_joins_again_under_a_new_
     old copy is deleted within a resync, the eviction that recorded it (by the cluster's
     identity) ends, and the binding shows it all along."""
     first = spare.join("lost")
-    wait_until(lambda: _ready_condition(live, first), timeout=90, what=f"{first} Ready")
+    _placeable(live, namespace, first)
     _running_in_spare(live, first, namespace, SPARE)  # tolerationSeconds 5, then member-1
     uid = _uid(live, namespace, "train")
     identity = _cluster_id(live, SPARE)
