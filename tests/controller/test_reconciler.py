@@ -937,3 +937,39 @@ async def test_the_fragmentation_score_says_in_numbers_why_the_member_won():
     assert placed_on(world, key) == "member-2"
     message = conditions(world.binding(key))[c.CONDITION_SCHEDULED]["message"]
     assert "; chosen: fragmentation -" in message and "GPU on member-1" in message, message
+
+
+async def test_a_crash_before_a_move_is_saved_never_recreates_the_copy_where_it_failed():
+    """Directly (Immediately): the move is saved before the old copy is deleted, so a controller
+    that dies while saving it has deleted nothing, and the next one moves the gang again; it
+    never finds the gang bound to a cluster whose copy it already deleted (and makes a new copy
+    there, where the gang failed)."""
+    world = World()
+    world.add_member("member-1")
+    world.add_member("member-2")
+    world.apply_policy(policy(toleration_seconds=30, purge_mode="Immediately"))
+    key = world.submit(pytorchjob("job"))
+    first = await placed_and_failed(world, key)
+    other = the_other(world, first.name)
+    dispatched = len(first.api.asked("POST", "pytorchjobs"))  # the gang's first dispatch
+
+    def crash(request: httpx.Request) -> httpx.Response | None:
+        if request.method == "PATCH" and "gangbindings" in request.url.path:
+            raise httpx.ConnectError("the controller died here", request=request)
+        return None
+
+    world.fleet_api.interceptors.append(crash)
+    world.clock.advance(31)  # past tolerationSeconds: this reconcile moves the gang
+    with pytest.raises(Exception):  # noqa: B017 (whatever the crash looks like)
+        await world.reconcile(key)
+    world.fleet_api.interceptors.remove(crash)  # "restarted"
+    assert first.copy("job") is not None  # nothing was deleted before the move was saved
+
+    for _ in range(3):
+        await world.reconcile(key)
+
+    assert first.copy("job") is None
+    assert other.copy("job") is not None and placed_on(world, key) == other.name
+    assert not world.binding(key)["spec"].get("gracefulEvictionTasks")
+    # Nothing was created again where the gang failed.
+    assert len(first.api.asked("POST", "pytorchjobs")) == dispatched
