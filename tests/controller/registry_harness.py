@@ -33,6 +33,9 @@ class Listener:
         self.health: list[tuple[str, bool]] = []
         self.capacity: list[str] = []
         self.jobs: list[tuple[str, str]] = []
+        #: Set by `Members`: a member that turns Ready is fenced at once, as the collector would
+        #: fence a member with nothing of fleet's to delete (these tests run no collector).
+        self.registry: MemberRegistry | None = None
 
     def capacity_changed(self, member: str) -> None:
         self.capacity.append(member)
@@ -42,6 +45,9 @@ class Listener:
 
     def health_changed(self, member: str, ready: bool) -> None:
         self.health.append((member, ready))
+        found = self.registry.members.get(member) if self.registry is not None else None
+        if ready and found is not None and self.registry is not None:
+            self.registry.fenced(found)
 
 
 def is_probe(request: Any) -> bool:
@@ -74,6 +80,7 @@ class Members:
             source_grace=grace,
             connect=self._connect,
         )
+        self.listener.registry = self.registry
         # The registry's Secret watch never finishes its first list here, so every (re)sync in
         # these tests is one the test started.
         self.fleet_api.holds.append(_lists_secrets)
