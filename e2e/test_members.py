@@ -11,6 +11,7 @@ import yaml
 from fleet.install import SECRETS_NAMESPACE, single_context
 from fleet.kube import read_kubeconfig_file
 from fleet.testing.kube import wait_until
+from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import gang_policy, pytorchjob
 
 from .conftest import FLEET_ID, MEMBER_CLUSTER, PYTORCHJOB, SWEEP_SECONDS, Fleet
@@ -93,8 +94,10 @@ def test_an_edited_kubeconfig_secret_is_taken_in_without_touching_the_member_clu
             else None
         )
 
+    # A cluster no other MemberCluster is (one cluster, one registration: member-3 would be
+    # refused as a duplicate), as the join tests use it.
     valid = yaml.safe_dump(
-        single_context(read_kubeconfig_file(live.sandbox.kubeconfig), "member-3")
+        single_context(read_kubeconfig_file(live.sandbox.kubeconfig), KOORDINATOR_MEMBER)
     )
     live.api.apply(secret(_broken_kubeconfig()))
     live.api.create(
