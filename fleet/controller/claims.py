@@ -27,7 +27,7 @@ from fleet.api.matching import policy_ref
 from fleet.controller import dependencies
 from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
-from fleet.controller.member_copy import delete_copy
+from fleet.controller.member_copy import copy_gone, delete_copy
 from fleet.controller.policies import AnyPolicy
 from fleet.controller.status_mirror import set_scheduled_condition
 from fleet.core.kinds import Needed, adapter_for, gang_from_workload
@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 TERMS_GENERATION_ANNOTATION = "fleet.dev/terms-generation"
 #: How often deletion is retried while a member holding a copy cannot be reached.
 CLEANUP_RETRY_SECONDS = 10.0
+#: How often a deleted job whose member copy is still going looks again (its job and pod
+#: events requeue it sooner).
+DELETING_RECHECK_SECONDS = 2.0
 
 
 async def interpret(shell: Shell, workload: Obj, needed: Needed | None = None) -> Gang | None:
@@ -239,14 +242,16 @@ async def finalize(
     shell: Shell, key: WorkloadKey, workload: Obj, binding: GangBinding | None, holding: list[str]
 ) -> bool:
     """Delete the workload's member copies, then let it go; False while a member holding one
-    cannot be reached (retried, and said in a CleanupPending event)."""
+    cannot be reached (retried, and said in a CleanupPending event), or while a copy and its
+    pods are not gone yet (its dependencies, a TrainJob's runtime among them, go only then)."""
     if c.FINALIZER not in (workload["metadata"].get("finalizers") or []):
         return True
     uid = workload["metadata"]["uid"]
     policy = shell.policies.get(binding.spec.policy) if binding else None
     preserve = bool(policy and policy.spec.preserve_resources_on_deletion)
     if not preserve:
-        waiting = []
+        waiting: list[str] = []
+        deleting: list[str] = []
         for cluster in holding:
             member = shell.members.get(cluster)
             if member is None and shell.members.left(cluster):
@@ -255,8 +260,14 @@ async def finalize(
                 waiting.append(cluster)
                 continue
             await delete_copy(member, key, uid)
+            if not copy_gone(member, key, uid):
+                deleting.append(cluster)  # its dependencies go once it has (its pods too)
+                continue
             if binding is not None:  # its dependencies there go too, unless others use them
                 binding = await dependencies.let_go(shell, key, binding, workload, member)
+        if deleting and not waiting:
+            shell.queue.add_after(key, DELETING_RECHECK_SECONDS)
+            return False
         if waiting:
             message = f"waiting for {', '.join(waiting)} to be reachable to delete its copy"
             await shell.events.record(workload, "CleanupPending", message, warning=True)

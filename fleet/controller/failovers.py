@@ -15,7 +15,7 @@ from fleet.api import format_time, rules_of_placement
 from fleet.api.conditions import condition_of
 from fleet.controller import copies, dependencies, preservation
 from fleet.controller.context import Job, Shell, save
-from fleet.controller.member_copy import delete_copy, release_copy
+from fleet.controller.member_copy import copy_gone, delete_copy, release_copy
 from fleet.controller.members import Member
 from fleet.controller.members.health import credentials_refused, recovery
 from fleet.controller.status_mirror import (
@@ -81,6 +81,10 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
             outside.append(ledger.Outside(eviction, "Unreachable", eviction.created_at))
             continue
         if observed_gone(member, job):
+            # Its dependencies there go now that it has (let go once: their records go too).
+            job.binding = await dependencies.let_go(
+                shell, key, job.binding, job.workload, member, recorded_as=eviction.from_cluster
+            )
             done.append(eviction.from_cluster)
             continue
         if eviction.purge_mode == "Never" and _leaving_the_fleet(member):
@@ -113,10 +117,10 @@ async def purge_old_copies(shell: Shell, job: Job) -> None:
                 else f"{what} in {member.name} ({eviction.purge_mode})",
             )
             shell.metrics.purges.inc(member.name)
-        job.binding = await dependencies.let_go(
-            shell, key, job.binding, job.workload, member, recorded_as=eviction.from_cluster
-        )
         if observed_gone(member, job):  # its watch may have seen it go already
+            job.binding = await dependencies.let_go(
+                shell, key, job.binding, job.workload, member, recorded_as=eviction.from_cluster
+            )
             done.append(eviction.from_cluster)
         else:
             outside.append(ledger.Outside(eviction, "Deleting"))
@@ -177,13 +181,8 @@ def _leaving_the_fleet(member: Member) -> bool:
 
 
 def observed_gone(member: Member, job: Job) -> bool:
-    """Whether the member's watches hold neither a copy of the job nor a pod of it (pods carry
-    the fleet UID label): what ends an eviction, not the delete request."""
-    key = job.key
-    found = member.job(key.api_version, key.kind, key.namespace, key.name)
-    if found is not None and copies.is_ours(found, job.uid):
-        return False
-    return not member.snapshot.holds_pods_of(job.uid)
+    """Whether the job's old copy and its pods are gone from `member`'s watches."""
+    return copy_gone(member, job.key, job.uid)
 
 
 # -- judging the current cluster ---------------------------------------------------------------

@@ -298,6 +298,17 @@ async def _create(shell: Shell, job: Job, member: Member, desired: Obj) -> Obj |
         return None
 
 
+def copy_gone(member: Member, key: WorkloadKey, uid: str) -> bool:
+    """Whether the member's watches hold neither a copy of the job `uid` nor a pod of it (pods
+    carry the fleet UID label): what ends an eviction or a deletion, not the delete request.
+    Its dependencies go only then (a runtime deleted while the copy still terminates can keep
+    the operator's admission from letting the copy go)."""
+    found = member.job(key.api_version, key.kind, key.namespace, key.name)
+    if found is not None and copies.is_ours(found, uid):
+        return False
+    return not member.snapshot.holds_pods_of(uid)
+
+
 async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
     """Delete the member's copy if it is ours (by the fleet-UID label) and not being deleted
     already; True if a delete was sent."""
