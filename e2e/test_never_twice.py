@@ -27,11 +27,12 @@ from fleet.api.conditions import condition_of
 from fleet.install import SECRETS_NAMESPACE
 from fleet.kube import Conflict, NotFound
 from fleet.testing.kube import wait_until
-from fleet.testing.workloads import gang_policy, pytorchjob
+from fleet.testing.workloads import gang_policy
 
-from .conftest import MEMBER_CLUSTER, POLICY, PYTORCHJOB, Fleet
+from .conftest import MEMBER_CLUSTER, PYTORCHJOB, Fleet
 from .test_failover import _moved, _running_job
 from .test_join import SPARE, _cluster_id, _join_spare, _ready_condition, _remove_identity
+from .test_join import _placeable as _probe_placed
 from .test_join import _running_in as _running_in_spare
 
 #: At most one sample a second: each lists the job's pods in every member.
@@ -153,22 +154,11 @@ class Spare:
 
 
 def _placeable(live: Fleet, namespace: str, name: str) -> None:
-    """Wait until fleet places gangs in member `name`. Its Ready condition is not enough: a
-    member that has just connected takes nothing until the collector has checked fleet's
-    objects there (`MemberRegistry.not_ready`, reason Fencing), about a second later, and a
-    gang created meanwhile goes to its policy's next affinity group. So a probe job, pinned
-    there by a policy of its own, is placed there and deleted."""
+    """Wait until fleet places gangs in member `name`: Ready (which a member that has just
+    connected says only once the collector has fenced it), then a probe gang placed there
+    (test_join's)."""
     wait_until(lambda: _ready_condition(live, name), timeout=90, what=f"{name} Ready")
-    policy = gang_policy("probe", namespace, toleration_seconds=None, cluster_names=[name])
-    policy["spec"]["resourceSelectors"][0]["labelSelector"] = {"matchLabels": {"probe": "true"}}
-    live.api.create(policy)
-    job = pytorchjob("probe", namespace=namespace, workers=1, gpus=0, cpu="100m")
-    job["metadata"]["labels"] = {"probe": "true"}
-    live.api.create(job)
-    wait_until(lambda: live.target(namespace, "probe") == name, what=f"a probe placed in {name}")
-    live.api.delete(*PYTORCHJOB, "probe", namespace)
-    live.api.delete(*POLICY, "probe", namespace)
-    wait_until(lambda: live.job(namespace, "probe") is None, what="the probe deleted")
+    _probe_placed(live, name, namespace)
 
 
 @pytest.fixture
