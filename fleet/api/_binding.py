@@ -406,6 +406,11 @@ class DependencyRecord(KubeModel):
     """The member object's UID when fleet created it there (not when it took a member's object
     over, nor for a runtime the member has of its own): deleted, by this UID, once no workload
     of fleet's in that member uses it."""
+    creating: bool | None = None
+    """Recorded before fleet creates it, so a controller that dies between the create and the
+    record leaves nothing in the member that no record names. Rewritten without it (and with its
+    UID) by the next write; a job that leaves the member first deletes it by name, which the
+    member's admission policy allows only for an object carrying fleet's mark."""
 
 
 class GangBindingStatus(KubeModel):

@@ -116,7 +116,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         if existing is not None and not copies.is_ours(existing, job.uid):
             if job.binding.spec.conflict_resolution != "Overwrite":
                 if written is not None:  # written for a dispatch that is not going to happen
-                    await dependencies.delete_created(member, key.namespace, written.created)
+                    await _take_back(job, member, written)
                 await _not_applied(
                     shell,
                     job,
@@ -152,7 +152,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         if e.status in _REFUSED:
             if written is not None and (existing is None or not copies.is_ours(existing, job.uid)):
                 # The member refused the copy: what was created for it goes again.
-                await dependencies.delete_created(member, key.namespace, written.created)
+                await _take_back(job, member, written)
             await _not_applied(shell, job, member.name, c.REASON_APPLY_FAILED, str(e))
             return None
         raise
@@ -173,7 +173,7 @@ async def _dispatch_dependencies(
     written = await dependencies.write(shell, job, member, deps)
     if written.conflict is None:
         return written
-    await dependencies.delete_created(member, job.key.namespace, written.created)
+    await _take_back(job, member, written)
     await _refuse(shell, job, member, written.conflict)
     return None
 
@@ -201,6 +201,14 @@ async def _keep_in_step(
     _record(job, member, written)
     if written.conflict is not None:
         await _not_applied(shell, job, member.name, c.REASON_DEPENDENCY_CONFLICT, written.conflict)
+
+
+async def _take_back(job: Job, member: Member, written: dependencies.Written) -> None:
+    """The copy is not going to `member` after all: what this attempt created for it is deleted
+    again, and the records saved before creating (`creating`) go with the next binding write."""
+    await dependencies.delete_created(member, job.key.namespace, written.created)
+    kept = [r for r in dependencies.recorded(job.binding, member.name) if not r.creating]
+    _record(job, member, dependencies.Written(records=[r.to_dict() for r in kept]))
 
 
 def _record(job: Job, member: Member, written: dependencies.Written) -> None:
