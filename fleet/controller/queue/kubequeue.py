@@ -113,7 +113,9 @@ class KubeQueue:
         self.units = Units(fleet)
         self.passes = Passes(self.units, events, jobs, self.queues.name_of, metrics)
         #: The room reclaims hold for their claimants: views, records, Events.
-        self.holds = Holds(self.units, events, clock, members)
+        self.holds = Holds(
+            self.units, events, clock, members, placement_timeout=settings.queue_placement_timeout
+        )
         #: PriorityClass name -> value, and Namespace name -> labels (its opt-out of reclaim):
         #: kept current by their watches (and by the gate's reads of ones not seen yet), so a
         #: unit's priority and opt-out follow them (the gate's `refresh`).
@@ -227,8 +229,10 @@ class KubeQueue:
             self.holds.ending(self.admission.member_lost(cluster, now).unhold)
         if again is not None:
             self.work.add_after(self.PASS, again)
-        # A gang whose victims are still leaving keeps its quota past the placement timeout.
-        self.admission.awaiting_room(set(self._in_flight.values()), now)
+        # A gang whose victims are still leaving keeps its quota (and its hold) past the
+        # placement timeout: until their pods are gone (their bindings keep the eviction until
+        # then), and evictions decided but not yet on record are victims still there too.
+        self.admission.awaiting_room(self._awaiting_room(), now)
         delay = await self.passes.run(self.admission, now)
         if delay is not None:
             self.work.add_after(self.PASS, delay)
@@ -279,7 +283,7 @@ class KubeQueue:
             self._running(now),
             self._gangs.get,
             members_for,
-            in_flight=set(self._in_flight.values()),
+            in_flight=self._awaiting_room(),
         )
         if plan.wake_at is not None:  # a dequeued gang may claim once its reclaim delay ends
             self.work.add_after(self.PASS, plan.wake_at - now + WAKE_SLACK_SECONDS)
@@ -290,6 +294,13 @@ class KubeQueue:
             log.info("%s: %s", evict.key, evict.message)
         self.passes.evicting(plan)
         await self.passes.save(self.admission, now)
+
+    def _awaiting_room(self) -> set[str]:
+        """The claimants whose victims are still leaving: named by an eviction on a victim's
+        binding (kept until its copy and pods are gone from the member's view), or decided and
+        not on record yet."""
+        pending = {evict.by for evict in self.passes.evictions.values()}
+        return set(self._in_flight.values()) | pending
 
     def _running(self, now: float) -> dict[str, Placed]:
         """What a reclaim knows of each Running unit's copy (`placed_copy`): where it runs,
@@ -576,8 +587,8 @@ class KubeQueue:
                     self._in_flight[key_of(unit)] = eviction.evicted_for
         # The claimants' holds, from their records (`hold.restore`); a record whose hold
         # ended while the controller was down is removed by the next pass.
-        self.admission.restore_holds(restored_holds(units, now).values(), now)
-        self.holds.restored(units, self.admission.room_held(), now)
+        self.admission.restore_holds(restored_holds(units).values(), now)
+        self.holds.restored(units)
         in_force = self.trees.in_force
         log.info(
             "queue restored: %d units (%d holding quota, %d holding room), tree %s",
