@@ -14,7 +14,7 @@ import asyncio
 import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleet.api import constants as c
@@ -307,6 +307,31 @@ async def test_a_restart_while_the_victims_pods_stop_keeps_the_hold_and_its_cloc
     ]
 
 
+async def test_a_victim_deleted_while_its_pods_stop_keeps_the_claimant_waiting_and_held():
+    """Its user deletes the evicted job while its pods still stop: its unit goes at once, but
+    the room is not free until those pods are gone; until then B's clock does not run."""
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+    await copy_deleted(world, victim)
+    await world.delete(victim)
+    await world.reconcile(victim)  # its quota and unit released; its pods still there
+    assert world.workload(victim) is not None  # fleet's finalizer waits for them
+    world.clock.advance(SLOW)
+    await world.kube_queue.run_pass()
+    await work(world)
+    held = world.kube_queue.admission.hold_of(claimant)
+    assert held is not None and held.freed is None and not released(world, b)
+    assert world.kube_queue.admission.phase(claimant) == DEQUEUED
+    pods_gone(world, victim)
+    await world.reconcile(victim)  # gone: the finalizer goes, and B's clock starts
+    await work(world)
+    held = world.kube_queue.admission.hold_of(claimant)
+    assert held is not None and held.freed == world.clock.now()
+    await world.reconcile(b)
+    assert placed_on(world, b) == "member-1"
+
+
 async def test_a_pass_before_the_victims_record_does_not_start_the_claimants_clock():
     """Decided, not yet on the victim's binding: its pods are there, B still waits for them."""
     world = await reclaim_world()
@@ -436,7 +461,19 @@ async def test_the_claimant_placed_on_its_koordinator_member_keeps_the_reservati
     assert released(world, b) == ["room held in member-1 released: the claimant was placed"]
 
 
-STEPS = ("pass", "restart", "leave", "settle", "place", "delete", "lose", "back", "time", "slow")
+STEPS = (
+    "pass",
+    "restart",
+    "leave",
+    "settle",
+    "kill",
+    "place",
+    "delete",
+    "lose",
+    "back",
+    "time",
+    "slow",
+)
 
 
 async def restart(world: World) -> None:
@@ -461,10 +498,16 @@ async def _orders(steps: list[str]) -> None:
     for step in steps:
         if step == "restart":
             await restart(world)
-        elif step == "leave":
-            await victim_leaves(world, victim)
+        elif step == "leave" and world.workload(victim) is not None:
+            world.clock.advance(31)
+            await world.reconcile(victim)  # its copy deleted after the grace period
+            if world.workload(victim) is not None:  # (deleted, it may be gone by now)
+                pods_gone(world, victim)
         elif step == "settle":
             await world.reconcile(victim)  # sees its copy and pods gone, or not yet
+        elif step == "kill" and world.workload(victim) is not None:
+            await world.delete(victim)  # its user deletes it, its pods perhaps still there
+            await world.reconcile(victim)
         elif step == "place":
             await world.reconcile(b)
         elif step == "delete":
@@ -484,7 +527,7 @@ async def _orders(steps: list[str]) -> None:
         await work(world)
         await world.kube_queue.run_pass()
         await work(world)
-        if settled is None and not evicting(world, victim):
+        if settled is None and (world.workload(victim) is None or not evicting(world, victim)):
             settled = world.clock.now()
         # The hold stands exactly where the queue says it does: in the view, on record.
         held = world.kube_queue.admission.hold_of(claimant)
@@ -516,5 +559,9 @@ async def _orders(steps: list[str]) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(st.lists(st.sampled_from(STEPS), max_size=9))
+@example(["slow"])  # the victim's pods take long to stop: past the old bound of 360 s
+@example(["leave", "slow", "settle", "slow"])  # pods gone, then heard: the timeout from then
+@example(["kill", "restart", "slow"])  # a deleted victim's pods, across a restart
+@example(["kill", "leave", "settle", "restart", "time", "time", "time"])
 def test_the_hold_stands_exactly_until_one_of_its_exits_whatever_the_order(steps: list[str]):
     asyncio.run(_orders(steps))

@@ -42,6 +42,7 @@ from fleet.controller.queue.units import (
     involved,
     job_of,
     key_of,
+    key_of_job,
     placed_copy,
     queue_evictions_of,
     spec_of,
@@ -450,9 +451,10 @@ class KubeQueue:
             self.request_pass()
 
     async def forget(self, key: str) -> None:
-        """The job is deleted or gone: its quota is released at once and its unit removed."""
+        """The job is deleted or gone: its quota is released at once and its unit removed. An
+        eviction of it still in flight is the caller's to end (`copy_gone`): a deleted victim's
+        pods may still hold the room its claimant waits for."""
         self.passes.forget(key)
-        self._in_flight.pop(key, None)
         self._gangs.pop(key, None)
         if self.admission.remove(key):
             self.request_pass()
@@ -585,6 +587,15 @@ class KubeQueue:
             for eviction in queue_evictions_of(self.bindings.get(job_of(unit))):
                 if eviction.evicted_for:
                     self._in_flight[key_of(unit)] = eviction.evicted_for
+        # A victim being deleted has no unit any more, and its pods may still hold the room
+        # its claimant waits for (`gate.victim_leaving`; its reconcile says so again).
+        for job, binding in self.bindings.items():
+            workload = self.workloads.get(job)
+            if not ((workload or {}).get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            for eviction in queue_evictions_of(binding):
+                if eviction.evicted_for:
+                    self._in_flight[key_of_job(job)] = eviction.evicted_for
         # The claimants' holds, from their records (`hold.restore`); a record whose hold
         # ended while the controller was down is removed by the next pass.
         self.admission.restore_holds(restored_holds(units).values(), now)
