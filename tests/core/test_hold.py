@@ -169,6 +169,39 @@ def reclaimed_world() -> tuple[World, Hold]:
     return w, hold
 
 
+def moved_world() -> tuple[World, ClusterSnapshot]:
+    """a1 runs in m; a2 ran there too but failed over to m2 (its pods left m), and c1 took its
+    node in m; the root is full (24 of 24 GPUs) and b1, within its min, claims."""
+    w = World()
+    for key, team, at in (("a1", "a", 0.0), ("a2", "a", 1.0), ("c1", "c", 2.0)):
+        w.submit(key, team, at)
+    w.admission.plan(3.0)
+    assert w.place("a1", 3.0) and w.place("a2", 3.0)
+    w.leave("a2")
+    m2 = ClusterSnapshot.build("m2", [NodeInfo("x1", Resources({GPU: 8, "cpu": 8000}))])
+    m2.upsert_pod(PodInfo("a2-0", "", "a2-0", "x1", GPU8, owner_key="a2"))
+    w.running["a2"] = Placed("m2", "a2", 5.5)  # restarted there: the least work lost
+    assert w.place("c1", 4.0)
+    w.submit("b1", "b", 5.0)
+    assert not w.admission.plan(6.0).dequeue
+    return w, m2
+
+
+def test_a_victim_that_moved_is_evicted_where_it_runs_only_if_that_frees_the_claimants_room():
+    """Issue 36: the proof counts only the pods a runner has in the member it proves on, so a
+    gang that moved is no victim for room in the member it left; where it runs now it is one
+    only when evicting it there lets the claimant fit there (and the hold is there)."""
+    w, m2 = moved_world()
+    plan = w.admission.reclaim(6.0, dict(w.running), gang, lambda _k: [w.view])
+    assert plan.evict and "a2" not in {e.key for e in plan.evict}
+    assert {e.cluster for e in plan.evict} == {"m"} and plan.hold[0].cluster == "m"
+
+    w, m2 = moved_world()  # b1 may go to m2 only: a2's eviction frees its room there
+    plan = w.admission.reclaim(6.0, dict(w.running), gang, lambda _k: [m2])
+    assert [(e.key, e.cluster) for e in plan.evict] == [("a2", "m2")]
+    assert plan.hold[0].cluster == "m2"
+
+
 def test_the_room_a_reclaim_frees_goes_to_the_claimant_not_to_an_older_gang():
     w, _ = reclaimed_world()
     w.leave("a2")
