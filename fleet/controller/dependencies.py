@@ -44,7 +44,7 @@ from fleet.controller import copies
 from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
-from fleet.controller.namespaces import in_namespace
+from fleet.controller.namespaces import in_namespace, list_service_account
 from fleet.kube import ApiError, Conflict, Forbidden, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,8 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
             )
             break
         obj, created = written
+        if dep.kind == "ServiceAccount":
+            await _listed(shell, member, namespace, dep.name)
         uid = (obj.get("metadata") or {}).get("uid")
         if uid and not copies.is_adopted(obj):
             record["uid"] = uid
@@ -213,6 +215,18 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
             out.created.append((dep.kind, dep.name, uid))
         out.records.append(DependencyRecord.model_validate(record).to_dict())
     return out
+
+
+async def _listed(shell: Shell, member: Member, namespace: str, name: str) -> None:
+    """A ServiceAccount fleet wrote is listed on its namespace, if fleet's, so the member's
+    admission policy lets the job's pods run as it; a member that refuses (a join older than
+    the annotation's rule) leaves it to the copy's own refusal, which names the annotation."""
+    try:
+        await list_service_account(shell, member, namespace, name)
+    except ApiError as e:
+        if e.status >= 500:
+            raise
+        log.warning("%s: ServiceAccount %s not listed on its namespace: %s", member.name, name, e)
 
 
 async def _create_or_patch(
