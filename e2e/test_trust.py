@@ -17,13 +17,12 @@ import yaml
 
 from fleet.api import constants as c
 from fleet.api.guard import NOT_OPEN, open_label
+from fleet.controller.reserving import RESERVATION
 from fleet.install import SECRETS_NAMESPACE
 from fleet.kube import ApiError, SyncKubeClient, from_kubeconfig
 from fleet.testing.kube import ClusterClient, wait_until
-from fleet.testing.workloads import gang_policy, pytorchjob
-
-from fleet.controller.reserving import RESERVATION
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
+from fleet.testing.workloads import gang_policy, pytorchjob
 
 from .conftest import FLEET_ID, PYTORCHJOB, Fleet, joined_apart
 
@@ -520,10 +519,13 @@ def test_a_job_in_a_namespace_not_open_is_refused_with_the_way_to_open_it(live: 
 
         condition = wait_until(refused, what="FullyApplied False, NamespaceNotOpen")
         assert f"fleet join member-1 --namespaces {closed}" in condition["message"]
-        events = [
-            m for r, m, _ in live.events(closed, "closed") if r == c.REASON_NAMESPACE_NOT_OPEN
-        ]
-        assert events and open_label(FLEET_ID) in events[0]
+        events = wait_until(
+            lambda: [
+                m for r, m, _ in live.events(closed, "closed") if r == c.REASON_NAMESPACE_NOT_OPEN
+            ],
+            what="a NamespaceNotOpen Event",
+        )
+        assert open_label(FLEET_ID) in events[0]
         assert live.copies(closed, "closed") == []
     finally:
         live.api.delete("v1", "Namespace", closed)

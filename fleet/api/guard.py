@@ -439,7 +439,7 @@ def _validations(fleet_id: str, protected: list[str]) -> list[dict[str, str]]:
             "reason": "Forbidden",
             "messageExpression": (
                 f"{who}may create only Reservations of its gangs: named fleet-<"
-                f"{c.FLEET_UID_LABEL}>-..., owned by that gang's pods alone (one owner, its "
+                f"{c.FLEET_UID_LABEL}>-..., owned by the pods of that gang alone (one owner, its "
                 f"labelSelector naming the same {c.FLEET_UID_LABEL}), allocateOnce, a ttl of "
                 f"at most {RESERVATION_MAX_TTL_SECONDS}s and no expires: ' + {_what()}"
             ),
