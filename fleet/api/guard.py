@@ -133,11 +133,7 @@ def admission_policy_name(namespace: str) -> str:
 
 
 def _marked(var: str, fleet_id: str) -> str:
-    return (
-        f"{var} != null && has({var}.metadata.labels) && "
-        f"'{c.MANAGED_BY_LABEL}' in {var}.metadata.labels && "
-        f"{var}.metadata.labels['{c.MANAGED_BY_LABEL}'] == '{fleet_id}'"
-    )
+    return _labelled(var, c.MANAGED_BY_LABEL, fleet_id)
 
 
 def _labelled(var: str, key: str, value: str) -> str:
