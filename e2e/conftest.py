@@ -19,6 +19,7 @@ import yaml
 
 from fleet.amc import main
 from fleet.api import binding_name
+from fleet.api.guard import open_label
 from fleet.core.kinds import adapter_for
 from fleet.install import SECRETS_NAMESPACE, install_crds, single_context
 from fleet.join import join_member
@@ -319,6 +320,7 @@ def _bootstrap(kubeconfig: Path) -> None:
                 context=member,
                 base=kubeconfig.parent,
                 fleet_id=FLEET_ID,
+                open_namespaces=("default",),
             )
 
 
@@ -340,6 +342,7 @@ def joined_apart(
             context=member,
             base=fleet.sandbox.kubeconfig.parent,
             fleet_id=FLEET_ID,
+            open_namespaces=("default",),
         )
     fleet.api.apply(
         {
@@ -428,6 +431,23 @@ class Amc:
 @pytest.fixture
 def amc(live: Fleet, capsys: pytest.CaptureFixture[str]) -> Amc:
     return Amc(live, capsys)
+
+
+@pytest.fixture
+def namespace(namespace: str, clusters: dict[str, ClusterClient]) -> str:
+    """The plugin's fresh namespace (made in the fleet and every member by their admins),
+    opened to the e2e fleet in every member as `fleet join --namespaces` opens one: the member's
+    admission policy lets fleet dispatch only into namespaces it created or that are opened to
+    it (docs/security.md). Tests of a namespace fleet creates make theirs on the fleet alone."""
+    for name, client in clusters.items():
+        if name != "fleet":
+            client.patch(
+                "v1",
+                "Namespace",
+                namespace,
+                {"metadata": {"labels": {open_label(FLEET_ID): "true"}}},
+            )
+    return namespace
 
 
 @pytest.fixture

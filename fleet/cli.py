@@ -222,6 +222,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
                 token_type=args.token_type,
                 token_seconds=args.token_expiration,
                 secrets_namespace=args.secrets_namespace,
+                open_namespaces=tuple(n for n in (args.namespaces or "").split(",") if n),
             )
         except KubeError:
             raise  # an unusable kubeconfig: main prints it
@@ -584,6 +585,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=f"{FLEET_SECRETS_NAMESPACE}/fleet-controller",
         help="the controller's ServiceAccount on the fleet, NAMESPACE/NAME, asked about for "
         f"--secrets-namespace (default {FLEET_SECRETS_NAMESPACE}/fleet-controller)",
+    )
+    jn.add_argument(
+        "--namespaces",
+        metavar="NS[,NS...]",
+        help="existing member namespaces to open to this fleet's jobs (the label "
+        "open-to.fleet.dev/<fleet id>=true, written with YOUR credentials); elsewhere fleet "
+        "dispatches only into namespaces it creates (docs/security.md)",
     )
     jn.add_argument(
         "--dry-run", action="store_true", help="print what would be created, send nothing"

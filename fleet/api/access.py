@@ -208,11 +208,16 @@ def member_rules() -> tuple[Rule, ...]:
             "",
             ("namespaces",),
             {
-                "get": "`kubectl amc get namespace NAME -M`: which members have a namespace",
+                "get": "`kubectl amc get namespace NAME -M`: which members have a namespace; "
+                "propagateDeps reads a namespace it created before listing a ServiceAccount on it",
                 "list": "`kubectl amc get namespace -M`",
                 "create": "a job's namespace is created in the member on its first dispatch there",
+                "patch": "propagateDeps: a ServiceAccount copied into a namespace fleet created is "
+                "listed in its fleet.dev/service-accounts annotation, so its pods may run as it "
+                "(only fleet's own namespaces, never their labels: the admission policy)",
             },
-            about="Namespaces: created when a job's is missing; never changed or deleted.",
+            about="Namespaces: created when a job's is missing; only fleet's own annotated, "
+            "never relabelled or deleted.",
         ),
         *jobs,
         dependencies,

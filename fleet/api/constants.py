@@ -10,6 +10,7 @@ from typing import Final
 
 from fleet.core import gangmarks, ledger
 from fleet.core.admission.reasons import REASON_QUEUED as _REASON_QUEUED
+from fleet.core.placement import NAMESPACE_NOT_OPEN as _NAMESPACE_NOT_OPEN
 
 # --- API groups -----------------------------------------------------------------------------
 POLICY_GROUP: Final = "policy.one.alibabacloud.com"
@@ -236,6 +237,23 @@ the same name there (a job copy, a Secret, ConfigMap, ServiceAccount or PVC it d
 under `conflictResolution: Overwrite`. Without it the member's admission policy
 (fleet.api.guard) refuses fleet any change to an object it did not create, and the job is not
 sent there."""
+OPEN_TO_LABEL_PREFIX: Final = "open-to.fleet.dev/"
+"""A member namespace labelled `open-to.fleet.dev/<fleet id>: "true"` is opened to that fleet by
+the member's admins (`fleet join --namespaces`, or kubectl): its dispatch token may create and
+update its marked objects there. Elsewhere it may write only in namespaces it created (carrying
+its managed-by mark). One key per fleet, so a namespace may be opened to several
+(fleet.api.guard, docs/security.md)."""
+SERVICE_ACCOUNTS_ANNOTATION: Final = "fleet.dev/service-accounts"
+"""Annotation on a member namespace: the ServiceAccounts (comma-separated names) the pods of
+fleet's workloads there may run as, besides `default`. Written by the namespace's admins in a
+namespace they opened; by fleet, in a namespace it created, when it propagates a ServiceAccount
+there (propagateDeps). The member's admission policy refuses any other (fleet.api.guard)."""
+POD_SECURITY_PREFIX: Final = "pod-security.kubernetes.io/"
+"""Kubernetes' PodSecurity admission labels on a namespace: `<prefix>enforce|warn|audit`."""
+REASON_NAMESPACE_NOT_OPEN: Final = _NAMESPACE_NOT_OPEN
+"""A member refused a job because its namespace there is neither fleet's nor opened to this
+fleet (the admission policy's refusal): the gang leaves the member, as for a DependencyConflict;
+the binding (FullyApplied, pending reasons) and a Warning Event say how to open it."""
 UNJOINING_TAINT_KEY: Final = "fleet.dev/unjoining"
 """NoExecute taint `fleet unjoin --move` puts on a MemberCluster: the controller moves every
 gang off it (failover reason MemberUnjoined, not counted against maxFailovers)."""

@@ -33,7 +33,7 @@ from fleet.api.access import (
     member_rules,
     token_rules,
 )
-from fleet.api.guard import admission_objects
+from fleet.api.guard import PROTECTED_NAMESPACES, admission_objects, open_label
 from fleet.api.schedulinggroup import scheduling_group_name, scheduling_group_objects
 
 __all__ = [
@@ -122,6 +122,9 @@ class JoinPlan:
     #: Whether `member` holds the scheduling-group policy (fleet.api.schedulinggroup): the
     #: member gang-schedules with Kubernetes' own PodGroup.
     native_gang: bool = False
+    #: The member namespaces the joining user opens to this fleet (`--namespaces`): labelled
+    #: `open-to.fleet.dev/<fleet id>: "true"` with the user's credentials, last.
+    open_namespaces: tuple[str, ...] = ()
 
     @property
     def secret_name(self) -> str:
@@ -190,6 +193,7 @@ def plan_join(
     cluster_id: str = "",
     guarded: bool = True,
     native_gang: bool = False,
+    open_namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     """The objects that make fleet's identity in the member named `name`: the admission policy
     (when `guarded`) is written before the ClusterRoleBinding, so the identity never holds its
@@ -199,6 +203,12 @@ def plan_join(
         raise ValueError(
             f"--token-expiration {token_seconds}: TokenRequest issues no token shorter "
             f"than {MIN_TOKEN_SECONDS} seconds"
+        )
+    closed = [n for n in open_namespaces if n in (*PROTECTED_NAMESPACES, namespace)]
+    if closed:
+        raise ValueError(
+            f"--namespaces {','.join(closed)}: fleet never writes in the system namespaces or "
+            "in its own member namespace"
         )
     account = SERVICE_ACCOUNT
     role = member_cluster_role(namespace)
@@ -264,6 +274,15 @@ def plan_join(
                 },
             }
         )
+    # Opened last, once the guard that makes the label mean something is there.
+    member += [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": opened, "labels": {open_label(fleet_id): "true"}},
+        }
+        for opened in open_namespaces
+    ]
     return JoinPlan(
         name=name,
         namespace=namespace,
@@ -278,6 +297,7 @@ def plan_join(
         cluster_id=cluster_id,
         guarded=guarded,
         native_gang=native_gang,
+        open_namespaces=tuple(open_namespaces),
     )
 
 

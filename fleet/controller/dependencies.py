@@ -44,7 +44,7 @@ from fleet.controller import copies
 from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
-from fleet.controller.namespaces import in_namespace
+from fleet.controller.namespaces import in_namespace, list_service_account
 from fleet.kube import ApiError, Conflict, Forbidden, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -207,6 +207,8 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
             )
             break
         obj, created = written
+        if dep.kind == "ServiceAccount":
+            await _listed(shell, member, namespace, dep.name)
         uid = (obj.get("metadata") or {}).get("uid")
         if uid and not copies.is_adopted(obj):
             record["uid"] = uid
@@ -242,6 +244,18 @@ async def _record_before_creating(
         job.binding,
         status={"dependencies": with_records(job.binding, member.name, intents)},
     )
+
+
+async def _listed(shell: Shell, member: Member, namespace: str, name: str) -> None:
+    """A ServiceAccount fleet wrote is listed on its namespace, if fleet's, so the member's
+    admission policy lets the job's pods run as it; a member that refuses (a join older than
+    the annotation's rule) leaves it to the copy's own refusal, which names the annotation."""
+    try:
+        await list_service_account(shell, member, namespace, name)
+    except ApiError as e:
+        if e.status >= 500:
+            raise
+        log.warning("%s: ServiceAccount %s not listed on its namespace: %s", member.name, name, e)
 
 
 async def _create_or_patch(

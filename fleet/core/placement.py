@@ -57,6 +57,8 @@ AFFINITY = "ClusterAffinity"
 KIND_MISSING = "KindNotServed"
 #: The cluster refused the gang (a dependency there is not fleet's): the code it gave.
 DEPENDENCY_CONFLICT = "DependencyConflict"
+#: The cluster refused the gang: the job's namespace there is neither fleet's nor opened to it.
+NAMESPACE_NOT_OPEN = "NamespaceNotOpen"
 INSUFFICIENT = "Insufficient"
 OUTRANKED = "Outranked"
 #: Every rejection code, in the order the filters apply.
@@ -64,6 +66,7 @@ CODES = (
     NOT_READY,
     KIND_MISSING,
     DEPENDENCY_CONFLICT,
+    NAMESPACE_NOT_OPEN,
     FAILED_OVER,
     TAINTED,
     AFFINITY,

@@ -126,6 +126,7 @@ def plan_for(
     token_type: TokenType = "bound",
     token_seconds: int = DEFAULT_TOKEN_SECONDS,
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
+    open_namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     endpoint = endpoint_of(client.connection)
     _check_stored(name, endpoint, cluster)
@@ -141,6 +142,7 @@ def plan_for(
         cluster_id=cluster_id(client),
         guarded=serves_admission_policies(client),
         native_gang=serves_native_gang(client),
+        open_namespaces=open_namespaces,
     )
 
 

@@ -283,7 +283,16 @@ def _check_identity(fleet: SyncKubeClient, plan: JoinPlan) -> None:
 
 def _check_member_side(member: SyncKubeClient, plan: JoinPlan) -> None:
     """Another fleet's identity in the same member namespace is never taken over: each fleet
-    keeps its own, so one fleet's unjoin never deletes the other's."""
+    keeps its own, so one fleet's unjoin never deletes the other's. A namespace to open
+    (`--namespaces`) must exist: join opens namespaces, it does not make them (one fleet
+    creates is fleet's already)."""
+    missing = [n for n in plan.open_namespaces if member.get("v1", "Namespace", n) is None]
+    if missing:
+        raise JoinError(
+            f"{plan.name}: --namespaces {','.join(missing)}: no such namespace in "
+            f"{member.name}; create it first (kubectl create namespace), or leave it out: "
+            "fleet creates a job's namespace it does not find, and may dispatch there"
+        )
     account = member.get("v1", "ServiceAccount", SERVICE_ACCOUNT, plan.namespace)
     if account is not None and not made_by(account, plan.fleet_id):
         labels = (account.get("metadata") or {}).get("labels") or {}

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.api.guard import open_label
 from fleet.core.gangmarks import KUBERNETES
 from fleet.join.join import (
     MEMBER_CLUSTER,
@@ -249,7 +250,33 @@ def unjoin(
             return _note(reach, copies, _left_note(name, made, f"{type(e).__name__}: {e}"))
         state = "deleted" if gone else "already gone"
         say(f"member {name}: {kind.lower()}/{obj_name} {state}")
+        labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+        fleet_id = fleet_id or labels.get(c.FLEET_ID_LABEL)
+    if fleet_id:
+        try:
+            _close_namespaces(member_client, name, fleet_id, say)
+        except KubeError as e:
+            label = open_label(fleet_id)
+            return _note(
+                reach,
+                copies,
+                f"the label {label} was left on namespaces of {name} ({e}); remove it with: "
+                f"kubectl --context <{name}> label namespace -l {label} {label}-",
+            )
     return _note(reach, copies)
+
+
+def _close_namespaces(
+    member_client: SyncKubeClient, name: str, fleet_id: str, say: Callable[[str], None]
+) -> None:
+    """Take off every namespace the label `fleet join --namespaces` opened it to this fleet
+    with: what join wrote goes with the identity."""
+    label = open_label(fleet_id)
+    listed = member_client.list("v1", "Namespace", label_selector=label)
+    for ns in listed.get("items") or []:
+        ns_name = ns["metadata"]["name"]
+        member_client.patch("v1", "Namespace", ns_name, {"metadata": {"labels": {label: None}}})
+        say(f"member {name}: namespace/{ns_name} no longer open to fleet {fleet_id}")
 
 
 def _check_same_cluster(member_client: SyncKubeClient, previous: Any) -> str | None:

@@ -40,7 +40,9 @@ def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else
         assert _grants(rules, "", access.plural(kind)) == {"create", "patch", "delete"}, kind
     # Read-only where fleet only reads; no update, no deletecollection, no wildcard anywhere.
     assert _grants(rules, "", "nodes") == {"list", "watch"}
-    assert _grants(rules, "", "namespaces") == {"get", "list", "create"}
+    # patch: a ServiceAccount fleet copied is listed on a namespace fleet created (the guard
+    # lets it change only its own namespaces, never their labels).
+    assert _grants(rules, "", "namespaces") == {"get", "list", "create", "patch"}
     every_verb = {v for r in rules for v in r.verbs}
     assert every_verb <= {"get", "list", "watch", "create", "patch", "delete"}
     assert all("*" not in r.resources and r.group != "*" for r in rules)

@@ -17,7 +17,7 @@ import yaml
 from fleet import cli
 from fleet.api import access
 from fleet.api import constants as c
-from fleet.api.guard import written_resources
+from fleet.api.guard import open_label, written_resources
 from fleet.api.membership import MemberEndpoint, plan_join
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.join import JoinError, dry_run, in_force, join, serves_native_gang, unjoin
@@ -1089,3 +1089,44 @@ RBAC_DENIAL = (
 )
 def test_the_verdict_on_an_answer_to_the_guard_probe(refusal, verdict):
     assert in_force.guard_verdict(refusal, GUARD) is verdict
+
+
+# -- --namespaces: the namespaces the joining user opens to fleet --------------------------------
+
+
+def _ns(api: MemoryApi, name: str, **labels: str) -> None:
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+
+
+def test_join_opens_the_namespaces_it_is_given_and_unjoin_closes_them(fleet, member):
+    _ns(member, "default", owner="team")
+    _ns(member, "research")
+    _ns(member, "other", **{open_label("another-fleet"): "true"})
+    said = _join(fleet, member, fleet_id="f", open_namespaces=("default", "research"))
+
+    for name in ("default", "research"):
+        labels = member.get("v1", "Namespace", name)["metadata"]["labels"]
+        assert labels[open_label("f")] == "true", name
+    assert member.get("v1", "Namespace", "default")["metadata"]["labels"]["owner"] == "team"
+    assert "member member-1: namespace/research configured" in said
+
+    notes = unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+    assert notes == []
+    for name in ("default", "research"):
+        labels = member.get("v1", "Namespace", name)["metadata"].get("labels") or {}
+        assert open_label("f") not in labels, name
+    # Another fleet's opening is not this fleet's to take back.
+    assert member.get("v1", "Namespace", "other")["metadata"]["labels"] == {
+        open_label("another-fleet"): "true"
+    }
+    assert member.get("v1", "Namespace", "default")["metadata"]["labels"] == {"owner": "team"}
+
+
+def test_join_opens_no_namespace_that_does_not_exist_and_never_a_system_one(fleet, member):
+    with pytest.raises(JoinError, match="--namespaces research: no such namespace"):
+        _join(fleet, member, fleet_id="f", open_namespaces=("research",))
+    assert member.get("v1", "Namespace", "research") is None
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
+    for system in ("kube-system", "fleet-member"):
+        with pytest.raises(ValueError, match="never writes in the system namespaces"):
+            plan_join("member-1", ENDPOINT, fleet_id="f", open_namespaces=(system,))

@@ -82,6 +82,7 @@ class KubeflowJob(KindAdapter):
         self.kind = kind
         self.field = field
         self.roles = roles
+        self.pod_spec_paths = (f"{field}.*.template.spec",)
         self.doc_gang = f"`{field}` ({', '.join(roles)}); minimum in `runPolicy`"
         self.doc_added = added
 
