@@ -192,6 +192,10 @@ def judge(
     A cluster that refuses fleet's credentials (`cluster_refuses`) is not lost: the job stays
     there, with no cluster-lost clock, for as long as it does; an untolerated NoExecute taint
     (and an unjoin, before it) still moves it, as the operator asked.
+
+    A copy that neither failed nor runs is judged last on its gang starting (`_gang_start`):
+    pods the member's scheduler keeps refusing past the gang's deadline make it stuck, and
+    `tolerationSeconds` later move it (`GangUnschedulable`).
     """
     settings = settings or NO_FAILOVER
     if observed.leaving:
