@@ -194,6 +194,10 @@ REASON_FULLY_APPLIED: Final = "FullyAppliedSuccess"
 REASON_APPLY_FAILED: Final = "FullyAppliedFailed"
 REASON_HEALTHY: Final = "Healthy"
 REASON_UNHEALTHY: Final = "Unhealthy"
+#: Healthy=False on the binding, Scheduled=False on the fleet job, a Warning Event, and the
+#: failover reason: the gang has not started in its member within its gang schedule timeout
+#: (its pods refused by the member's scheduler; `fleet.core.failover`).
+REASON_GANG_UNSCHEDULABLE: Final = "GangUnschedulable"
 REASON_CLUSTER_LOST: Final = "ClusterLost"
 REASON_FAILED_OVER: Final = "FailedOver"
 

@@ -13,6 +13,7 @@ from fleet.controller.members.writer import MemberWriter
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint
+from fleet.core.unscheduled import UnscheduledPods
 from fleet.kube import KubeClient, Obj
 
 #: Why a member that answers is not placeable yet (Ready=False reason Fencing, and the pending
@@ -37,6 +38,8 @@ class Member:
         self.name = name
         self.taints: tuple[Taint, ...] = tuple(taints)
         self.snapshot = ClusterSnapshot(name, dict(labels), fields=dict(fields))
+        #: The pods of fleet's gangs the member's scheduler refused (from the same pod watch).
+        self.unscheduled = UnscheduledPods()
         self.connection: MemberConnection | None = None
         self.health = Health()
         self.version: str | None = None
@@ -125,6 +128,7 @@ class Member:
         self.snapshot = ClusterSnapshot(
             self.name, self.snapshot.labels, fields=self.snapshot.fields
         )
+        self.unscheduled = UnscheduledPods()
         self.namespaces = set()
 
     def job(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:

@@ -81,6 +81,8 @@ class MemberListener(Protocol):
 
     def job_changed(self, member: str, event: str, obj: Obj) -> None: ...
 
+    def gang_pods_refused(self, member: str, uid: str) -> None: ...
+
     def health_changed(self, member: str, ready: bool) -> None: ...
 
 
@@ -796,8 +798,11 @@ class _MemberEvents:
             self.registry.listener.capacity_changed(self.member.name)
 
     def pod_event(self, event: str, obj: Obj) -> None:
-        if apply_pod_event(self.member.snapshot, event, obj):
+        usable, gang = apply_pod_event(self.member.snapshot, event, obj, self.member.unscheduled)
+        if usable:
             self.registry.listener.capacity_changed(self.member.name)
+        if gang is not None:
+            self.registry.listener.gang_pods_refused(self.member.name, gang)
 
     def job_event(self, event: str, obj: Obj) -> None:
         self.registry.listener.job_changed(self.member.name, event, obj)

@@ -158,6 +158,9 @@ class KindAdapter:
     #: The spec field that declares the most seconds a run may take (`activeDeadlineSeconds`
     #: or the kind's equivalent), if the kind has one (`run_limit_seconds`).
     run_limit_field: ClassVar[str | None] = None
+    #: Where the job declares its gang scheduler's timeout in seconds (the training operator
+    #: writes it into the PodGroup's scheduleTimeoutSeconds), if the kind has such a field.
+    gang_timeout_field: ClassVar[str | None] = None
     #: Conditions that decide the state word, strongest first.
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
     #: Member status fields copied to the fleet object as they are (besides conditions).
@@ -522,6 +525,18 @@ class KindAdapter:
         if self.run_limit_field is None:
             return None
         value = at(obj, self.run_limit_field)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            return None
+        return float(value)
+
+    def gang_timeout_seconds(self, obj: Mapping[str, Any]) -> float | None:
+        """The gang scheduler's timeout the job declares (`gang_timeout_field`): how long its
+        pods may go refused in the member before its copy is stuck, unless the policy says
+        (`fleet.core.failover.gang_deadline`). None when the kind has no such field, or the job
+        does not set it to a positive integer."""
+        if self.gang_timeout_field is None:
+            return None
+        value = at(obj, self.gang_timeout_field)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             return None
         return float(value)

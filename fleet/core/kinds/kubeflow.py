@@ -45,6 +45,7 @@ class KubeflowJob(KindAdapter):
 
     min_available_field = RUN_POLICY_MIN_AVAILABLE
     run_limit_field = "spec.runPolicy.activeDeadlineSeconds"
+    gang_timeout_field = "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds"
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = (
         ("Failed", "Failed"),
         ("Succeeded", "Succeeded"),
