@@ -41,6 +41,7 @@ from fleet.core.assignment import Assignment
 from fleet.core.constraints import PodConstraints
 from fleet.core.histogram import Histogram
 from fleet.core.inventory import NodeInfo, PodInfo
+from fleet.core.levels import Level
 from fleet.core.resources import EMPTY, GPU, Resources
 from fleet.core.taints import Taint
 
@@ -184,14 +185,9 @@ class ClusterSnapshot:
         #: Topology labels of the nodes that have any (one shared tuple per distinct set).
         self._topology: dict[str, tuple[tuple[str, str], ...]] = {}
         self._topology_shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
-        #: level -> value -> the domain's nodes (an insertion-ordered set of names).
-        self._levels: dict[str, dict[str, dict[str, None]]] = {}
-        #: level -> value -> free accelerators of the domain's nodes (all nodes, kept event by
-        #: event, so domains too small for a gang are skipped without looking at their nodes).
-        self._level_accel: dict[str, dict[str, int]] = {}
-        #: level -> value -> free accelerator amount -> how many of the domain's nodes have it
-        #: (nodes with none free are not counted).
-        self._level_slots: dict[str, dict[str, dict[int, int]]] = {}
+        #: level -> its domains, kept event by event (`fleet.core.levels`), so domains too
+        #: small for a gang are skipped without looking at their nodes.
+        self._levels: dict[str, Level] = {}
         #: Bumped on every change that can alter a decision.
         self.version = 0
         self._nodes: dict[str, ShapeGroup] = {}
@@ -319,20 +315,28 @@ class ClusterSnapshot:
         a signature label (`domains`)."""
         return level in self.topology_label_keys
 
+    def level(self, level: str) -> Level | None:
+        """For an indexed level: its domains, kept event by event (`fleet.core.levels`); None
+        when no node carries the label."""
+        return self._levels.get(level)
+
     def domain_nodes(self, level: str) -> Mapping[str, Mapping[str, None]]:
         """For an indexed level: its value -> the names of the nodes that carry it. O(1)."""
-        return self._levels.get(level, {})
+        found = self._levels.get(level)
+        return found.nodes if found is not None else {}
 
     def domain_accelerators(self, level: str) -> Mapping[str, int]:
         """For an indexed level: its value -> the free accelerators of its nodes (cordoned ones
         included; reservations on nodes subtracted). O(1)."""
-        return self._level_accel.get(level, {})
+        found = self._levels.get(level)
+        return found.accelerators if found is not None else {}
 
     def domain_slots(self, level: str) -> Mapping[str, Mapping[int, int]]:
         """For an indexed level: its value -> free accelerator amount -> nodes with that much
         free (nodes with none are left out). O(1): bounds how many pods a domain could take
         without looking at its nodes."""
-        return self._level_slots.get(level, {})
+        found = self._levels.get(level)
+        return found.slots if found is not None else {}
 
     def group_of(self, node: str) -> ShapeGroup | None:
         return self._nodes.get(node)
@@ -611,16 +615,15 @@ class ClusterSnapshot:
         if old == topology:
             return
         for level, value in old:
-            members = self._levels[level][value]
-            del members[name]
-            if not members:
-                del self._levels[level][value]
-                self._level_accel[level].pop(value, None)
-                self._level_slots[level].pop(value, None)
+            index = self._levels[level]
+            index.remove_node(value, name)
+            if not index.nodes:
+                del self._levels[level]
         for level, value in topology:
-            self._levels.setdefault(level, {}).setdefault(value, {})[name] = None
-            self._level_accel.setdefault(level, {}).setdefault(value, 0)
-            self._level_slots.setdefault(level, {}).setdefault(value, {})
+            added = self._levels.get(level)
+            if added is None:
+                added = self._levels[level] = Level()
+            added.add_node(value, name)
         if topology:
             shared = self._topology_shared.get(topology)
             if shared is None:
@@ -701,16 +704,10 @@ class ClusterSnapshot:
         self._account_domains(name, group.free.get(self.accelerator, 0), -1)
 
     def _account_domains(self, name: str, amount: int, sign: int) -> None:
-        if amount:
-            for level, value in self._topology.get(name, ()):
-                table = self._level_accel[level]
-                table[value] = table.get(value, 0) + sign * amount
-                slots = self._level_slots[level][value]
-                count = slots.get(amount, 0) + sign
-                if count:
-                    slots[amount] = count
-                else:
-                    del slots[amount]
+        """The node's free vector comes (+1) or goes (-1): every domain it is in changes (its
+        version, and its free accelerators when `amount` is not 0)."""
+        for level, value in self._topology.get(name, ()):
+            self._levels[level].account(value, amount, sign)
 
     def _account(self, free: Resources, schedulable: bool, sign: int) -> None:
         totals, sched, hists = self._free_all, self._free_schedulable, self._hist
