@@ -140,15 +140,50 @@ def _needs_identity(constraints: PodConstraints, keys: frozenset[str]) -> bool:
     return constraints.needs_node_identity(keys)
 
 
-@dataclass(frozen=True, slots=True)
 class _Shape:
     """Pods shaped like one item, as a domain's room is sized for them: their requests and
     constraints, and whether the constraints look at per-node facts (then every node counts,
-    judged node by node in packing)."""
+    judged node by node in packing). Hashed once (it keys every domain's sizing)."""
 
-    requests: Resources
-    constraints: PodConstraints
-    identity: bool
+    __slots__ = ("_hash", "constraints", "identity", "requests")
+
+    def __init__(self, requests: Resources, constraints: PodConstraints, identity: bool) -> None:
+        self.requests = requests
+        self.constraints = constraints
+        self.identity = identity
+        self._hash = hash((requests, constraints, identity))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Shape) and (
+            other is self
+            or (
+                other._hash == self._hash
+                and other.requests == self.requests
+                and other.constraints == self.constraints
+                and other.identity == self.identity
+            )
+        )
+
+
+class _Key:
+    """A tuple hashed once: what a demand's answers are kept under, per snapshot version."""
+
+    __slots__ = ("_hash", "parts")
+
+    def __init__(self, *parts: object) -> None:
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and (
+            other is self or (other._hash == self._hash and other.parts == self.parts)
+        )
 
 
 class _Domain:
@@ -183,8 +218,10 @@ class _Domain:
         return self.level.capacity(per_pod).of.get(self.value, 0)
 
     def too_small(self, demand: _Demand) -> bool:
-        """Whether the domain surely cannot hold the demand, by free accelerators alone: in
-        total, or for some item, counting each node's free amount as whole pods (O(items))."""
+        """Whether the domain surely cannot hold the demand, without looking at its nodes: too
+        few free accelerators in total, or for some item counting each node's free amount as
+        whole pods; for an indexed level also any resource short in total (a domain `_room`
+        would then find short too). O(items + resources)."""
         if self.accelerator_free < demand.need_accelerator:
             return True
         if self.level is None:
@@ -192,7 +229,8 @@ class _Domain:
         for per_pod, count in zip(demand.accelerators, demand.counts, strict=True):
             if per_pod and self.capacity(per_pod) < count:
                 return True
-        return False
+        free = self.level.free[self.value]
+        return any(free.get(name, 0) < amount for name, amount in demand.need.items())
 
     @property
     def entries(self) -> tuple[tuple[Signature, Resources, int], ...]:
@@ -208,7 +246,10 @@ class _Domain:
         return self._entries
 
     def total(self, resource: str) -> int:
-        """Free `resource` summed over the domain's nodes."""
+        """Free `resource` summed over the domain's nodes (kept by the snapshot for an indexed
+        level)."""
+        if self.level is not None:
+            return self.level.free[self.value].get(resource, 0)
         totals = self._totals
         if totals is None:
             totals = self._totals = {}
@@ -294,6 +335,14 @@ class _Demand:
     need_accelerator: int
     #: What every answer about the demand depends on: (requests, constraints, pods) per item.
     key: tuple[tuple[Resources, PodConstraints, int], ...]
+    #: Per kind of answer (`fits`, `largest`, `tightest`) and level: `key`, hashed once.
+    keys: dict[tuple[str, str], _Key]
+
+    def key_for(self, answer: str, level: str) -> _Key:
+        found = self.keys.get((answer, level))
+        if found is None:
+            found = self.keys[(answer, level)] = _Key(answer, level, self.key)
+        return found
 
 
 def _demand(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> _Demand:
@@ -323,6 +372,7 @@ def _demand(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> _Deman
         need,
         need.get(accel, 0),
         tuple((i.requests, i.constraints, i.count) for i in items),
+        {},
     )
     memo[memo_key] = demand
     return demand
@@ -468,7 +518,7 @@ def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
     snapshot version for the rule's pod shapes and counts, so the gangs of a sweep ask once."""
     demand = _demand(snapshot, gang, rule)
     table = snapshot.per_version()
-    key = ("topology-fits", rule.level, demand.key)
+    key = demand.key_for("topology-fits", rule.level)
     found = table.get(key)
     if found is not None:
         return cast(bool, found)
@@ -532,7 +582,7 @@ def largest(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Room |
     (`DomainMiss.largest`)."""
     demand = _demand(snapshot, gang, rule)
     table = snapshot.per_version()
-    key = ("topology-largest", rule.level, demand.key)
+    key = demand.key_for("topology-largest", rule.level)
     if key in table:
         return cast(Room | None, table[key])
     ceiling = _ceiling(snapshot, rule.level, demand)
@@ -566,7 +616,7 @@ def tightest_room(snapshot: ClusterSnapshot, gang: Gang) -> int | None:
     rule = rules[0]
     demand = _demand(snapshot, gang, rule)
     table = snapshot.per_version()
-    key = ("topology-tightest", rule.level, demand.key)
+    key = demand.key_for("topology-tightest", rule.level)
     if key in table:
         return cast(int | None, table[key])
     room = next(fitting(snapshot, gang, rule), None)

@@ -6,8 +6,8 @@ it asks "which rack could hold 4 pods of 8 GPUs", "how many at most does the bes
 "which is the tightest rack that may hold them". Every answer here is kept up to date as nodes
 and pods change, one domain at a time, so none of these questions walks the domains:
 
-* per domain: its nodes, its free accelerators, how many of its nodes have each free
-  accelerator amount (`slots`);
+* per domain: its nodes, its free accelerators, its free vector (every resource summed over
+  its nodes), how many of its nodes have each free accelerator amount (`slots`);
 * per domain and per per-pod accelerator amount `p` (asked for once, then kept): how many pods
   of `p` its nodes' free amounts hold, each node a separate bin (`capacity`), with a histogram
   of these over the level's domains (the best domain's, `best`) and the domains by capacity
@@ -89,6 +89,7 @@ class Level:
         "_tick",
         "accelerators",
         "capacities",
+        "free",
         "memo",
         "nodes",
         "order",
@@ -101,6 +102,8 @@ class Level:
         self.nodes: dict[str, dict[str, None]] = {}
         #: value -> free accelerators of the domain's nodes (cordoned ones included).
         self.accelerators: dict[str, int] = {}
+        #: value -> its nodes' free vectors summed (resources summing to 0 left out).
+        self.free: dict[str, dict[str, int]] = {}
         #: value -> free accelerator amount -> how many of its nodes have it (none: left out).
         self.slots: dict[str, dict[int, int]] = {}
         #: per-pod accelerator amount -> its capacities: the usual amounts from the start,
@@ -124,6 +127,7 @@ class Level:
         if members is None:
             members = self.nodes[value] = {}
             self.accelerators[value] = 0
+            self.free[value] = {}
             self.slots[value] = {}
             insort(self.order, (0, value))
         members[name] = None
@@ -138,15 +142,24 @@ class Level:
             return
         del self.nodes[value]
         free = self.accelerators.pop(value)
+        self.free.pop(value, None)
         self.slots.pop(value, None)
         self.versions.pop(value, None)
         self.memo.pop(value, None)
         order = self.order
         del order[bisect_left(order, (free, value))]
 
-    def account(self, value: str, amount: int, sign: int) -> None:
-        """A node of domain `value` with `amount` free accelerators comes (+1) or goes (-1)."""
+    def account(self, value: str, free: Mapping[str, int], amount: int, sign: int) -> None:
+        """A node of domain `value` with free vector `free`, of which `amount` free
+        accelerators, comes (+1) or goes (-1)."""
         self._touch(value)
+        totals = self.free[value]
+        for name, held in free.items():
+            total = totals.get(name, 0) + sign * held
+            if total:
+                totals[name] = total
+            else:
+                del totals[name]
         if not amount:
             return
         old = self.accelerators[value]

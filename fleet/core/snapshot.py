@@ -688,7 +688,7 @@ class ClusterSnapshot:
         group.nodes[name] = allocatable
         self._nodes[name] = group
         self._account(group.free, not sig.unschedulable, +1)
-        self._account_domains(name, bucket_key, +1)
+        self._account_domains(name, free, bucket_key, +1)
 
     def _detach(self, name: str, group: ShapeGroup) -> None:
         """Take `name` out of `group` (the caller rebinds or drops `_nodes[name]`)."""
@@ -701,13 +701,13 @@ class ClusterSnapshot:
             if not bucket:
                 del sig.buckets[bucket_key]
         self._account(group.free, not sig.unschedulable, -1)
-        self._account_domains(name, group.free.get(self.accelerator, 0), -1)
+        self._account_domains(name, group.free, group.free.get(self.accelerator, 0), -1)
 
-    def _account_domains(self, name: str, amount: int, sign: int) -> None:
-        """The node's free vector comes (+1) or goes (-1): every domain it is in changes (its
-        version, and its free accelerators when `amount` is not 0)."""
+    def _account_domains(self, name: str, free: Resources, amount: int, sign: int) -> None:
+        """The node's free vector (`amount` free accelerators) comes (+1) or goes (-1): every
+        domain it is in changes."""
         for level, value in self._topology.get(name, ()):
-            self._levels[level].account(value, amount, sign)
+            self._levels[level].account(value, free, amount, sign)
 
     def _account(self, free: Resources, schedulable: bool, sign: int) -> None:
         totals, sched, hists = self._free_all, self._free_schedulable, self._hist
