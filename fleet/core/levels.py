@@ -177,6 +177,43 @@ class Level:
         for per_pod, capacity in self.capacities.items():
             capacity.change(value, sign * (amount // per_pod))
 
+    def move(
+        self,
+        value: str,
+        old: Mapping[str, int],
+        old_amount: int,
+        new: Mapping[str, int],
+        new_amount: int,
+    ) -> None:
+        """A node of domain `value` now has free vector `new` (`new_amount` accelerators)
+        instead of `old`: `account` out and in, in one step (a pod bound or gone)."""
+        self._touch(value)
+        totals = self.free[value]
+        for name in {*old, *new}:
+            total = totals.get(name, 0) + new.get(name, 0) - old.get(name, 0)
+            if total:
+                totals[name] = total
+            else:
+                totals.pop(name, None)
+        if old_amount == new_amount:
+            return
+        before = self.accelerators[value]
+        after = before + new_amount - old_amount
+        self.accelerators[value] = after
+        order = self.order
+        del order[bisect_left(order, (before, value))]
+        insort(order, (after, value))
+        slots = self.slots[value]
+        for amount, sign in ((old_amount, -1), (new_amount, +1)):
+            if amount:
+                count = slots.get(amount, 0) + sign
+                if count:
+                    slots[amount] = count
+                else:
+                    del slots[amount]
+        for per_pod, capacity in self.capacities.items():
+            capacity.change(value, new_amount // per_pod - old_amount // per_pod)
+
     def capacity(self, per_pod: int) -> PodCapacity:
         """The capacities for pods of `per_pod` (> 0) accelerators: counted once from the
         slots the first time they are asked for, kept event by event after."""

@@ -674,10 +674,22 @@ class ClusterSnapshot:
         free = self._compute_free(name, allocatable)
         if free == group.free:
             return
-        self._detach(name, group)
-        self._attach(name, group.signature, allocatable, free)
+        old = group.free
+        self._detach(name, group, domains=False)
+        self._attach(name, group.signature, allocatable, free, domains=False)
+        accel = self.accelerator
+        for level, value in self._topology.get(name, ()):
+            self._levels[level].move(value, old, old.get(accel, 0), free, free.get(accel, 0))
 
-    def _attach(self, name: str, sig: Signature, allocatable: Resources, free: Resources) -> None:
+    def _attach(
+        self,
+        name: str,
+        sig: Signature,
+        allocatable: Resources,
+        free: Resources,
+        *,
+        domains: bool = True,
+    ) -> None:
         bucket_key = free.get(self.accelerator, 0)
         bucket = sig.buckets.get(bucket_key)
         if bucket is None:
@@ -688,10 +700,12 @@ class ClusterSnapshot:
         group.nodes[name] = allocatable
         self._nodes[name] = group
         self._account(group.free, not sig.unschedulable, +1)
-        self._account_domains(name, free, bucket_key, +1)
+        if domains:
+            self._account_domains(name, free, bucket_key, +1)
 
-    def _detach(self, name: str, group: ShapeGroup) -> None:
-        """Take `name` out of `group` (the caller rebinds or drops `_nodes[name]`)."""
+    def _detach(self, name: str, group: ShapeGroup, *, domains: bool = True) -> None:
+        """Take `name` out of `group` (the caller rebinds or drops `_nodes[name]`); its
+        domains too unless `domains` is False (the caller moves it there)."""
         del group.nodes[name]
         sig = group.signature
         if not group.nodes:
@@ -701,7 +715,8 @@ class ClusterSnapshot:
             if not bucket:
                 del sig.buckets[bucket_key]
         self._account(group.free, not sig.unschedulable, -1)
-        self._account_domains(name, group.free, group.free.get(self.accelerator, 0), -1)
+        if domains:
+            self._account_domains(name, group.free, group.free.get(self.accelerator, 0), -1)
 
     def _account_domains(self, name: str, free: Resources, amount: int, sign: int) -> None:
         """The node's free vector (`amount` free accelerators) comes (+1) or goes (-1): every
