@@ -40,7 +40,8 @@ from fleet.core.fragmentation import WorkloadMix
 from fleet.core.levels import Level, PodCapacity
 from fleet.core.packing import Item, NodesIn, Unplaced, _Packer
 from fleet.core.resources import CPU, MEMORY, Resources
-from fleet.core.snapshot import ClusterSnapshot, ShapeGroup, Signature
+from fleet.core.shapes import ShapeGroup, Signature
+from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.topology import TopologyRule, level_word
 from fleet.core.workload import Component, Gang
 

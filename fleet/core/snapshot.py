@@ -9,6 +9,11 @@ resource, so a gang of 8-GPU workers only ever looks at groups with 8 GPUs free.
 per-cluster aggregates (total free, a histogram of free amounts per resource) that reject most
 clusters without touching a group.
 
+Where each concept lives: the signatures and shape groups in `fleet.core.shapes`; the topology
+index (per level, per domain: nodes, free totals, per-pod capacities, best-fit order) in
+`fleet.core.levels`; this module keeps them, the per-cluster aggregates and the in-flight
+reservations up to date.
+
 Every update (`upsert_node`, `remove_node`, `upsert_pod`, `remove_pod`) touches one node: O(1)
 in the size of the cluster. Pods may arrive before their node; their usage waits under the
 node's name.
@@ -38,12 +43,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fleet.core.assignment import Assignment
-from fleet.core.constraints import PodConstraints
 from fleet.core.histogram import Histogram
 from fleet.core.inventory import NodeInfo, PodInfo
 from fleet.core.levels import Level
 from fleet.core.resources import EMPTY, GPU, Resources
-from fleet.core.taints import Taint
+from fleet.core.shapes import ShapeGroup, Signature, _signature_key
 
 #: Labels that are unique per node; kept out of signatures so look-alike nodes still group.
 DEFAULT_IDENTITY_LABEL_KEYS = frozenset({"kubernetes.io/hostname"})
@@ -66,7 +70,6 @@ DEFAULT_TOPOLOGY_LABEL_KEYS = frozenset(
     }
 )
 
-_VERDICT_CACHE_LIMIT = 512
 #: Distinct resource vectors a snapshot remembers for sharing; cleared (not evicted) when full.
 _SHARE_LIMIT = 4096
 #: Few demands are in flight at once (a sweep is one); a small table keeps the garbage
@@ -77,62 +80,6 @@ _MEMO_LIMIT = 32
 #: How long a placement holds its capacity in a snapshot before the member shows the gang's pods
 #: bound (the controller's and the simulator's default in-flight reservation).
 DEFAULT_RESERVATION_SECONDS = 120.0
-
-
-def _signature_key(
-    labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool
-) -> tuple[object, ...]:
-    return (frozenset(labels.items()), taints, unschedulable)
-
-
-class Signature:
-    """The non-resource facts a pod's constraints are judged against, shared by many nodes."""
-
-    __slots__ = ("_verdicts", "buckets", "key", "labels", "nodes", "taints", "unschedulable")
-
-    def __init__(self, labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool):
-        self.key = _signature_key(labels, taints, unschedulable)
-        self.labels = labels
-        self.taints = taints
-        self.unschedulable = unschedulable
-        self.nodes = 0
-        #: accelerator free amount -> free vector -> group
-        self.buckets: dict[int, dict[Resources, ShapeGroup]] = {}
-        self._verdicts: dict[PodConstraints, str | None] = {}
-
-    def rejection(self, constraints: PodConstraints) -> str | None:
-        """Why pods with `constraints` cannot use nodes of this signature (cached), or None."""
-        try:
-            return self._verdicts[constraints]
-        except KeyError:
-            pass
-        if len(self._verdicts) >= _VERDICT_CACHE_LIMIT:
-            self._verdicts.clear()
-        verdict = constraints.rejection(self.labels, self.taints, self.unschedulable)
-        self._verdicts[constraints] = verdict
-        return verdict
-
-    def __repr__(self) -> str:
-        cordon = self.unschedulable
-        return f"Signature(labels={dict(self.labels)}, taints={self.taints}, cordon={cordon})"
-
-
-class ShapeGroup:
-    """Nodes of one signature with exactly the same free vector."""
-
-    __slots__ = ("free", "nodes", "signature")
-
-    def __init__(self, signature: Signature, free: Resources) -> None:
-        self.signature = signature
-        self.free = free
-        #: node name -> its allocatable (shared between equal vectors); insertion-ordered.
-        self.nodes: dict[str, Resources] = {}
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    def __repr__(self) -> str:
-        return f"ShapeGroup({self.free!r} x{len(self.nodes)})"
 
 
 class _Pod(NamedTuple):
