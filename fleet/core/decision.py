@@ -154,14 +154,24 @@ class Decision:
         return {code: counts[code] for code in sorted(counts, key=_code_order)}
 
     def summary(self, limit: int = 1024) -> str:
-        """A message for an Event or condition: the result, or why no cluster fits."""
+        """A message for an Event or condition: the result, or why no cluster fits. Only the
+        sentences that show before the cut are put into words (at a thousand clusters most are
+        past it)."""
         if self.placement is not None:
             return f"Result: {self.placement}"
         considered = len(self.rejections)
         head = f"0/{considered} clusters can take the gang"
         if self.domain_wait is not None:
             head = waiting_summary(self.domain_wait)
-        return clip("; ".join([head, *self.sentences()]), limit)
+        parts = [head]
+        length = len(head)
+        for rejection in self.rejections:
+            if length > limit:
+                break  # the cut falls in what is already there: the rest cannot show
+            text = str(rejection)
+            parts.append(text)
+            length += 2 + len(text)
+        return clip("; ".join(parts), limit)
 
 
 _ORDER = {code: i for i, code in enumerate(CODES)}
