@@ -187,6 +187,11 @@ class _Key:
         )
 
 
+#: Pod shapes whose room one domain keeps (then it starts over): bounds what an idle rack keeps
+#: over a long-running controller's life.
+_ROOMS_PER_DOMAIN = 64
+
+
 class _Domain:
     """One domain's free capacity: its free accelerators and (signature, free vector, nodes),
     the latter built on first use (a domain too small for a gang is never looked into), and the
@@ -271,6 +276,8 @@ class _Domain:
             copies = requests.copies_in(free)
             if copies > 0 and (identity or sig.rejection(constraints) is None):
                 total += copies * nodes
+        if len(self.rooms) >= _ROOMS_PER_DOMAIN:
+            self.rooms.clear()  # a rack nobody changes keeps no more than this many shapes
         self.rooms[shape] = total
         return total
 
