@@ -335,9 +335,10 @@ class ClusterSnapshot:
         return self._memo
 
     def per_version(self) -> dict[object, object]:
-        """Like `memo`, for the few answers per snapshot (a topology level's domain index) that
-        many demands share: emptied whenever the snapshot changes, never for being full. The
-        caller keeps its keys few."""
+        """Like `memo`, for answers per snapshot that many gangs share (per topology demand:
+        whether a domain holds it, the tightest that does; the domains of a level that is not
+        indexed): emptied whenever the snapshot changes, never for being full. The caller keeps
+        its keys few. (What is kept per domain lives in the level index, `level`.)"""
         if self._per_version_version != self.version:
             self._per_version.clear()
             self._per_version_version = self.version
