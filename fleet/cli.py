@@ -236,7 +236,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
             return 0
         try:
             check_renewal_access(fleet, args.secrets_namespace, args.controller_service_account)
-            join(fleet, client, plan, force=args.force, timeout=args.timeout)
+            join(fleet, client, plan, force=args.force, rotate=args.rotate, timeout=args.timeout)
         except JoinError as e:
             print(f"fleet: error: join {e}", file=sys.stderr)
             return 1
@@ -592,6 +592,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="re-point NAME at another cluster: its jobs are moved off first (as unjoin --move)",
+    )
+    jn.add_argument(
+        "--rotate",
+        action="store_true",
+        help="revoke every token issued so far: fleet's ServiceAccounts in the member are "
+        "deleted and made again (new UIDs) before the new token is issued (docs/security.md)",
     )
     jn.add_argument(
         "--timeout", type=float, default=300.0, help="seconds --force waits (default 300)"

@@ -15,6 +15,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from fleet.kube import KubeClient, Obj
 
 if TYPE_CHECKING:
@@ -55,10 +57,13 @@ class MemberWriter:
         subresource: str,
         body: Mapping[str, Any],
         namespace: str | None = None,
+        *,
+        auth: httpx.Auth | None = None,
     ) -> Obj:
+        """`auth`: sent as that identity instead of the connection's (the token renewer)."""
         self._count(f"create {subresource}", kind, name, namespace)
         return await self.client.create_subresource(
-            api_version, kind, name, subresource, body, namespace
+            api_version, kind, name, subresource, body, namespace, auth=auth
         )
 
     async def apply(self, obj: Mapping[str, Any], *, field_manager: str) -> Obj:
