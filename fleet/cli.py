@@ -123,6 +123,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         sweep_interval=args.sweep_interval,
         resync_interval=args.resync_interval,
         token_renew_before=args.token_renew_before,
+        guard_check_interval=args.guard_check_interval,
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
@@ -447,6 +448,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="renew a joined member's bound token this many seconds before it expires "
         "(default 0: at 80%% of its lifetime)",
+    )
+    ctl.add_argument(
+        "--guard-check-interval",
+        type=float,
+        default=60.0,
+        help="seconds between checks, with fleet's token, that each member's admission policy "
+        "(the guard fleet join installed) still refuses what it must (default 60): a member "
+        "whose guard is gone is Guarded=False and takes no new gangs",
     )
     ctl.add_argument(
         "--queue-placement-timeout",

@@ -241,6 +241,13 @@ names it (and its binding) in what it leaves in a member it cannot reach."""
 CONDITION_GUARDED: Final = "Guarded"
 """MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
 False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""
+REASON_GUARD_MISSING: Final = "GuardMissing"
+"""Guarded=False (and Ready=False: nothing new is placed there), and the Warning Event: the
+controller's periodic probe with fleet's token (fleet.api.guardprobe) was admitted, so the guard
+`fleet join` installed is gone from the member or no longer refuses (its policy or binding
+deleted, or the binding made to warn or audit only). `fleet join NAME` again installs it."""
+REASON_GUARD_IN_FORCE: Final = "AdmissionPolicy"
+"""Guarded=True; also the Normal Event when the probe sees the guard in force again."""
 ALLOW_OVERWRITE_LABEL: Final = "fleet.dev/allow-overwrite"
 """Label `"true"` on a namespace in a member, set by its owners: fleet may take over objects of
 the same name there (a job copy, a Secret, ConfigMap, ServiceAccount or PVC it did not create)

@@ -44,10 +44,14 @@ class MemberWriter:
             where,
         )
 
-    async def create(self, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+    async def create(
+        self, obj: Mapping[str, Any], namespace: str | None = None, *, dry_run: bool = False
+    ) -> Obj:
+        """`dry_run`: admitted and answered as a real create, never stored (the guard probe)."""
         meta = obj.get("metadata") or {}
-        self._count("create", str(obj.get("kind")), meta.get("name", ""), meta.get("namespace"))
-        return await self.client.create(obj, namespace)
+        verb = "create (dry run)" if dry_run else "create"
+        self._count(verb, str(obj.get("kind")), meta.get("name", ""), meta.get("namespace"))
+        return await self.client.create(obj, namespace, dry_run=dry_run)
 
     async def create_subresource(
         self,
