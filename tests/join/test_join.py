@@ -740,6 +740,25 @@ def test_the_command_line_says_one_line_and_exits_1_when_the_member_refuses(
     assert "ClusterRoleBinding" in capsys.readouterr().out
 
 
+def test_the_command_lines_rotate_reaches_join(monkeypatch, tmp_path, fleet, member):
+    from fleet import join as join_module
+    from fleet import kube as kube_module
+
+    pem = make_pem()
+    (tmp_path / "fleet").write_text(yaml.safe_dump(inline_kubeconfig(pem)))
+    (tmp_path / "member").write_text(yaml.safe_dump(inline_kubeconfig(pem, ENDPOINT.server)))
+    monkeypatch.setattr(kube_module, "SyncKubeClient", lambda *a, **kw: fleet.sync_client("fleet"))
+    monkeypatch.setattr(
+        join_module, "SyncKubeClient", lambda *a, **kw: member.sync_client("member-1")
+    )
+    asked: list[bool] = []
+    monkeypatch.setattr(join_module, "join", lambda *a, rotate, **kw: asked.append(rotate))
+    argv = ["join", "member-1", "--member-kubeconfig", str(tmp_path / "member")]
+    for flags in ([], ["--rotate"]):
+        assert cli.main([*argv, *flags, "--kubeconfig", str(tmp_path / "fleet")]) == 0
+    assert asked == [False, True]
+
+
 def test_join_names_the_members_gang_scheduler_on_the_member_cluster_at_once(fleet):
     """The GANG column (status.gangScheduler) is right from the first `kubectl get
     membercluster`, by the controller's own rule: scheduler-plugins' PodGroup alone is
