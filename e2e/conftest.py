@@ -40,6 +40,8 @@ POLICY = ("policy.one.alibabacloud.com/v1alpha1", "PropagationPolicy")
 LEASE_SECONDS = 6
 #: How often the e2e controllers sweep members for copies whose fleet object is gone.
 SWEEP_SECONDS = 3
+#: How often the e2e controllers ask each member whether its guard is in force.
+GUARD_CHECK_SECONDS = 5
 #: The fleet id the e2e controllers run with: the managed-by label of everything they create.
 FLEET_ID = "fleet-e2e"
 #: Kube Queue's placement timeout and first backoff for the e2e controllers (seconds).
@@ -94,6 +96,8 @@ class Fleet:
             str(QUEUE_RECLAIM_GRACE),
             "--sweep-interval",
             str(SWEEP_SECONDS),
+            "--guard-check-interval",
+            str(GUARD_CHECK_SECONDS),
             # e2e/test_join.py: a 600-second token (TokenRequest's shortest) renewed every 30 s.
             "--token-renew-before",
             "570",

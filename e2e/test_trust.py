@@ -134,6 +134,67 @@ def test_no_token_of_another_identity(live: Fleet, attacker: SyncKubeClient, nam
     )
 
 
+def _token_request(seconds: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }
+
+
+YEAR = 365 * 24 * 3600
+
+
+def test_the_dispatch_token_cannot_extend_itself(live: Fleet, attacker: SyncKubeClient):
+    """No TokenRequest for its own ServiceAccount, not even the shortest: whoever holds the
+    stored token holds it until it expires, and no longer."""
+    for seconds in (600, YEAR):
+        _refused(
+            lambda seconds=seconds: attacker.create_subresource(
+                "v1", "ServiceAccount", "fleet", "token", _token_request(seconds), "fleet-member"
+            )
+        )
+
+
+@pytest.fixture
+def renewer(live: Fleet) -> Iterator[SyncKubeClient]:
+    """A client of member-1 with the renewer's token, as the controller (alone) holds it."""
+    secret = live.api.get("v1", "Secret", "member-1-renewer", SECRETS_NAMESPACE)
+    assert secret is not None
+    token = base64.b64decode(secret["data"][c.RENEWER_TOKEN_KEY]).decode()
+    kubeconfig = live.api.get("v1", "Secret", "member-1-kubeconfig", SECRETS_NAMESPACE) or {}
+    config = yaml.safe_load(base64.b64decode(kubeconfig["data"]["kubeconfig"]))
+    config["users"][0]["user"] = {"token": token}
+    with SyncKubeClient(from_kubeconfig(config), name="member-1", retries=0) as client:
+        yield client
+
+
+def test_the_renewer_mints_no_token_longer_than_joins_lifetime(
+    live: Fleet, renewer: SyncKubeClient
+):
+    """Even the renewer's token (were it stolen from the controller's Secret) buys dispatch
+    tokens of the lifetime join chose (24 h here) and no longer, of that one ServiceAccount
+    only, and reads nothing."""
+    error = _refused(
+        lambda: renewer.create_subresource(
+            "v1", "ServiceAccount", "fleet", "token", _token_request(YEAR), "fleet-member"
+        )
+    )
+    assert "token.fleet-member.fleet.dev" in error.message, error
+    _refused(
+        lambda: renewer.create_subresource(
+            "v1", "ServiceAccount", "default", "token", _token_request(600), "fleet-member"
+        )
+    )
+    _refused(lambda: renewer.list("v1", "Pod", "kube-system"))
+    _refused(lambda: renewer.get("v1", "Secret", "fleet-renewer-token", "fleet-member"))
+    # What the controller asks for is granted: the lifetime join chose.
+    issued = renewer.create_subresource(
+        "v1", "ServiceAccount", "fleet", "token", _token_request(24 * 3600), "fleet-member"
+    )
+    assert issued["status"]["token"]
+
+
 def test_no_workload_in_the_system_namespaces(live: Fleet, attacker: SyncKubeClient):
     for ns in ("kube-system", "kube-public", "kube-node-lease", "fleet-member"):
         job = pytorchjob(f"evil-{secrets.token_hex(2)}", namespace=ns, workers=1, gpus=0)

@@ -28,8 +28,9 @@ from fleet.core.kinds import ADAPTERS
 __all__ = [
     "DEFAULT_MEMBER_NAMESPACE",
     "FLEET_SECRETS_NAMESPACE",
+    "RENEWER_ROLE",
+    "RENEWER_SERVICE_ACCOUNT",
     "SERVICE_ACCOUNT",
-    "TOKEN_ROLE",
     "Rule",
     "as_policy_rules",
     "dashboard_namespaced_rules",
@@ -42,16 +43,21 @@ __all__ = [
     "member_cluster_role",
     "member_rules",
     "plural",
-    "token_rules",
+    "renewer_rules",
 ]
 
-#: The namespace `fleet join` makes in a member for fleet's identity (ServiceAccount, token Role,
-#: a long-lived token Secret when asked for).
+#: The namespace `fleet join` makes in a member for fleet's identity (the dispatch and renewer
+#: ServiceAccounts, the renewer's Role and token Secret, a long-lived dispatch token Secret when
+#: asked for).
 DEFAULT_MEMBER_NAMESPACE: Final = "fleet-member"
-#: fleet's ServiceAccount in that namespace.
+#: fleet's dispatch ServiceAccount in that namespace: the identity the controller acts with. It
+#: may request no token at all (no Role gives it `serviceaccounts/token`).
 SERVICE_ACCOUNT: Final = "fleet"
-#: The namespaced Role (and RoleBinding) letting that ServiceAccount request its own tokens.
-TOKEN_ROLE: Final = "fleet-token"
+#: The renewer: a second ServiceAccount whose only right is to request tokens of the dispatch
+#: one (`renewer_rules`). Its token is held by the controller alone, in a fleet Secret of its own.
+RENEWER_SERVICE_ACCOUNT: Final = "fleet-renewer"
+#: The namespaced Role (and RoleBinding) giving the renewer that right.
+RENEWER_ROLE: Final = "fleet-renewer"
 #: Where `fleet join` keeps member kubeconfig Secrets on the fleet (the chart's namespace).
 FLEET_SECRETS_NAMESPACE: Final = "fleet-system"
 
@@ -238,19 +244,23 @@ def member_rules() -> tuple[Rule, ...]:
     )
 
 
-def token_rules(service_account: str = SERVICE_ACCOUNT) -> tuple[Rule, ...]:
-    """The namespaced Role that lets fleet's ServiceAccount renew its own token, and nothing
-    else: TokenRequest for that one ServiceAccount (resourceNames)."""
+def renewer_rules(service_account: str = SERVICE_ACCOUNT) -> tuple[Rule, ...]:
+    """The namespaced Role of the renewer (RENEWER_SERVICE_ACCOUNT), and nothing else: a
+    TokenRequest for the dispatch ServiceAccount `service_account` only (resourceNames). The
+    dispatch identity itself gets no such Role, so whoever holds its token cannot extend it; the
+    lifetime of what the renewer asks for is capped by join's token policy
+    (fleet.api.guard.token_policy)."""
     return (
         Rule(
             "",
             ("serviceaccounts/token",),
             {
-                "create": "the controller renews its bound token before it expires, "
-                "authenticated by its current one (TokenRequest)",
+                "create": "the controller renews the dispatch identity's bound token before it "
+                "expires, authenticated as the renewer (TokenRequest), whatever state the "
+                "dispatch token is in (expired while the controller was down)",
             },
             resource_names=(service_account,),
-            about="Its own tokens, only: TokenRequest for fleet's ServiceAccount.",
+            about="Tokens of fleet's dispatch ServiceAccount, only.",
         ),
     )
 

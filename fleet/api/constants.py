@@ -213,6 +213,17 @@ TOKEN_TYPE_SECRET: Final = "secret"
 SERVICE_ACCOUNT_ANNOTATION: Final = "fleet.dev/service-account"
 """On a member kubeconfig Secret: `<namespace>/<name>` of fleet's ServiceAccount in the member,
 whose tokens the controller requests when it renews, and which `fleet unjoin` removes."""
+RENEWER_SECRET_ANNOTATION: Final = "fleet.dev/renewer-secret"
+"""On a member kubeconfig Secret with a bound token: the name of the Secret, in the same
+namespace, holding the token of the renewer (fleet.api.access.RENEWER_SERVICE_ACCOUNT), which
+the controller renews the dispatch token with. Absent on a Secret of a join before the renewer
+(the token then renews itself, as it did) and with `--token-type secret`."""
+RENEWER_TOKEN_KEY: Final = "token"
+TOKEN_SECONDS_ANNOTATION: Final = "fleet.dev/token-expiration-seconds"
+"""On a member kubeconfig Secret with a bound token: the lifetime `fleet join` chose
+(--token-expiration), which each renewal asks for again: the member's token policy refuses any
+longer one (fleet.api.guard.token_policy), so it is not derived from clocks that may differ."""
+"""The key of the renewer's token in that Secret."""
 TOKEN_ISSUED_ANNOTATION: Final = "fleet.dev/token-issued-at"
 TOKEN_EXPIRES_ANNOTATION: Final = "fleet.dev/token-expires-at"
 """When the bound token in the Secret was issued and expires (RFC 3339): the renewal is timed
@@ -235,6 +246,13 @@ names it (and its binding) in what it leaves in a member it cannot reach."""
 CONDITION_GUARDED: Final = "Guarded"
 """MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
 False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""
+REASON_GUARD_MISSING: Final = "GuardMissing"
+"""Guarded=False (and Ready=False: nothing new is placed there), and the Warning Event: the
+controller's periodic probe with fleet's token (fleet.api.guardprobe) was admitted, so the guard
+`fleet join` installed is gone from the member or no longer refuses (its policy or binding
+deleted, or the binding made to warn or audit only). `fleet join NAME` again installs it."""
+REASON_GUARD_IN_FORCE: Final = "AdmissionPolicy"
+"""Guarded=True; also the Normal Event when the probe sees the guard in force again."""
 ALLOW_OVERWRITE_LABEL: Final = "fleet.dev/allow-overwrite"
 """Label `"true"` on a namespace in a member, set by its owners: fleet may take over objects of
 the same name there (a job copy, a Secret, ConfigMap, ServiceAccount or PVC it did not create)

@@ -69,6 +69,9 @@ __all__ = [
     "not_open",
     "open_label",
     "pod_specs_expression",
+    "token_objects",
+    "token_policy",
+    "token_policy_name",
     "written_resources",
 ]
 
@@ -482,3 +485,76 @@ def identity_labels(fleet_id: str) -> dict[str, str]:
     """The labels of the admission objects join installs for the fleet `fleet_id` (the guard
     here, the scheduling-group policy): made by join, and whose."""
     return {c.JOINED_BY_LABEL: c.JOINED_BY, c.FLEET_ID_LABEL: fleet_id}
+
+
+# -- the token cap: no token of fleet's dispatch identity outlives the lifetime join chose -------
+
+
+def token_policy_name(namespace: str) -> str:
+    """The name of the token policy (and its binding) of the identity in `namespace`."""
+    return f"token.{namespace}.fleet.dev"
+
+
+def token_policy(namespace: str, fleet_id: str, seconds: int) -> dict[str, Any]:
+    """A ValidatingAdmissionPolicy capping every TokenRequest for fleet's dispatch
+    ServiceAccount in `namespace` at `seconds` (the lifetime `fleet join` chose), whoever asks:
+    the renewer the controller renews with (fleet.api.access.renewer_rules) included, so a
+    stolen renewer token mints no token longer than a bound one `fleet join` issues. The
+    dispatch identity itself may request no token at all (RBAC: no Role grants it). Apart from
+    the guard's policy because it applies to requests of other identities than fleet's."""
+    name = token_policy_name(namespace)
+    return {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": identity_labels(fleet_id)},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["*"],
+                        "resources": ["serviceaccounts/token"],
+                        "operations": ["CREATE"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "fleet-dispatch-identity",
+                    "expression": (
+                        f"request.namespace == '{namespace}' && request.name == '{SERVICE_ACCOUNT}'"
+                    ),
+                }
+            ],
+            "validations": [
+                {
+                    "expression": (
+                        "has(object.spec.expirationSeconds) && "
+                        f"object.spec.expirationSeconds <= {int(seconds)}"
+                    ),
+                    "reason": "Forbidden",
+                    "messageExpression": (
+                        f"'a token of fleet ({fleet_id}) {namespace}/{SERVICE_ACCOUNT} lives "
+                        f"{int(seconds)} seconds at most (fleet join --token-expiration); asked "
+                        "for ' + (has(object.spec.expirationSeconds) ? "
+                        "string(object.spec.expirationSeconds) : 'no expiry')"
+                    ),
+                }
+            ],
+        },
+    }
+
+
+def token_objects(
+    namespace: str, fleet_id: str, seconds: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The token policy and its binding (denying, in every namespace), in the order written."""
+    name = token_policy_name(namespace)
+    binding = {
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": identity_labels(fleet_id)},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return token_policy(namespace, fleet_id, seconds), binding

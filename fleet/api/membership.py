@@ -1,10 +1,13 @@
 """What joining a member makes, on either side, as plain objects (no I/O).
 
-In the member: a namespace, fleet's ServiceAccount, the ClusterRole of fleet.api.access and its
-binding, a Role letting the ServiceAccount request its own tokens and its binding, and (only
-with the `secret` token type) a long-lived service-account-token Secret. On the fleet: the
-kubeconfig Secret, which holds the member's server, its CA and a token of that ServiceAccount
-(never the credentials of whoever ran `fleet join`), and the MemberCluster.
+In the member: a namespace, fleet's dispatch ServiceAccount, the ClusterRole of fleet.api.access
+and its binding, the admission policies (the guard, the token cap), and either (bound tokens)
+the renewer: a second ServiceAccount whose Role lets it request tokens of the dispatch one, and
+its long-lived token Secret; or (the `secret` token type) a long-lived service-account-token
+Secret of the dispatch ServiceAccount. On the fleet: the kubeconfig Secret, which holds the
+member's server, its CA and a token of the dispatch ServiceAccount (never the credentials of
+whoever ran `fleet join`), the renewer's token in a Secret of its own (read by the controller
+alone), and the MemberCluster.
 
 `fleet join` (fleet.join) sends these; the controller's token renewal
 (controller/members/renewal) rewrites the Secret through `renewed_secret`, so the kubeconfig
@@ -26,20 +29,22 @@ from fleet.api._time import format_time
 from fleet.api.access import (
     DEFAULT_MEMBER_NAMESPACE,
     FLEET_SECRETS_NAMESPACE,
+    RENEWER_ROLE,
+    RENEWER_SERVICE_ACCOUNT,
     SERVICE_ACCOUNT,
-    TOKEN_ROLE,
     as_policy_rules,
     member_cluster_role,
     member_rules,
-    token_rules,
+    renewer_rules,
 )
-from fleet.api.guard import PROTECTED_NAMESPACES, admission_objects, open_label
+from fleet.api.guard import PROTECTED_NAMESPACES, admission_objects, open_label, token_objects
 from fleet.api.schedulinggroup import scheduling_group_name, scheduling_group_objects
 
 __all__ = [
     "DEFAULT_TOKEN_SECONDS",
     "KUBECONFIG_KEY",
     "REDACTED",
+    "RENEWER_TOKEN_SECRET",
     "TOKEN_SECRET",
     "IssuedToken",
     "JoinPlan",
@@ -53,6 +58,7 @@ __all__ = [
     "plan_join",
     "redacted",
     "renewed_secret",
+    "renewer_secret",
     "token_request",
 ]
 
@@ -67,6 +73,8 @@ DEFAULT_TOKEN_SECONDS: Final = 24 * 3600
 MIN_TOKEN_SECONDS: Final = 600
 #: The long-lived token Secret of the `secret` token type, in fleet's namespace in the member.
 TOKEN_SECRET: Final = "fleet-token"
+#: The renewer's long-lived token Secret (bound tokens), in fleet's namespace in the member.
+RENEWER_TOKEN_SECRET: Final = "fleet-renewer-token"
 KUBECONFIG_KEY: Final = "kubeconfig"
 #: What a dry run prints instead of a token.
 REDACTED: Final = "<redacted>"
@@ -130,7 +138,20 @@ class JoinPlan:
     def secret_name(self) -> str:
         return f"{self.name}-kubeconfig"
 
-    def fleet_objects(self, token: IssuedToken) -> tuple[dict[str, Any], ...]:
+    @property
+    def renewer_secret_name(self) -> str:
+        return f"{self.name}-renewer"
+
+    @property
+    def renews(self) -> bool:
+        """Whether the member holds a renewer (bound tokens): its token is stored too."""
+        return self.token_type == "bound"
+
+    def fleet_objects(
+        self, token: IssuedToken, renewer: str | None = None
+    ) -> tuple[dict[str, Any], ...]:
+        """The fleet side, in the order written: the namespace, the renewer's Secret (a bound
+        token's; `renewer` is its token), the kubeconfig Secret naming it, the MemberCluster."""
         namespace = {
             "apiVersion": "v1",
             "kind": "Namespace",
@@ -148,6 +169,20 @@ class JoinPlan:
             if self.guarded
             else "",
             scheduling_group=scheduling_group_name(self.namespace) if self.native_gang else "",
+            renewer=self.renewer_secret_name if renewer is not None else "",
+            seconds=self.token_seconds if self.token_type == "bound" else None,
+        )
+        renewers = (
+            [
+                renewer_secret(
+                    self.renewer_secret_name,
+                    self.secrets_namespace,
+                    renewer,
+                    f"{self.namespace}/{RENEWER_SERVICE_ACCOUNT}",
+                )
+            ]
+            if renewer is not None
+            else []
         )
         spec: dict[str, Any] = {"id": self.cluster_id} if self.cluster_id else {}
         member = {
@@ -163,7 +198,7 @@ class JoinPlan:
                 },
             },
         }
-        return namespace, secret, member
+        return (namespace, *renewers, secret, member)
 
     @property
     def service_account_ref(self) -> str:
@@ -215,14 +250,14 @@ def plan_join(
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     meta = {"labels": _labels(fleet_id)}
     guard = list(admission_objects(namespace, fleet_id)) if guarded else []
+    # Every TokenRequest for the dispatch identity capped at its lifetime, whoever asks.
+    guard += list(token_objects(namespace, fleet_id, token_seconds)) if guarded else []
     groups = list(scheduling_group_objects(namespace, fleet_id)) if native_gang else []
+    renewer = token_type == "bound"
     member: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, **meta}},
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": account, "namespace": namespace, **meta},
-        },
+        _service_account(account, namespace, meta),
+        *([_service_account(RENEWER_SERVICE_ACCOUNT, namespace, meta)] if renewer else []),
         *guard,
         *groups,
         {
@@ -242,38 +277,36 @@ def plan_join(
             },
             "subjects": subject,
         },
-        {
-            "apiVersion": _RBAC,
-            "kind": "Role",
-            "metadata": {"name": TOKEN_ROLE, "namespace": namespace, **meta},
-            "rules": as_policy_rules(token_rules(account)),
-        },
-        {
-            "apiVersion": _RBAC,
-            "kind": "RoleBinding",
-            "metadata": {"name": TOKEN_ROLE, "namespace": namespace, **meta},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": TOKEN_ROLE,
-            },
-            "subjects": subject,
-        },
     ]
-    if token_type == "secret":
-        member.append(
+    if renewer:
+        member += [
             {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "kubernetes.io/service-account-token",
-                "metadata": {
-                    "name": TOKEN_SECRET,
-                    "namespace": namespace,
-                    "annotations": {"kubernetes.io/service-account.name": account},
-                    **meta,
+                "apiVersion": _RBAC,
+                "kind": "Role",
+                "metadata": {"name": RENEWER_ROLE, "namespace": namespace, **meta},
+                "rules": as_policy_rules(renewer_rules(account)),
+            },
+            {
+                "apiVersion": _RBAC,
+                "kind": "RoleBinding",
+                "metadata": {"name": RENEWER_ROLE, "namespace": namespace, **meta},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": RENEWER_ROLE,
                 },
-            }
-        )
+                "subjects": [
+                    {
+                        "kind": "ServiceAccount",
+                        "name": RENEWER_SERVICE_ACCOUNT,
+                        "namespace": namespace,
+                    }
+                ],
+            },
+            _token_secret(RENEWER_TOKEN_SECRET, RENEWER_SERVICE_ACCOUNT, namespace, meta),
+        ]
+    if token_type == "secret":
+        member.append(_token_secret(TOKEN_SECRET, account, namespace, meta))
     # Opened last, once the guard that makes the label mean something is there.
     member += [
         {
@@ -299,6 +332,32 @@ def plan_join(
         native_gang=native_gang,
         open_namespaces=tuple(open_namespaces),
     )
+
+
+def _service_account(name: str, namespace: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace, **meta},
+    }
+
+
+def _token_secret(
+    name: str, account: str, namespace: str, meta: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A long-lived service-account-token Secret of `account`, filled by the member's token
+    controller."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {"kubernetes.io/service-account.name": account},
+            **meta,
+        },
+    }
 
 
 def token_request(seconds: int) -> dict[str, Any]:
@@ -352,12 +411,18 @@ def kubeconfig_secret(
     cluster_id: str = "",
     guard: str = "",
     scheduling_group: str = "",
+    renewer: str = "",
+    seconds: int | None = None,
 ) -> dict[str, Any]:
     """The fleet-side Secret holding a member's kubeconfig, annotated with what the controller
-    needs to renew its token, the cluster the token belongs to, the admission policy that
-    guards it there (empty: none) and the scheduling-group policy join installed there (empty:
-    none)."""
+    needs to renew its token (the renewer's Secret, `renewer`; empty: none), the cluster the
+    token belongs to, the admission policy that guards it there (empty: none) and the
+    scheduling-group policy join installed there (empty: none)."""
     more = {c.CLUSTER_ID_ANNOTATION: cluster_id} if cluster_id else {}
+    if renewer:
+        more[c.RENEWER_SECRET_ANNOTATION] = renewer
+    if seconds is not None:
+        more[c.TOKEN_SECONDS_ANNOTATION] = str(int(seconds))
     more[c.ADMISSION_POLICY_ANNOTATION] = guard or c.NO_ADMISSION_POLICY
     if scheduling_group:
         more[c.SCHEDULING_GROUP_POLICY_ANNOTATION] = scheduling_group
@@ -379,6 +444,24 @@ def kubeconfig_secret(
         "data": {
             KUBECONFIG_KEY: base64.b64encode(yaml.safe_dump(dict(kubeconfig)).encode()).decode()
         },
+    }
+
+
+def renewer_secret(name: str, namespace: str, token: str, service_account: str) -> dict[str, Any]:
+    """The fleet-side Secret holding the renewer's token (`service_account`, namespace/name in
+    the member): read by the controller alone, when it renews the dispatch token. Kept apart
+    from the kubeconfig Secret so that whoever may read that one cannot extend its token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": _labels(),
+            "annotations": {c.SERVICE_ACCOUNT_ANNOTATION: service_account},
+        },
+        "data": {c.RENEWER_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }
 
 
@@ -432,6 +515,9 @@ def renewed_secret(
 def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
     """`obj` with the token of a kubeconfig Secret replaced by REDACTED (dry runs)."""
     out = copy.deepcopy(dict(obj))
+    if out.get("kind") == "Secret" and c.RENEWER_TOKEN_KEY in (out.get("data") or {}):
+        del out["data"]
+        out["stringData"] = {c.RENEWER_TOKEN_KEY: REDACTED}
     if out.get("kind") == "Secret" and KUBECONFIG_KEY in (out.get("data") or {}):
         config = yaml.safe_load(base64.b64decode(out["data"][KUBECONFIG_KEY]))
         for user in config.get("users") or []:

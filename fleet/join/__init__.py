@@ -170,6 +170,7 @@ def join_member(
     say: Callable[[str], None] = lambda _: None,
     fleet_id: str | None = None,
     force: bool = False,
+    rotate: bool = False,
     **options: Any,
 ) -> IssuedToken:
     """Join the member `config` (the user's kubeconfig, `context` in it) as `name`."""
@@ -184,4 +185,4 @@ def join_member(
             **options,
         )
         check_renewal_access(fleet, plan.secrets_namespace)
-        return join(fleet, client, plan, say=say, force=force)
+        return join(fleet, client, plan, say=say, force=force, rotate=rotate)

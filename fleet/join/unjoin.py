@@ -142,7 +142,7 @@ def _left_note(name: str, made: list[str], why: str | None) -> str:
     """What was left in the member and the kubectl command that removes it."""
     because = f" ({why})" if why else ""
     listed = ", ".join(
-        f"{obj} (ServiceAccount, token Role and RoleBinding)"
+        f"{obj} (ServiceAccounts, the renewer's Role, RoleBinding and token Secret)"
         if obj.startswith("namespace/")
         else obj
         for obj in made
@@ -215,6 +215,10 @@ def unjoin(
     if secret is not None:
         fleet.delete("v1", "Secret", ref["name"], ref.get("namespace"))
         say(f"fleet: secret/{ref['name']} -n {ref.get('namespace')} deleted")
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        renewer = annotations.get(c.RENEWER_SECRET_ANNOTATION)
+        if renewer and fleet.delete("v1", "Secret", renewer, ref.get("namespace")):
+            say(f"fleet: secret/{renewer} -n {ref.get('namespace')} deleted (the renewer's token)")
     reach = f"{name} could not be reached ({lost})" if lost else ""
     copies = (
         f"its copies of {', '.join(unfenced)} stay recorded on their bindings as unfenced, and "

@@ -49,8 +49,8 @@ def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else
     assert _grants(rules, "rbac.authorization.k8s.io", "clusterroles") == set()
 
 
-def test_the_token_role_lets_fleet_request_its_own_tokens_only():
-    (rule,) = access.token_rules("fleet")
+def test_the_renewer_role_requests_tokens_of_the_dispatch_identity_only():
+    (rule,) = access.renewer_rules("fleet")
     assert rule.as_policy_rule() == {
         "apiGroups": [""],
         "resources": ["serviceaccounts/token"],
@@ -62,7 +62,7 @@ def test_the_token_role_lets_fleet_request_its_own_tokens_only():
 def test_each_verb_says_why():
     for rule in (
         *access.member_rules(),
-        *access.token_rules(),
+        *access.renewer_rules(),
         *access.fleet_rules(),
         *access.fleet_namespaced_rules(),
     ):

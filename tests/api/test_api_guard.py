@@ -17,6 +17,7 @@ from fleet.api.guard import (
     admission_policy,
     member_pod_security,
     open_label,
+    token_objects,
     written_resources,
 )
 from fleet.core.kinds import pod_spec_paths
@@ -50,9 +51,26 @@ def test_every_resource_fleet_may_write_is_guarded_and_nothing_it_only_reads():
     assert ("", "secrets") in _guarded() and ("", "configmaps") in _guarded()
 
 
-def test_a_token_request_for_fleets_own_account_is_not_guarded():
-    rules = access.token_rules()
+def test_the_renewers_token_request_is_not_in_the_guard_but_in_the_token_cap():
+    rules = access.renewer_rules()
     assert written_resources(rules) == []
+    policy, binding = token_objects("fleet-member", "fleet-x", 3600)
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["serviceaccounts/token"] and rule["operations"] == ["CREATE"]
+    # Whoever asks (the renewer, an admin), for the dispatch ServiceAccount only.
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == (
+        "request.namespace == 'fleet-member' && request.name == 'fleet'"
+    )
+    (validation,) = policy["spec"]["validations"]
+    assert validation["expression"] == (
+        "has(object.spec.expirationSeconds) && object.spec.expirationSeconds <= 3600"
+    )
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    assert policy["metadata"]["labels"][c.FLEET_ID_LABEL] == "fleet-x"
 
 
 def test_it_applies_to_fleets_service_account_only_and_checks_this_fleets_mark():

@@ -78,6 +78,12 @@ class Member:
         #: The admission policy `fleet join` installed to narrow fleet's identity there
         #: (fleet.api.guard); "" when the member serves none; None: not made by `fleet join`.
         self.guard: str | None = None
+        #: fleet's identity namespace in the member (the kubeconfig Secret's ServiceAccount):
+        #: where the guard's probe is sent.
+        self.identity_namespace: str | None = None
+        #: Why the guard is not in force any more, as the last probe found (None: in force, or
+        #: not known to be missing). Nothing new is placed in the member meanwhile.
+        self.guard_missing: str | None = None
         #: The cluster this member is (its kube-system namespace's UID): the MemberCluster's
         #: spec.id, else what its kubeconfig reached when last asked (`reached_id`); None: not
         #: known yet. MemberRegistry.by_identity finds a member by it.
@@ -105,6 +111,12 @@ class Member:
     @property
     def ready(self) -> bool:
         return self.health.ready
+
+    @property
+    def unguarded(self) -> bool:
+        """Whether the member answers but its guard was found gone: not placeable (like a
+        member still fencing), while its gangs stay."""
+        return bool(self.guard) and self.guard_missing is not None
 
     @property
     def known(self) -> bool:
