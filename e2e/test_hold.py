@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from fleet.api.guard import open_label
 from fleet.testing.kube import wait_until
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import PYTORCHJOB, Fleet
+from .conftest import FLEET_ID, PYTORCHJOB, Fleet
 from .test_reclaim import (
     QUOTA_LABEL,
     _eviction,
@@ -37,11 +38,14 @@ __all__ = ["teams"]  # fixtures used here
 
 @pytest.fixture
 def outside(live: Fleet, namespace: str) -> Iterator[str]:
-    """A second namespace, in the fleet and every member, that no queued policy covers."""
+    """A second namespace, in the fleet and every member, that no queued policy covers; opened
+    to the fleet in the members, as the `namespace` fixture's is (docs/security.md)."""
     name = f"{namespace}-x"[:63]
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    for client in live.clusters.values():  # the fleet's API server is one of them
-        client.create(body)
+    for cluster, client in live.clusters.items():  # the fleet's API server is one of them
+        labels = {} if cluster == "fleet" else {open_label(FLEET_ID): "true"}
+        client.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+        )
     yield name
     for client in live.clusters.values():
         client.delete("v1", "Namespace", name)
