@@ -165,7 +165,16 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     )
     try:
         return asyncio.run(
-            serve(args.kubeconfig, args.context, args.host, args.port, args.allow_host)
+            serve(
+                args.kubeconfig,
+                args.context,
+                args.host,
+                args.port,
+                args.allow_host,
+                auth_headers=args.auth_headers,
+                user_header=args.user_header,
+                group_header=args.group_header,
+            )
         )
     except KeyboardInterrupt:
         return 0
@@ -537,6 +546,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="also answer requests whose Host (or cross-origin Origin) names NAME (repeatable); "
         "by default only the --host address and, on loopback or 0.0.0.0, localhost are "
         "answered, against DNS rebinding (docs/dashboard.md)",
+    )
+    dash.add_argument(
+        "--auth-headers",
+        action="store_true",
+        help="behind an authenticating proxy: answer only requests naming their user in "
+        "--user-header (401 without it), and serve a job's page and log only to a user the "
+        "fleet's RBAC lets get that job (SubjectAccessReview; docs/dashboard.md)",
+    )
+    dash.add_argument(
+        "--user-header",
+        default="X-Remote-User",
+        metavar="NAME",
+        help="the header the proxy names the user in (default X-Remote-User; oauth2-proxy: "
+        "X-Forwarded-User)",
+    )
+    dash.add_argument(
+        "--group-header",
+        default="X-Remote-Group",
+        metavar="NAME",
+        help="the header the proxy names the user's groups in, repeated or comma-separated "
+        "(default X-Remote-Group; oauth2-proxy: X-Forwarded-Groups)",
     )
     dash.add_argument("-v", "--verbose", action="store_true")
     dash.set_defaults(func=_cmd_dashboard)

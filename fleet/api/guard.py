@@ -19,7 +19,10 @@ binding (GA since Kubernetes 1.30) that apply to fleet's ServiceAccount only and
 4. no Secret of type `kubernetes.io/service-account-token` (a token of another identity);
 5. no PersistentVolumeClaim that binds a chosen volume (`spec.volumeName`) or is filled from
    another volume or snapshot (`spec.dataSource`, `spec.dataSourceRef`): that would read data
-   fleet did not write.
+   fleet did not write;
+6. a RoleBinding only of the viewer's ClusterRole to exactly the viewer's ServiceAccount (the
+   people's read-only identity, bound in each namespace fleet dispatches to): RBAC's `bind`
+   names the ClusterRole, the policy the one subject.
 
 Because an update of an object that is not fleet's is refused *before* the API server answers,
 no patch answers with the data of an object fleet did not write: reading through `patch` is
@@ -35,7 +38,14 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from fleet.api import constants as c
-from fleet.api.access import SERVICE_ACCOUNT, Rule, member_rules
+from fleet.api.access import (
+    RBAC_GROUP,
+    SERVICE_ACCOUNT,
+    VIEWER_SERVICE_ACCOUNT,
+    Rule,
+    member_rules,
+    viewer_cluster_role,
+)
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -182,9 +192,35 @@ def admission_policy(namespace: str, fleet_id: str) -> dict[str, Any]:
                         f"{_what()}"
                     ),
                 },
+                {
+                    "expression": _viewer_binding_only(namespace),
+                    "reason": "Forbidden",
+                    "messageExpression": (
+                        f"'fleet ({fleet_id}) may only write RoleBindings of ClusterRole "
+                        f"{viewer_cluster_role(namespace)} to exactly ServiceAccount "
+                        f"{namespace}/{VIEWER_SERVICE_ACCOUNT}: ' + {_what()}"
+                    ),
+                },
             ],
         },
     }
+
+
+def _viewer_binding_only(namespace: str) -> str:
+    """A RoleBinding fleet writes grants the viewer's ClusterRole to the viewer's ServiceAccount
+    and nothing else: whoever holds the dispatch token gains nothing by binding (it holds no
+    token of the viewer, and may request none)."""
+    subject = "object.subjects[0]"
+    return (
+        "request.resource.resource != 'rolebindings' || request.operation == 'DELETE' || "
+        f"(object.roleRef.apiGroup == '{RBAC_GROUP}' && object.roleRef.kind == 'ClusterRole' && "
+        f"object.roleRef.name == '{viewer_cluster_role(namespace)}' && "
+        "has(object.subjects) && size(object.subjects) == 1 && "
+        f"{subject}.kind == 'ServiceAccount' && "
+        f"(!has({subject}.apiGroup) || {subject}.apiGroup == '') && "
+        f"{subject}.name == '{VIEWER_SERVICE_ACCOUNT}' && "
+        f"has({subject}.namespace) && {subject}.namespace == '{namespace}')"
+    )
 
 
 def admission_policy_binding(namespace: str, fleet_id: str) -> dict[str, Any]:

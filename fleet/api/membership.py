@@ -28,19 +28,27 @@ from fleet.api.access import (
     FLEET_SECRETS_NAMESPACE,
     SERVICE_ACCOUNT,
     TOKEN_ROLE,
+    VIEWER_SERVICE_ACCOUNT,
     as_policy_rules,
     member_cluster_role,
     member_rules,
     token_rules,
+    viewer_cluster_role,
+    viewer_cluster_rules,
+    viewer_nodes_role,
+    viewer_rules,
+    viewer_secret_name,
 )
 from fleet.api.guard import admission_objects
 from fleet.api.schedulinggroup import scheduling_group_name, scheduling_group_objects
 
 __all__ = [
     "DEFAULT_TOKEN_SECONDS",
+    "DEFAULT_VIEWER_TOKEN_SECONDS",
     "KUBECONFIG_KEY",
     "REDACTED",
     "TOKEN_SECRET",
+    "VIEWER_TOKEN_SECRET",
     "IssuedToken",
     "JoinPlan",
     "MemberEndpoint",
@@ -54,6 +62,7 @@ __all__ = [
     "redacted",
     "renewed_secret",
     "token_request",
+    "viewer_binding",
 ]
 
 TokenType = Literal["bound", "secret"]
@@ -63,10 +72,16 @@ TokenType = Literal["bound", "secret"]
 #: hours before a member needs `fleet join` again. An API server may cap it lower
 #: (--service-account-max-token-expiration); the expiry it answers with is the one used.
 DEFAULT_TOKEN_SECONDS: Final = 24 * 3600
+#: The people's read-only token (the viewer's) lives 30 days by default and is not renewed:
+#: renewing it would need a credential that may mint it, and the dispatch token must not
+#: (docs/security.md). `fleet join NAME` again issues a new one.
+DEFAULT_VIEWER_TOKEN_SECONDS: Final = 30 * 24 * 3600
 #: TokenRequest's lower bound on expirationSeconds.
 MIN_TOKEN_SECONDS: Final = 600
 #: The long-lived token Secret of the `secret` token type, in fleet's namespace in the member.
 TOKEN_SECRET: Final = "fleet-token"
+#: The viewer's long-lived token Secret (`secret` token type), beside it.
+VIEWER_TOKEN_SECRET: Final = "fleet-viewer-token"
 KUBECONFIG_KEY: Final = "kubeconfig"
 #: What a dry run prints instead of a token.
 REDACTED: Final = "<redacted>"
@@ -122,10 +137,43 @@ class JoinPlan:
     #: Whether `member` holds the scheduling-group policy (fleet.api.schedulinggroup): the
     #: member gang-schedules with Kubernetes' own PodGroup.
     native_gang: bool = False
+    #: The lifetime asked for the viewer's token (people's, read only; not renewed).
+    viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS
 
     @property
     def secret_name(self) -> str:
         return f"{self.name}-kubeconfig"
+
+    @property
+    def viewer_secret_name(self) -> str:
+        return viewer_secret_name(self.name)
+
+    @property
+    def viewer_ref(self) -> str:
+        return f"{self.namespace}/{VIEWER_SERVICE_ACCOUNT}"
+
+    def viewer_secret(self, token: IssuedToken) -> dict[str, Any]:
+        """The fleet-side Secret holding the people's kubeconfig of this member: the one
+        `kubectl amc` and `fleet dashboard` read (and users need RBAC on), never renewed."""
+        config = member_kubeconfig(self.name, self.endpoint, self.viewer_ref, token.token)
+        more = {c.CLUSTER_ID_ANNOTATION: self.cluster_id} if self.cluster_id else {}
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": self.viewer_secret_name,
+                "namespace": self.secrets_namespace,
+                "labels": {**_labels(), c.VIEWER_ANNOTATION: "true"},
+                "annotations": {
+                    c.SERVICE_ACCOUNT_ANNOTATION: self.viewer_ref,
+                    **more,
+                    **_token_annotations(token),
+                },
+            },
+            "data": {KUBECONFIG_KEY: base64.b64encode(yaml.safe_dump(config).encode()).decode()},
+        }
+        return secret
 
     def fleet_objects(self, token: IssuedToken) -> tuple[dict[str, Any], ...]:
         namespace = {
@@ -145,6 +193,7 @@ class JoinPlan:
             if self.guarded
             else "",
             scheduling_group=scheduling_group_name(self.namespace) if self.native_gang else "",
+            viewer_role=viewer_cluster_role(self.namespace) if self.guarded else "",
         )
         spec: dict[str, Any] = {"id": self.cluster_id} if self.cluster_id else {}
         member = {
@@ -190,6 +239,7 @@ def plan_join(
     cluster_id: str = "",
     guarded: bool = True,
     native_gang: bool = False,
+    viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS,
 ) -> JoinPlan:
     """The objects that make fleet's identity in the member named `name`: the admission policy
     (when `guarded`) is written before the ClusterRoleBinding, so the identity never holds its
@@ -199,6 +249,11 @@ def plan_join(
         raise ValueError(
             f"--token-expiration {token_seconds}: TokenRequest issues no token shorter "
             f"than {MIN_TOKEN_SECONDS} seconds"
+        )
+    if viewer_token_seconds < MIN_TOKEN_SECONDS:
+        raise ValueError(
+            f"--viewer-token-expiration {viewer_token_seconds}: TokenRequest issues no token "
+            f"shorter than {MIN_TOKEN_SECONDS} seconds"
         )
     account = SERVICE_ACCOUNT
     role = member_cluster_role(namespace)
@@ -219,7 +274,7 @@ def plan_join(
             "apiVersion": _RBAC,
             "kind": "ClusterRole",
             "metadata": {"name": role, **meta},
-            "rules": as_policy_rules(member_rules()),
+            "rules": as_policy_rules(member_rules(namespace, guarded=guarded)),
         },
         {
             "apiVersion": _RBAC,
@@ -250,6 +305,7 @@ def plan_join(
             "subjects": subject,
         },
     ]
+    member += _viewer_objects(namespace, meta, guarded)
     if token_type == "secret":
         member.append(
             {
@@ -260,6 +316,19 @@ def plan_join(
                     "name": TOKEN_SECRET,
                     "namespace": namespace,
                     "annotations": {"kubernetes.io/service-account.name": account},
+                    **meta,
+                },
+            }
+        )
+        member.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/service-account-token",
+                "metadata": {
+                    "name": VIEWER_TOKEN_SECRET,
+                    "namespace": namespace,
+                    "annotations": {"kubernetes.io/service-account.name": VIEWER_SERVICE_ACCOUNT},
                     **meta,
                 },
             }
@@ -278,7 +347,75 @@ def plan_join(
         cluster_id=cluster_id,
         guarded=guarded,
         native_gang=native_gang,
+        viewer_token_seconds=viewer_token_seconds,
     )
+
+
+def _cluster_role_binding(name: str, role: str, subject: dict[str, str], meta: Any) -> Any:
+    return {
+        "apiVersion": _RBAC,
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, **meta},
+        "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "ClusterRole", "name": role},
+        "subjects": [subject],
+    }
+
+
+def _viewer_objects(namespace: str, meta: Mapping[str, Any], guarded: bool) -> list[dict[str, Any]]:
+    """The people's read-only identity: its ServiceAccount, the ClusterRole the controller binds
+    in each namespace it dispatches to (`viewer_binding`), and its cluster-wide reads (nodes,
+    Reservations) bound here. On a member without the guard, nothing could hold the dispatch
+    token to binding only this role to only this account, so it may bind nothing, and the
+    viewer's role is bound cluster-wide here instead (docs/security.md)."""
+    subject = {"kind": "ServiceAccount", "name": VIEWER_SERVICE_ACCOUNT, "namespace": namespace}
+    role, cluster = viewer_cluster_role(namespace), viewer_nodes_role(namespace)
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": VIEWER_SERVICE_ACCOUNT, "namespace": namespace, **meta},
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRole",
+            "metadata": {"name": role, **meta},
+            "rules": as_policy_rules(viewer_rules()),
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRole",
+            "metadata": {"name": cluster, **meta},
+            "rules": as_policy_rules(viewer_cluster_rules()),
+        },
+        _cluster_role_binding(cluster, cluster, subject, meta),
+    ]
+    if not guarded:
+        objects.append(_cluster_role_binding(role, role, subject, meta))
+    return objects
+
+
+def viewer_binding(identity_namespace: str, namespace: str, fleet_id: str) -> dict[str, Any]:
+    """The RoleBinding the controller makes in `namespace` of a member the first time it
+    dispatches there: the viewer's ClusterRole to the viewer's ServiceAccount of the identity in
+    `identity_namespace`, with fleet's mark (the only RoleBinding the guard admits)."""
+    role = viewer_cluster_role(identity_namespace)
+    return {
+        "apiVersion": _RBAC,
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": role,
+            "namespace": namespace,
+            "labels": {c.MANAGED_BY_LABEL: fleet_id, c.VIEWER_ANNOTATION: "true"},
+        },
+        "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "ClusterRole", "name": role},
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": VIEWER_SERVICE_ACCOUNT,
+                "namespace": identity_namespace,
+            }
+        ],
+    }
 
 
 def token_request(seconds: int) -> dict[str, Any]:
@@ -332,6 +469,7 @@ def kubeconfig_secret(
     cluster_id: str = "",
     guard: str = "",
     scheduling_group: str = "",
+    viewer_role: str = "",
 ) -> dict[str, Any]:
     """The fleet-side Secret holding a member's kubeconfig, annotated with what the controller
     needs to renew its token, the cluster the token belongs to, the admission policy that
@@ -341,6 +479,8 @@ def kubeconfig_secret(
     more[c.ADMISSION_POLICY_ANNOTATION] = guard or c.NO_ADMISSION_POLICY
     if scheduling_group:
         more[c.SCHEDULING_GROUP_POLICY_ANNOTATION] = scheduling_group
+    if viewer_role:
+        more[c.VIEWER_ROLE_ANNOTATION] = viewer_role
     return {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -26,11 +26,19 @@ import yaml
 
 from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
-from fleet.api.access import SERVICE_ACCOUNT, member_cluster_role
+from fleet.api.access import (
+    SERVICE_ACCOUNT,
+    VIEWER_SECRETS_ROLE,
+    VIEWER_SERVICE_ACCOUNT,
+    member_cluster_role,
+    viewer_cluster_role,
+    viewer_nodes_role,
+)
 from fleet.api.guard import ADMISSION_API_VERSION, admission_policy_name
 from fleet.api.membership import (
     KUBECONFIG_KEY,
     TOKEN_SECRET,
+    VIEWER_TOKEN_SECRET,
     IssuedToken,
     JoinPlan,
     MemberEndpoint,
@@ -43,6 +51,7 @@ from fleet.api.schedulinggroup import MUTATING_API_VERSION, scheduling_group_nam
 from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
 from fleet.join.errors import JoinError
 from fleet.join.in_force import wait_guard_in_force, wait_scheduling_group_in_force
+from fleet.join.viewer import grant_viewer_secret, viewer_secrets_role, viewer_token
 from fleet.kube import ApiError, Connection, KubeError, NotFound, SyncKubeClient
 
 __all__ = [
@@ -132,41 +141,54 @@ class _Run:
         return left
 
 
-def _bound_token(member: SyncKubeClient, plan: JoinPlan, now: Callable[[], float]) -> IssuedToken:
+def request_token(
+    member: SyncKubeClient,
+    account: str,
+    namespace: str,
+    seconds: int,
+    now: Callable[[], float],
+) -> IssuedToken:
+    """A bound token of `namespace/account`, asked for with the user's credentials."""
     issued = now()
     answer = member.create_subresource(
-        "v1",
-        "ServiceAccount",
-        plan.service_account,
-        "token",
-        token_request(plan.token_seconds),
-        plan.namespace,
+        "v1", "ServiceAccount", account, "token", token_request(seconds), namespace
     )
     status = answer.get("status") or {}
     expires = status.get("expirationTimestamp")
     return IssuedToken(
         token=str(status.get("token") or ""),
         issued=issued,
-        expires=to_epoch(parse_time(expires)) if expires else issued + plan.token_seconds,
+        expires=to_epoch(parse_time(expires)) if expires else issued + seconds,
     )
 
 
-def _secret_token(
-    member: SyncKubeClient, plan: JoinPlan, sleep: Callable[[float], None]
+def _bound_token(member: SyncKubeClient, plan: JoinPlan, now: Callable[[], float]) -> IssuedToken:
+    return request_token(member, plan.service_account, plan.namespace, plan.token_seconds, now)
+
+
+def read_secret_token(
+    member: SyncKubeClient, name: str, namespace: str, sleep: Callable[[float], None]
 ) -> IssuedToken:
+    """The token the member's token controller puts into the service-account-token Secret."""
     deadline = time.monotonic() + TOKEN_SECRET_WAIT
     while True:
-        secret = member.get("v1", "Secret", TOKEN_SECRET, plan.namespace) or {}
+        secret = member.get("v1", "Secret", name, namespace) or {}
         token = (secret.get("data") or {}).get("token")
         if token:
             return IssuedToken(base64.b64decode(token).decode())
         if time.monotonic() > deadline:
             raise JoinError(
-                f"secret/{TOKEN_SECRET} -n {plan.namespace} in {member.name} got no token within "
+                f"secret/{name} -n {namespace} in {member.name} got no token within "
                 f"{TOKEN_SECRET_WAIT:.0f}s: is the member's token controller running? "
                 "(or use --token-type bound)"
             )
         sleep(0.5)
+
+
+def _secret_token(
+    member: SyncKubeClient, plan: JoinPlan, sleep: Callable[[float], None]
+) -> IssuedToken:
+    return read_secret_token(member, TOKEN_SECRET, plan.namespace, sleep)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,12 +260,17 @@ def identity_objects(namespace: str) -> list[tuple[str, str, str, str | None]]:
     """(apiVersion, kind, name, namespace) of what join makes in a member for the identity in
     `namespace`, in the order it is removed (the reverse of the order it is made)."""
     role = member_cluster_role(namespace)
+    viewer, viewer_cluster = viewer_cluster_role(namespace), viewer_nodes_role(namespace)
     guard = admission_policy_name(namespace)
     groups = scheduling_group_name(namespace)
     rbac = "rbac.authorization.k8s.io/v1"
     return [
         (rbac, "ClusterRoleBinding", role, None),
+        (rbac, "ClusterRoleBinding", viewer, None),
+        (rbac, "ClusterRoleBinding", viewer_cluster, None),
         (rbac, "ClusterRole", role, None),
+        (rbac, "ClusterRole", viewer, None),
+        (rbac, "ClusterRole", viewer_cluster, None),
         (MUTATING_API_VERSION, "MutatingAdmissionPolicyBinding", groups, None),
         (MUTATING_API_VERSION, "MutatingAdmissionPolicy", groups, None),
         (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", guard, None),
@@ -338,7 +365,10 @@ def _forget_previous(
     if old_namespace != plan.namespace:
         stale = identity_objects(old_namespace)
     elif previous.token_type == c.TOKEN_TYPE_SECRET and plan.token_type != "secret":
-        stale = [("v1", "Secret", TOKEN_SECRET, plan.namespace)]
+        stale = [
+            ("v1", "Secret", TOKEN_SECRET, plan.namespace),
+            ("v1", "Secret", VIEWER_TOKEN_SECRET, plan.namespace),
+        ]
     for api_version, kind, name, namespace in stale:
         try:
             found = member.get(api_version, kind, name, namespace)
@@ -412,9 +442,19 @@ def join(
         if plan.guarded:
             # Before the fleet side too: the controller acts with the token at once.
             wait_guard_in_force(member, plan, token.token, say, sleep, token_transport)
+        viewer = viewer_token(member, plan, now, sleep)
+        if not viewer.token:
+            raise JoinError(f"{member.name} issued an empty token for {plan.viewer_ref}")
         side = "fleet"
         for obj in plan.fleet_objects(token):
             run.apply(fleet, side, obj)
+        run.apply(fleet, side, plan.viewer_secret(viewer))
+        if grant_viewer_secret(fleet, plan.secrets_namespace, plan.name):
+            run.created.append(_Written(fleet, viewer_secrets_role(plan.secrets_namespace)))
+        say(
+            f"fleet: role/{VIEWER_SECRETS_ROLE} -n {plan.secrets_namespace} lets get "
+            f"secret/{plan.viewer_secret_name} (bind kubectl amc users to it)"
+        )
         if moved:
             _untaint(fleet, plan.name)
     except (KubeError, JoinError) as e:
@@ -433,6 +473,12 @@ def join(
         say(f"token: bound, expires in {hours:.1f} h, renewed by the controller")
     else:
         say("token: long-lived (service-account-token Secret), not renewed")
+    if viewer.expires is not None:
+        days = (viewer.expires - (viewer.issued or now())) / 86400
+        say(
+            f"viewer token: read only, expires in {days:.1f} d, not renewed "
+            f"(`fleet join {plan.name}` again issues a new one)"
+        )
     return token
 
 
@@ -481,10 +527,20 @@ def dry_run(plan: JoinPlan) -> str:
         else f"# member {plan.name}: the token is read from secret/{TOKEN_SECRET}\n"
     )
     docs.append(request)
+    if plan.token_type == "bound":
+        docs.append(
+            f"# member {plan.name}: POST serviceaccounts/{VIEWER_SERVICE_ACCOUNT}/token "
+            f"-n {plan.namespace}\n"
+            + yaml.safe_dump(token_request(plan.viewer_token_seconds), sort_keys=False)
+        )
     docs += [
         "# fleet\n" + yaml.safe_dump(redacted(obj), sort_keys=False)
-        for obj in plan.fleet_objects(placeholder)
+        for obj in (*plan.fleet_objects(placeholder), plan.viewer_secret(placeholder))
     ]
+    docs.append(
+        f"# fleet: role/{VIEWER_SECRETS_ROLE} -n {plan.secrets_namespace} also names "
+        f"secret/{plan.viewer_secret_name}\n"
+    )
     header = (
         f"# fleet join {plan.name} --dry-run: nothing was sent; a {plan.token_type} token "
         "(redacted below)\n"

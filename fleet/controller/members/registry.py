@@ -24,7 +24,7 @@ from fleet.api import cluster_fields, format_time
 from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.access import FLEET_SECRETS_NAMESPACE
-from fleet.api.membership import cluster_id_of
+from fleet.api.membership import cluster_id_of, identity_of
 from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
 from fleet.controller.members.connection import MemberConnection
@@ -399,6 +399,9 @@ class MemberRegistry:
         annotations = (secret.get("metadata") or {}).get("annotations") or {}
         guard = annotations.get(c.ADMISSION_POLICY_ANNOTATION)
         member.guard = None if guard is None else ("" if guard == c.NO_ADMISSION_POLICY else guard)
+        identity = identity_of(secret)
+        viewer_role = annotations.get(c.VIEWER_ROLE_ANNOTATION)
+        member.viewer = identity[0] if viewer_role and identity is not None else None
         key = ref.get("key") or "kubeconfig"
         fingerprint = hashlib.sha256(
             json.dumps([secret.get("data"), secret.get("stringData"), key], sort_keys=True).encode()
