@@ -57,6 +57,8 @@ ASSETS = {
     "style.css": "text/css",
 }
 
+#: The user an authenticating proxy named (fleet.dashboard.authz), on each request.
+USER: web.RequestKey[User] = web.RequestKey("user", User)
 #: (namespace, kind, name, replica) -> the log text; raises AmcError with one line.
 ReadLog = Callable[[str, str, str, str | None], Awaitable[str]]
 
@@ -107,7 +109,7 @@ def _who(authorizer: Authorizer) -> Middleware:
                 text=f"401 Unauthorized: no {authorizer.user_header} header; this dashboard "
                 "answers only through its authenticating proxy (docs/dashboard.md)\n",
             )
-        request["user"] = user
+        request[USER] = user
         return await handler(request)
 
     return middleware
@@ -162,7 +164,7 @@ def make_app(
             return None
         if question is None:
             return Question("get", "", "unknown kind", "")
-        return None if await authorizer.allows(request["user"], question) else question
+        return None if await authorizer.allows(request[USER], question) else question
 
     async def readable(request: web.Request) -> dict[str, Any]:
         bindings = fleet[GANG_BINDING]
@@ -171,7 +173,7 @@ def make_app(
         kept = {}
         for key, raw in bindings.items():
             question = _binding_question(raw, "list")
-            if question is not None and await authorizer.allows(request["user"], question):
+            if question is not None and await authorizer.allows(request[USER], question):
                 kept[key] = raw
         return kept
 
@@ -204,11 +206,11 @@ def make_app(
             # Whether a job is there is told only to whom may list the bindings there.
             refused = await allowed(request, Question("list", "fleet.dev", "gangbindings", ns))
             if refused is not None:
-                return _forbidden(request["user"], refused)
+                return _forbidden(request[USER], refused)
             return _json({"error": f"no gang job {ns}/{name} (no GangBinding)"}, 404)
         refused = await allowed(request, _binding_question(raw, "get"))
         if refused is not None:
-            return _forbidden(request["user"], refused)
+            return _forbidden(request[USER], refused)
         pods = [
             (member, pod) for member, live in state.members.items() for pod in live.pods.values()
         ]
@@ -223,8 +225,6 @@ def make_app(
         ns, name = request.match_info["namespace"], request.match_info["name"]
         kind = request.query.get("kind") or ""
         replica = request.query.get("replica") or None
-        if read_log is None:
-            return _json({"log": "", "error": "this dashboard serves no logs"})
         if not kind:
             return _json({"log": "", "error": "which kind? (?kind=PyTorchJob)"}, 400)
         if authorizer is not None:
@@ -233,7 +233,9 @@ def make_app(
                 return _json({"log": "", "error": f"fleet dispatches no kind {kind!r}"}, 400)
             refused = await allowed(request, Question("get", found[0], found[1], ns, name))
             if refused is not None:
-                return _forbidden(request["user"], refused)
+                return _forbidden(request[USER], refused)
+        if read_log is None:
+            return _json({"log": "", "error": "this dashboard serves no logs"})
         try:
             text = await read_log(ns, kind, name, replica)
         except (AmcError, KubeError) as e:

@@ -9,9 +9,9 @@ in its namespace, and its copy in the member namespace of the same name); a name
 never dispatched to in that member refuses, and is asked again with a growing wait, unreported
 (the Node watch says whether the member answers). Each member is watched by its own informers
 (fleet.kube.Informer): a member that does not answer is marked unreachable and retried with
-backoff while everything else goes on. A watch the server refuses (401/403: the identity may list but not watch, say) is shown on the
-page as refused, per member and resource, and retried with a growing wait (up to
-REFUSED_BACKOFF_SECONDS), not every half second.
+backoff while everything else goes on. A watch the server refuses (401/403: the identity may
+list but not watch, say) is shown on the page as refused, per member and resource, and retried
+with a growing wait (up to REFUSED_BACKOFF_SECONDS), not every half second.
 """
 
 from __future__ import annotations

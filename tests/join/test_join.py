@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ from fleet import cli
 from fleet.api import access
 from fleet.api import constants as c
 from fleet.api.guard import written_resources
-from fleet.api.membership import MemberEndpoint, plan_join
+from fleet.api.membership import IssuedToken, MemberEndpoint, plan_join
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.join import JoinError, dry_run, in_force, join, serves_native_gang, unjoin
 from fleet.join.in_force import IN_FORCE_WAIT, joined_pod_group, scheduling_group_probe
@@ -220,7 +221,8 @@ def test_join_again_updates_in_place_and_rotates_the_token(fleet, member):
     assert {k: v["metadata"]["uid"] for k, v in after.items() if v} == {
         k: v["metadata"]["uid"] for k, v in before.items() if v
     }
-    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-2"
+    # token-1 and token-2 were the first join's (dispatch, viewer); token-3 the dispatch one now.
+    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-3"
     assert len(fleet.list(c.FLEET_API_VERSION, "MemberCluster")) == 1
 
 
@@ -324,13 +326,21 @@ def test_a_dry_run_prints_every_object_of_either_side_and_no_token():
         "ClusterRoleBinding",
         "Role",
         "RoleBinding",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "TokenRequest",
         "TokenRequest",
         "Namespace",
         "Secret",
         "MemberCluster",
+        "Secret",
     ]
-    stored = yaml.safe_load(docs[10]["stringData"]["kubeconfig"])
-    assert stored["users"][0]["user"] == {"token": "<redacted>"}
+    for secret in (docs[15], docs[17]):
+        stored = yaml.safe_load(secret["stringData"]["kubeconfig"])
+        assert stored["users"][0]["user"] == {"token": "<redacted>"}
+    assert docs[17]["metadata"]["name"] == "member-1-viewer-kubeconfig"
 
 
 # -- unjoin ---------------------------------------------------------------------------------
@@ -514,7 +524,9 @@ def test_an_unreachable_member_is_unjoined_with_move_with_its_old_copies_left_re
         "clusterrole/fleet:fleet-member",
         "namespace/fleet-member",
     ):
-        assert note.count(obj) == 2, obj  # named, and in the kubectl command
+        assert len(re.findall(re.escape(obj) + r"(?![\w:-])", note)) == 2, (
+            obj
+        )  # named, and in the kubectl command
     assert "kubectl --context <member-1> delete --ignore-not-found" in note
 
 
@@ -543,7 +555,7 @@ def test_a_native_gang_members_note_names_its_scheduling_group_policy(fleet):
         "mutatingadmissionpolicybinding/scheduling-group.fleet-member.fleet.dev",
         "validatingadmissionpolicy/fleet-member.fleet.dev",
     ):
-        assert note.count(obj) == 2, obj
+        assert len(re.findall(re.escape(obj) + r"(?![\w:-])", note)) == 2, obj
 
 
 def test_a_reachable_member_with_move_still_waits_for_its_old_copies(fleet, member):
@@ -1089,3 +1101,95 @@ RBAC_DENIAL = (
 )
 def test_the_verdict_on_an_answer_to_the_guard_probe(refusal, verdict):
     assert in_force.guard_verdict(refusal, GUARD) is verdict
+
+
+# -- the people's identity (the viewer) -------------------------------------------------------
+
+
+def _viewer_kubeconfig(fleet: MemoryApi, name: str = "member-1") -> dict[str, Any]:
+    secret = fleet.get("v1", "Secret", f"{name}-viewer-kubeconfig", "fleet-system")
+    assert secret is not None
+    return dict(yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"])))
+
+
+def _viewer_names(fleet: MemoryApi) -> list[str] | None:
+    role = fleet.get(RBAC, "Role", access.VIEWER_SECRETS_ROLE, "fleet-system")
+    return None if role is None else role["rules"][0]["resourceNames"]
+
+
+def test_join_makes_a_read_only_viewer_whose_secret_alone_people_may_read(fleet, member):
+    _join(fleet, member)
+
+    viewer = member.get("v1", "ServiceAccount", "fleet-viewer", "fleet-member")
+    assert viewer is not None
+    role = member.get(RBAC, "ClusterRole", "fleet:fleet-member:viewer")
+    assert role is not None and role["rules"] == access.as_policy_rules(access.viewer_rules())
+    # Bound cluster-wide: nodes and Reservations only; the rest per namespace, by the controller.
+    cluster = member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member:viewer-cluster")
+    assert cluster is not None and cluster["subjects"] == [
+        {"kind": "ServiceAccount", "name": "fleet-viewer", "namespace": "fleet-member"}
+    ]
+    assert member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member:viewer") is None
+    # The viewer's token is asked for its own ServiceAccount, with its own lifetime.
+    paths = [r.url.path for r in member.asked("POST", "/token")]
+    assert paths[-1].endswith("/serviceaccounts/fleet-viewer/token")
+    config = _viewer_kubeconfig(fleet)
+    assert config["users"][0]["user"] == {"token": "token-2"}
+    assert config["users"][0]["name"] == "system:serviceaccount:fleet-member:fleet-viewer"
+    assert _stored_kubeconfig(fleet)["users"][0]["user"] == {"token": "token-1"}
+    # Who may read it: the Role join keeps names it, and no dispatch Secret.
+    assert _viewer_names(fleet) == ["member-1-viewer-kubeconfig"]
+    # The dispatch Secret tells the controller which ClusterRole to bind per namespace.
+    dispatch = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
+    assert dispatch is not None
+    annotations = dispatch["metadata"]["annotations"]
+    assert annotations[c.VIEWER_ROLE_ANNOTATION] == "fleet:fleet-member:viewer"
+
+
+def test_the_viewer_secrets_role_names_each_joined_member_and_goes_with_the_last(fleet, member):
+    other = MemoryApi(MEMBER_KINDS, server="https://member-2.example:6443")
+    TokenIssuer(other)
+    GuardAdmission(other)
+    _join(fleet, member)
+    join(
+        fleet.sync_client("fleet"),
+        other.sync_client("member-2"),
+        plan_join("member-2", MemberEndpoint("https://member-2.example:6443", CA)),
+        say=lambda _: None,
+        token_transport=other.sync_transport(),
+    )
+    assert _viewer_names(fleet) == ["member-1-viewer-kubeconfig", "member-2-viewer-kubeconfig"]
+
+    unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+    assert _viewer_names(fleet) == ["member-2-viewer-kubeconfig"]
+    assert fleet.get("v1", "Secret", "member-1-viewer-kubeconfig", "fleet-system") is None
+
+    unjoin(fleet.sync_client(), other.sync_client(), "member-2", say=lambda _: None)
+    # Never left with no names (that would be every Secret): deleted.
+    assert _viewer_names(fleet) is None
+
+
+def test_unjoin_deletes_the_viewers_role_bindings_the_controller_made(fleet, member):
+    _join(fleet, member)
+    from fleet.api.membership import viewer_binding
+
+    member.put(viewer_binding("fleet-member", "team-a", "fleet-1"))
+    theirs = viewer_binding("other-fleet", "team-a", "fleet-2")  # another identity's: kept
+    member.put(theirs)
+
+    unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+
+    assert member.get(RBAC, "RoleBinding", "fleet:fleet-member:viewer", "team-a") is None
+    assert member.get(RBAC, "RoleBinding", "fleet:other-fleet:viewer", "team-a") is not None
+    assert member.get(RBAC, "ClusterRole", "fleet:fleet-member:viewer") is None
+    assert member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member:viewer-cluster") is None
+
+
+def test_a_member_without_the_guard_binds_the_viewer_cluster_wide_and_lets_fleet_bind_nothing():
+    plan = plan_join("m", ENDPOINT, guarded=False)
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in plan.member}
+    assert ("ClusterRoleBinding", "fleet:fleet-member:viewer") in objects
+    dispatch = objects[("ClusterRole", "fleet:fleet-member")]
+    assert not [r for r in dispatch["rules"] if "rbac.authorization.k8s.io" in r["apiGroups"]]
+    annotations = plan.fleet_objects(IssuedToken("t"))[1]["metadata"]["annotations"]
+    assert c.VIEWER_ROLE_ANNOTATION not in annotations
