@@ -276,3 +276,17 @@ def test_all_namespaces_refused_is_asked_where_fleet_dispatched(world: World) ->
         ["team-a", "member-2-0", "member-2"],
         ["team-b", "b-0", "member-2"],
     ]
+
+
+def test_a_namespace_the_viewer_may_not_read_in_a_member_holds_nothing_there(
+    world: World,
+) -> None:
+    """Refused in one namespace, a member's viewer was never bound there: fleet never dispatched
+    there, so it holds nothing of fleet's, listed as empty (no warning, the answer complete)."""
+    from tests.kube.fakes import status
+
+    world.members["member-1"].on("GET", PODS, table(POD_COLUMNS, [pod_row("p-0", 5)]))
+    world.members["member-2"].on("GET", PODS, status(403, "Forbidden", "pods is forbidden"))
+    result = world.amc("get", "pods", "-M", "-n", "team-a")
+    assert (result.code, result.err) == (EXIT_OK, "")
+    assert [line.split()[:2] for line in result.out.splitlines()[1:]] == [["p-0", "member-1"]]
