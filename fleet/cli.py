@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
-from fleet.api.membership import DEFAULT_TOKEN_SECONDS
+from fleet.api.membership import DEFAULT_TOKEN_SECONDS, DEFAULT_VIEWER_TOKEN_SECONDS
 from fleet.core.admission import AdmissionSettings
 from fleet.core.kinds import supported
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
@@ -231,6 +231,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
                 token_type=args.token_type,
                 token_seconds=args.token_expiration,
                 secrets_namespace=args.secrets_namespace,
+                viewer_token_seconds=args.viewer_token_expiration,
             )
         except KubeError:
             raise  # an unusable kubeconfig: main prints it
@@ -601,6 +602,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_TOKEN_SECONDS,
         help=f"lifetime of a bound token in seconds (default {DEFAULT_TOKEN_SECONDS}, min 600)",
+    )
+    jn.add_argument(
+        "--viewer-token-expiration",
+        type=int,
+        default=DEFAULT_VIEWER_TOKEN_SECONDS,
+        help="lifetime in seconds of the people's read-only token (kubectl amc, the dashboard; "
+        f"default {DEFAULT_VIEWER_TOKEN_SECONDS}: 30 days, min 600); not renewed: `fleet join` "
+        "again issues a new one",
     )
     jn.add_argument(
         "--secrets-namespace",

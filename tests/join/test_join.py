@@ -1193,3 +1193,14 @@ def test_a_member_without_the_guard_binds_the_viewer_cluster_wide_and_lets_fleet
     assert not [r for r in dispatch["rules"] if "rbac.authorization.k8s.io" in r["apiGroups"]]
     annotations = plan.fleet_objects(IssuedToken("t"))[1]["metadata"]["annotations"]
     assert c.VIEWER_ROLE_ANNOTATION not in annotations
+
+
+def test_the_viewer_token_lives_as_long_as_asked_and_too_short_is_refused(fleet):
+    member = MemoryApi(MEMBER_KINDS, server=ENDPOINT.server)
+    issuer = TokenIssuer(member)
+    GuardAdmission(member)
+    said = _join(fleet, member, token_seconds=3600, viewer_token_seconds=7 * 86400)
+    assert issuer.issued == [3600, 7 * 86400]  # the dispatch token's, then the viewer's
+    assert any(line.startswith("viewer token: read only, expires in") for line in said)
+    with pytest.raises(ValueError, match="--viewer-token-expiration 60"):
+        plan_join("m", ENDPOINT, viewer_token_seconds=60)
