@@ -45,6 +45,8 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from fleet.api import constants as c
+from fleet.api.guard import open_label
+from fleet.api.membership import default_fleet_id
 from fleet.install import install_crds
 from fleet.join import join_member
 from fleet.kube import KubeClient, SyncKubeClient, load, read_kubeconfig_file
@@ -310,9 +312,17 @@ async def _limit(kubeconfig: Path, jobs: int, concurrency: int) -> float:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LIMIT_NS}},
             field_manager="b",
         )
+        # Made in the members by their admins: opened to the fleet, as `fleet join --namespaces`
+        # opens one (fleet dispatches only into namespaces it made or that are opened to it).
+        uid = ((await fleet.get("v1", "Namespace", "kube-system")) or {})["metadata"]["uid"]
+        opened = {open_label(default_fleet_id(uid)): "true"}
         for m in members:
             await m.apply(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LIMIT_NS}},
+                {
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": LIMIT_NS, "labels": opened},
+                },
                 field_manager="b",
             )
         # Templates: what the controller wrote for one of the burst's jobs.

@@ -270,6 +270,8 @@ class Run:
     snap_mib: float
     node_us: float
     pod_us: float
+    #: 1-minute load average when the row's decisions were done.
+    load: float = 0.0
 
 
 def run_point(
@@ -343,6 +345,7 @@ def run_point(
                 rss,
                 node_us,
                 pod_us,
+                os.getloadavg()[0],
             )
         )
     return runs
@@ -406,7 +409,7 @@ def main() -> None:
     print(
         f"{'clusters':>8} {'nodes':>6} {'est':>5} {'wall p50':>8} {'wall p99':>8} "
         f"{'cpu p50':>8} {'cpu p99':>8} {'placed':>7} {'groups/cl':>9} {'build s':>8} "
-        f"{'RSS MiB':>8} {'snap MiB':>8} {'node µs':>8} {'pod µs':>7}  (times in ms)"
+        f"{'RSS MiB':>8} {'snap MiB':>8} {'node µs':>8} {'pod µs':>7} {'load':>5}  (times in ms)"
     )
     for c, n in grid(clusters, nodes, args.max_total_nodes):
         per_run = [
@@ -426,9 +429,10 @@ def main() -> None:
                 f"{med('wall_p99'):>8.2f} {med('cpu_p50'):>8.2f} {med('cpu_p99'):>8.2f} "
                 f"{med('placed'):>4.0f}/{decisions:<3}{med('groups'):>9.0f} {med('build_s'):>8.1f} "
                 f"{med('rss_mib'):>8.0f} {med('snap_mib'):>8.0f} {med('node_us'):>8.1f} "
-                f"{med('pod_us'):>7.1f}",
+                f"{med('pod_us'):>7.1f} {med('load'):>5.1f}",
                 flush=True,
             )
+        _print_targets(c, n, args.racks, per_run)
         if args.fragmentation:
             _print_ratios(c, n, per_run)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
@@ -436,6 +440,25 @@ def main() -> None:
         f"peak RSS of one run: {peak:.0f} MiB; load average at end "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
+
+
+#: Issue 35's targets for a decision with a topology rule, CPU p99 in ms, by fleet size.
+TOPOLOGY_TARGETS = {(100, 5000): 3.0, (1000, 5000): 10.0}
+
+
+def _print_targets(c: int, n: int, racks: int, per_run: list[list[Run]]) -> None:
+    """Whether the topology rows' CPU p99 (median over runs) meets the target for this size."""
+    target = TOPOLOGY_TARGETS.get((c, n))
+    if target is None or not racks:
+        return
+    for label in ("req", "reqc", "pref", "prefc"):
+        values = [r.cpu_p99 for runs in per_run for r in runs if r.estimator == label]
+        p99 = statistics.median(values)
+        verdict = "met" if p99 <= target else "NOT met"
+        print(
+            f"{c:>8} {n:>6} {label:>5} target cpu p99 <= {target:g} ms: {verdict} ({p99:.2f} ms)",
+            flush=True,
+        )
 
 
 def _print_ratios(c: int, n: int, per_run: list[list[Run]]) -> None:

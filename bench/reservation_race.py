@@ -37,6 +37,8 @@ from typing import Any
 # `queue`: search the repository, not this directory.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from fleet.api.guard import open_label
+from fleet.api.membership import default_fleet_id
 from fleet.install import install_crds
 from fleet.join import join_member
 from fleet.kube import SyncKubeClient, load, read_kubeconfig_file
@@ -111,8 +113,15 @@ class Race:
 
     def setup(self) -> None:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
-        for client in self.c.values():
-            client.apply(ns)
+        # Made in the members by their admins: opened to the fleet, as `fleet join --namespaces`
+        # opens one (fleet dispatches only into namespaces it made or that are opened to it).
+        uid = (self.c["fleet"].get("v1", "Namespace", "kube-system") or {})["metadata"]["uid"]
+        opened = {
+            **ns,
+            "metadata": {"name": NS, "labels": {open_label(default_fleet_id(uid)): "true"}},
+        }
+        for name, client in self.c.items():
+            client.apply(ns if name == "fleet" else opened)
         policy = gang_policy("race", NS, toleration_seconds=None)
         policy["spec"]["placement"]["clusterAffinities"] = [
             {"affinityName": "koordinator", "clusterNames": [KOORD]},

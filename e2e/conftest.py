@@ -19,6 +19,7 @@ import yaml
 
 from fleet.amc import main
 from fleet.api import binding_name
+from fleet.api.guard import open_label
 from fleet.core.kinds import adapter_for
 from fleet.install import SECRETS_NAMESPACE, install_crds, single_context
 from fleet.join import join_member
@@ -39,6 +40,8 @@ POLICY = ("policy.one.alibabacloud.com/v1alpha1", "PropagationPolicy")
 LEASE_SECONDS = 6
 #: How often the e2e controllers sweep members for copies whose fleet object is gone.
 SWEEP_SECONDS = 3
+#: How often the e2e controllers ask each member whether its guard is in force.
+GUARD_CHECK_SECONDS = 5
 #: The fleet id the e2e controllers run with: the managed-by label of everything they create.
 FLEET_ID = "fleet-e2e"
 #: Kube Queue's placement timeout and first backoff for the e2e controllers (seconds).
@@ -93,6 +96,8 @@ class Fleet:
             str(QUEUE_RECLAIM_GRACE),
             "--sweep-interval",
             str(SWEEP_SECONDS),
+            "--guard-check-interval",
+            str(GUARD_CHECK_SECONDS),
             # e2e/test_join.py: a 600-second token (TokenRequest's shortest) renewed every 30 s.
             "--token-renew-before",
             "570",
@@ -319,6 +324,7 @@ def _bootstrap(kubeconfig: Path) -> None:
                 context=member,
                 base=kubeconfig.parent,
                 fleet_id=FLEET_ID,
+                open_namespaces=("default",),
             )
 
 
@@ -340,6 +346,7 @@ def joined_apart(
             context=member,
             base=fleet.sandbox.kubeconfig.parent,
             fleet_id=FLEET_ID,
+            open_namespaces=("default",),
         )
     fleet.api.apply(
         {
@@ -428,6 +435,23 @@ class Amc:
 @pytest.fixture
 def amc(live: Fleet, capsys: pytest.CaptureFixture[str]) -> Amc:
     return Amc(live, capsys)
+
+
+@pytest.fixture
+def namespace(namespace: str, clusters: dict[str, ClusterClient]) -> str:
+    """The plugin's fresh namespace (made in the fleet and every member by their admins),
+    opened to the e2e fleet in every member as `fleet join --namespaces` opens one: the member's
+    admission policy lets fleet dispatch only into namespaces it created or that are opened to
+    it (docs/security.md). Tests of a namespace fleet creates make theirs on the fleet alone."""
+    for name, client in clusters.items():
+        if name != "fleet":
+            client.patch(
+                "v1",
+                "Namespace",
+                namespace,
+                {"metadata": {"labels": {open_label(FLEET_ID): "true"}}},
+            )
+    return namespace
 
 
 @pytest.fixture

@@ -4,6 +4,9 @@ end-to-end tests drive runs with exactly the chart's permissions."""
 
 from __future__ import annotations
 
+import copy
+import secrets
+
 import pytest
 import yaml
 
@@ -205,3 +208,54 @@ def test_secrets_are_listed_and_watched_only_in_the_namespaces_holding_kubeconfi
         ("team-a", NAMESPACE),
         ("team-b", NAMESPACE),
     }
+
+
+def test_the_charts_pods_are_admitted_where_the_restricted_profile_is_enforced(live: Fleet):
+    """The controller's and the dashboard's pods, as their Deployments render them by default,
+    pass the `restricted` PodSecurity profile: the API server's own PodSecurity admission
+    (built in) admits them, as a dry run, in a namespace that enforces it; and refuses a pod
+    without the chart's securityContext there, so the check can fail."""
+    namespace = "restricted-" + secrets.token_hex(3)
+    live.api.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": namespace,
+                "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+            },
+        }
+    )
+    try:
+        deployments = [o for o in render_chart(NAMESPACE, *_DASHBOARD) if o["kind"] == "Deployment"]
+        assert {d["metadata"]["name"] for d in deployments} == {
+            "fleet-controller",
+            "fleet-dashboard",
+        }
+        for deployment in deployments:
+            spec = deployment["spec"]["template"]["spec"]
+            # The pod's ServiceAccount must exist (ServiceAccount admission) for a pod to be
+            # admitted at all.
+            live.api.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": spec["serviceAccountName"], "namespace": namespace},
+                }
+            )
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": deployment["metadata"]["name"], "namespace": namespace},
+                "spec": spec,
+            }
+            live.api.dry_run(pod)  # admitted, or ApiError says which rule
+            bare = copy.deepcopy(pod)
+            bare["spec"].pop("securityContext")
+            for container in bare["spec"]["containers"]:
+                container.pop("securityContext")
+            with pytest.raises(ApiError) as refused:
+                live.api.dry_run(bare)
+            assert 'violates PodSecurity "restricted' in refused.value.message
+    finally:
+        live.api.delete("v1", "Namespace", namespace)

@@ -27,10 +27,12 @@ import yaml
 
 from fleet import cli
 from fleet.api import constants as c
+from fleet.api.guard import admission_policy_name
 from fleet.install import SECRETS_NAMESPACE, single_context
 from fleet.join import JoinError, join_member
 from fleet.join.join import identity_objects
 from fleet.kube import (
+    ApiError,
     Forbidden,
     NotFound,
     SyncKubeClient,
@@ -43,7 +45,15 @@ from fleet.testing.kube import ClusterClient, wait_until
 from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER, NATIVE_MEMBER
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import FLEET_ID, MEMBER_CLUSTER, MEMBERS, POLICY, PYTORCHJOB, Fleet
+from .conftest import (
+    FLEET_ID,
+    GUARD_CHECK_SECONDS,
+    MEMBER_CLUSTER,
+    MEMBERS,
+    POLICY,
+    PYTORCHJOB,
+    Fleet,
+)
 
 #: The e2e controllers renew this long before a token expires (conftest's
 #: --token-renew-before): a 600-second token (TokenRequest's shortest) every 30 seconds.
@@ -116,6 +126,7 @@ def joined_name(live: Fleet) -> Iterator[tuple[str, str]]:
     live.api.delete(*MEMBER_CLUSTER, name)
     live.api.delete("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
     live.api.delete("v1", "Secret", f"{name}-viewer-kubeconfig", SECRETS_NAMESPACE)
+    live.api.delete("v1", "Secret", f"{name}-renewer", SECRETS_NAMESPACE)
     for cluster in live.sandbox.members():
         _remove_identity(live.clusters[cluster], namespace)
 
@@ -578,9 +589,9 @@ def test_a_refused_renewal_shows_at_once_and_the_member_stays_ready(live: Fleet,
     )
     member = live.clusters[SPARE]
     rbac = "rbac.authorization.k8s.io/v1"
-    binding = member.get(rbac, "RoleBinding", "fleet-token", namespace)
+    binding = member.get(rbac, "RoleBinding", "fleet-renewer", namespace)
     assert binding is not None
-    member.delete(rbac, "RoleBinding", "fleet-token", namespace)
+    member.delete(rbac, "RoleBinding", "fleet-renewer", namespace)
 
     # Due every RENEW_EVERY seconds: the first refusal comes within one of them (and the
     # status write that follows it at once); a retry is 15 s later.
@@ -615,6 +626,95 @@ def test_a_refused_renewal_shows_at_once_and_the_member_stays_ready(live: Fleet,
     recovered = [e for e in live.api.events("default", name) if e["reason"] == "TokenRenewed"]
     assert len(recovered) == 1 and recovered[0]["type"] == "Normal"
     assert _ready_condition(live, name) == ready
+
+
+def _renewer_token(live: Fleet, name: str) -> str:
+    secret = live.api.get("v1", "Secret", f"{name}-renewer", SECRETS_NAMESPACE) or {}
+    return base64.b64decode(secret["data"][c.RENEWER_TOKEN_KEY]).decode()
+
+
+def _with_token(live: Fleet, name: str, token: str) -> SyncKubeClient:
+    """A client of the member as the fleet reaches it, authenticating with `token`."""
+    config = _stored(live, name)
+    config["users"][0]["user"] = {"token": token}
+    return SyncKubeClient(from_kubeconfig(config), name=name, retries=0)
+
+
+def test_rotate_revokes_every_token_issued_before(live: Fleet, joined_name):
+    """`fleet join --rotate`: the dispatch and renewer ServiceAccounts are made anew, so the
+    member refuses (401) every token of them issued before, stored or stolen; the member is
+    Ready again with the new ones."""
+    name, namespace = joined_name
+    _join_spare(live, name, namespace, token_seconds=600)
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    old_dispatch = _stored(live, name)["users"][0]["user"]["token"]
+    old_renewer = _renewer_token(live, name)
+    with _with_token(live, name, old_dispatch) as before:
+        assert before.list("v1", "Node")["items"]  # the old token works until the rotation
+
+    _join_spare(live, name, namespace, token_seconds=600, rotate=True)
+
+    def refused(token: str) -> int | None:
+        with _with_token(live, name, token) as stolen:
+            try:
+                stolen.list("v1", "Node")
+            except ApiError as e:
+                return e.status
+        return None
+
+    # The API server remembers a token that authenticated for 10 s (its token cache): the old
+    # dispatch token, used just above, is refused once that has passed.
+    for old in (old_dispatch, old_renewer):
+        status = wait_until(lambda old=old: refused(old), timeout=30, what="the old token refused")
+        assert status == 401
+    assert _stored(live, name)["users"][0]["user"]["token"] != old_dispatch
+    assert _renewer_token(live, name) != old_renewer
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready again")
+    with _member_client(live, name) as member:
+        assert member.list("v1", "Node")["items"]
+
+
+def _guarded(live: Fleet, name: str) -> dict[str, Any]:
+    mc = live.api.get(*MEMBER_CLUSTER, name) or {}
+    conditions = (mc.get("status") or {}).get("conditions") or []
+    return next((x for x in conditions if x["type"] == c.CONDITION_GUARDED), {})
+
+
+def test_a_guard_deleted_in_the_member_turns_guarded_false_within_one_period(
+    live: Fleet, joined_name
+):
+    """A member admin deletes the guard's binding: within one guard period (the e2e
+    controllers check every GUARD_CHECK_SECONDS) the MemberCluster says Guarded=False
+    (GuardMissing), with a Warning Event, and takes no new gang (Ready=False); joined again,
+    it is Guarded and Ready."""
+    name, namespace = joined_name
+    _join_spare(live, name, namespace)
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready")
+    assert _guarded(live, name).get("status") == "True"
+    guard = admission_policy_name(namespace)
+    live.clusters[SPARE].delete(
+        "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", guard
+    )
+    # The API server unloads it about a second later; then one period, then a status write.
+    wait_until(
+        lambda: _guarded(live, name).get("status") == "False",
+        timeout=GUARD_CHECK_SECONDS + 15,
+        what="Guarded False",
+    )
+    condition = _guarded(live, name)
+    assert condition["reason"] == c.REASON_GUARD_MISSING and guard in condition["message"]
+    ready = live.member_condition(name) or {}
+    assert (ready.get("status"), ready.get("reason")) == ("False", c.REASON_GUARD_MISSING)
+    warnings = [e for e in live.api.events("default", name) if e["reason"] == "GuardMissing"]
+    assert warnings and warnings[0]["type"] == "Warning"
+
+    _join_spare(live, name, namespace)
+    wait_until(
+        lambda: _guarded(live, name).get("status") == "True",
+        timeout=GUARD_CHECK_SECONDS + 15,
+        what="Guarded True again",
+    )
+    wait_until(lambda: _ready_condition(live, name), timeout=60, what=f"{name} Ready again")
 
 
 def test_join_refuses_a_secrets_namespace_the_controller_cannot_renew_in(live: Fleet, joined_name):

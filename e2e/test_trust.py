@@ -16,12 +16,15 @@ import pytest
 import yaml
 
 from fleet.api import constants as c
+from fleet.api.guard import NOT_OPEN, open_label
+from fleet.controller.reserving import RESERVATION
 from fleet.install import SECRETS_NAMESPACE
 from fleet.kube import ApiError, SyncKubeClient, from_kubeconfig
 from fleet.testing.kube import ClusterClient, wait_until
+from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import gang_policy, pytorchjob
 
-from .conftest import FLEET_ID, PYTORCHJOB, Fleet
+from .conftest import FLEET_ID, PYTORCHJOB, Fleet, joined_apart
 
 SECRET_VALUE = "s3cret-" + secrets.token_hex(4)
 ENCODED = base64.b64encode(SECRET_VALUE.encode()).decode()
@@ -129,6 +132,67 @@ def test_no_token_of_another_identity(live: Fleet, attacker: SyncKubeClient, nam
             "v1", "ServiceAccount", "default", "token", request, "kube-system"
         )
     )
+
+
+def _token_request(seconds: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }
+
+
+YEAR = 365 * 24 * 3600
+
+
+def test_the_dispatch_token_cannot_extend_itself(live: Fleet, attacker: SyncKubeClient):
+    """No TokenRequest for its own ServiceAccount, not even the shortest: whoever holds the
+    stored token holds it until it expires, and no longer."""
+    for seconds in (600, YEAR):
+        _refused(
+            lambda seconds=seconds: attacker.create_subresource(
+                "v1", "ServiceAccount", "fleet", "token", _token_request(seconds), "fleet-member"
+            )
+        )
+
+
+@pytest.fixture
+def renewer(live: Fleet) -> Iterator[SyncKubeClient]:
+    """A client of member-1 with the renewer's token, as the controller (alone) holds it."""
+    secret = live.api.get("v1", "Secret", "member-1-renewer", SECRETS_NAMESPACE)
+    assert secret is not None
+    token = base64.b64decode(secret["data"][c.RENEWER_TOKEN_KEY]).decode()
+    kubeconfig = live.api.get("v1", "Secret", "member-1-kubeconfig", SECRETS_NAMESPACE) or {}
+    config = yaml.safe_load(base64.b64decode(kubeconfig["data"]["kubeconfig"]))
+    config["users"][0]["user"] = {"token": token}
+    with SyncKubeClient(from_kubeconfig(config), name="member-1", retries=0) as client:
+        yield client
+
+
+def test_the_renewer_mints_no_token_longer_than_joins_lifetime(
+    live: Fleet, renewer: SyncKubeClient
+):
+    """Even the renewer's token (were it stolen from the controller's Secret) buys dispatch
+    tokens of the lifetime join chose (24 h here) and no longer, of that one ServiceAccount
+    only, and reads nothing."""
+    error = _refused(
+        lambda: renewer.create_subresource(
+            "v1", "ServiceAccount", "fleet", "token", _token_request(YEAR), "fleet-member"
+        )
+    )
+    assert "token.fleet-member.fleet.dev" in error.message, error
+    _refused(
+        lambda: renewer.create_subresource(
+            "v1", "ServiceAccount", "default", "token", _token_request(600), "fleet-member"
+        )
+    )
+    _refused(lambda: renewer.list("v1", "Pod", "kube-system"))
+    _refused(lambda: renewer.get("v1", "Secret", "fleet-renewer-token", "fleet-member"))
+    # What the controller asks for is granted: the lifetime join chose.
+    issued = renewer.create_subresource(
+        "v1", "ServiceAccount", "fleet", "token", _token_request(24 * 3600), "fleet-member"
+    )
+    assert issued["status"]["token"]
 
 
 def test_no_workload_in_the_system_namespaces(live: Fleet, attacker: SyncKubeClient):
@@ -352,7 +416,8 @@ def test_the_dispatch_token_binds_nothing_but_the_viewer_to_the_viewer(
     live: Fleet, attacker: SyncKubeClient, elsewhere
 ):
     """Whoever holds the dispatch token gains nothing by binding: only the viewer's ClusterRole
-    (RBAC's bind), only to the viewer's ServiceAccount (the guard), with fleet's mark."""
+    (RBAC's bind), only to the viewer's ServiceAccount (the guard), with fleet's mark, and only
+    in a namespace fleet created or one opened to it."""
     ns, _ = elsewhere
 
     def binding(role: str, subject: dict[str, str]) -> dict[str, Any]:
@@ -386,4 +451,343 @@ def test_the_dispatch_token_binds_nothing_but_the_viewer_to_the_viewer(
         ("fleet:fleet-member", default),  # its own rights, to another account
     ):
         _refused(lambda role=role, subject=subject: attacker.create(binding(role, subject)))
+    # Not even the viewer's own binding, in a namespace fleet did not create and nobody opened
+    # to it: the people would read there what fleet never dispatched (the guard's dispatchable).
+    error = _refused(lambda: attacker.create(binding("fleet:fleet-member:viewer", viewer_sa)))
+    assert NOT_OPEN in error.message
     assert not live.clusters["member-1"].items("rbac.authorization.k8s.io/v1", "RoleBinding", ns)
+
+
+# -- where fleet may dispatch, and what its pods may be (fleet.api.guard, rules 6 to 9) ----------
+
+
+def _batch_job(namespace: str, **pod: Any) -> dict[str, Any]:
+    """A suspended Job carrying fleet's mark (suspended: nothing runs even where admitted)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"probe-{secrets.token_hex(3)}",
+            "namespace": namespace,
+            "labels": {c.MANAGED_BY_LABEL: FLEET_ID},
+        },
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox"}],
+                    **pod,
+                }
+            },
+        },
+    }
+
+
+def _namespace(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.fixture
+def closed(live: Fleet) -> Iterator[str]:
+    """A namespace of member-1 its admin made and did not open to fleet (an `ops` namespace,
+    with a ServiceAccount a GitOps controller would bind to cluster-admin)."""
+    admin = live.clusters["member-1"]
+    name = f"ops-{secrets.token_hex(3)}"
+    admin.create(_namespace(name))
+    admin.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "deployer", "namespace": name},
+        }
+    )
+    yield name
+    admin.delete("v1", "Namespace", name)
+
+
+@pytest.fixture
+def ours(live: Fleet, attacker: SyncKubeClient) -> Iterator[str]:
+    """A namespace fleet's token created (its mark, PodSecurity baseline), in which the member's
+    admin has since made a ServiceAccount `deployer` fleet did not propagate."""
+    admin = live.clusters["member-1"]
+    name = f"fleet-ns-{secrets.token_hex(3)}"
+    enforce = f"{c.POD_SECURITY_PREFIX}enforce"
+    attacker.create(_namespace(name, **{c.MANAGED_BY_LABEL: FLEET_ID, enforce: "baseline"}))
+    admin.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "deployer", "namespace": name},
+        }
+    )
+    yield name
+    admin.delete("v1", "Namespace", name)
+
+
+def test_no_workload_in_a_namespace_fleet_did_not_create_and_nobody_opened(
+    live: Fleet, attacker: SyncKubeClient, closed: str
+):
+    admin = live.clusters["member-1"]
+    job = _batch_job(closed)
+    error = _refused(lambda: attacker.create(job))
+    assert NOT_OPEN in error.message and open_label(FLEET_ID) in error.message
+    assert f"--namespaces {closed}" in error.message
+    for dependency in (
+        {"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "b"}},
+        {"apiVersion": "v1", "kind": "ServiceAccount"},
+    ):
+        meta = {"name": "dep", "namespace": closed, "labels": {c.MANAGED_BY_LABEL: FLEET_ID}}
+        _refused(lambda d=dependency, m=meta: attacker.create({**d, "metadata": m}))
+    assert admin.get("batch/v1", "Job", job["metadata"]["name"], closed) is None
+    # Nor may the token open it itself: the namespace is not fleet's to change.
+    _refused(
+        lambda: attacker.patch(
+            "v1", "Namespace", closed, {"metadata": {"labels": {open_label(FLEET_ID): "true"}}}
+        )
+    )
+    # Once its admin opens it (fleet join --namespaces writes this label), the same Job is
+    # admitted; a ServiceAccount only once the admin lists it.
+    admin.patch("v1", "Namespace", closed, {"metadata": {"labels": {open_label(FLEET_ID): "true"}}})
+    wait_until(lambda: _admitted(attacker, _batch_job(closed)), what="a Job admitted once opened")
+    error = _refused(lambda: attacker.create(_batch_job(closed, serviceAccountName="deployer")))
+    assert c.SERVICE_ACCOUNTS_ANNOTATION in error.message and "deployer" in error.message
+    admin.patch(
+        "v1",
+        "Namespace",
+        closed,
+        {"metadata": {"annotations": {c.SERVICE_ACCOUNTS_ANNOTATION: "reader, deployer"}}},
+    )
+    wait_until(
+        lambda: _admitted(attacker, _batch_job(closed, serviceAccountName="deployer")),
+        what="a Job as a ServiceAccount its admin listed",
+    )
+
+
+def _admitted(client: SyncKubeClient, obj: dict[str, Any]) -> bool:
+    try:
+        client.create(obj)
+    except ApiError as e:
+        if e.status == 403:
+            return False
+        raise
+    return True
+
+
+def test_in_a_fleet_namespace_pods_run_as_default_without_host_access(
+    live: Fleet, attacker: SyncKubeClient, ours: str
+):
+    admin = live.clusters["member-1"]
+    # Positive control: a plain Job of fleet's, as its default ServiceAccount.
+    attacker.create(_batch_job(ours))
+    attacker.create(_batch_job(ours, serviceAccountName="default"))
+    refused = {
+        "a ServiceAccount fleet did not propagate": {"serviceAccountName": "deployer"},
+        "the deprecated serviceAccount field": {"serviceAccount": "deployer"},
+        "hostPath /": {
+            "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+        },
+        "an nfs volume": {"volumes": [{"name": "n", "nfs": {"server": "10.0.0.1", "path": "/"}}]},
+        "an inline csi volume": {"volumes": [{"name": "c", "csi": {"driver": "x.csi.io"}}]},
+        "hostPID": {"hostPID": True},
+        "hostNetwork": {"hostNetwork": True},
+        "a privileged container": {
+            "containers": [
+                {"name": "main", "image": "busybox", "securityContext": {"privileged": True}}
+            ]
+        },
+        "a privileged init container": {
+            "initContainers": [
+                {"name": "init", "image": "busybox", "securityContext": {"privileged": True}}
+            ]
+        },
+        "an ephemeral volume bound to a chosen PV": {
+            "volumes": [
+                {
+                    "name": "e",
+                    "ephemeral": {
+                        "volumeClaimTemplate": {
+                            "spec": {
+                                "accessModes": ["ReadWriteOnce"],
+                                "resources": {"requests": {"storage": "1Gi"}},
+                                "volumeName": "someone-elses",
+                            }
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    for why, pod in refused.items():
+        job = _batch_job(ours, **pod)
+        with pytest.raises(ApiError) as caught:
+            attacker.create(job)
+        assert caught.value.status == 403, why
+        assert admin.get("batch/v1", "Job", job["metadata"]["name"], ours) is None, why
+    # The same checks reach every pod template of every kind: a PyTorchJob's worker.
+    job = pytorchjob(f"evil-{secrets.token_hex(2)}", namespace=ours, workers=1, gpus=0)
+    job["metadata"]["labels"] = {c.MANAGED_BY_LABEL: FLEET_ID}
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["serviceAccountName"] = (
+        "deployer"
+    )
+    error = _refused(lambda: attacker.create(job))
+    assert "deployer" in error.message
+
+
+def test_no_namespace_below_baseline_and_no_relabelling(
+    live: Fleet, attacker: SyncKubeClient, ours: str
+):
+    enforce = f"{c.POD_SECURITY_PREFIX}enforce"
+    mark = {c.MANAGED_BY_LABEL: FLEET_ID}
+    for labels in (
+        {**mark, enforce: "privileged"},
+        mark,  # no level: the member's default, privileged unless its admins set another
+        {**mark, enforce: "baseline", f"{c.POD_SECURITY_PREFIX}warn": "privileged"},
+        {**mark, enforce: "restricted", c.ALLOW_OVERWRITE_LABEL: "true"},
+    ):
+        name = f"evil-{secrets.token_hex(3)}"
+        _refused(lambda n=name, lb=labels: attacker.create(_namespace(n, **lb)))
+        assert live.clusters["member-1"].get("v1", "Namespace", name) is None
+    # A namespace of fleet's keeps its labels: no lowering its level, no opening it to takeovers.
+    for labels in ({enforce: "privileged"}, {enforce: None}, {c.ALLOW_OVERWRITE_LABEL: "true"}):
+        _refused(
+            lambda lb=labels: attacker.patch("v1", "Namespace", ours, {"metadata": {"labels": lb}})
+        )
+    labels = live.clusters["member-1"].get("v1", "Namespace", ours)["metadata"]["labels"]
+    assert labels[enforce] == "baseline"
+
+
+def test_no_claim_that_could_bind_a_volume_fleet_did_not_make(
+    live: Fleet, attacker: SyncKubeClient, ours: str
+):
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "static", "namespace": ours, "labels": {c.MANAGED_BY_LABEL: FLEET_ID}},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": "",  # binds pre-provisioned volumes only
+        },
+    }
+    _refused(lambda: attacker.create(claim))
+    # Positive control: a claim for a new volume of a class.
+    claim["spec"]["storageClassName"] = "standard"
+    attacker.create(claim)
+
+
+def test_no_reservation_but_one_for_a_gang_of_fleets(live: Fleet):
+    """On the Koordinator member (the one that serves Reservations), joined as users join."""
+    taint = {"key": "fleet.dev/trust", "value": "e2e", "effect": "NoSchedule"}
+    with (
+        joined_apart(live, KOORDINATOR_MEMBER, taint),
+        _stored_token_client(live, KOORDINATOR_MEMBER) as token,
+    ):
+        uid = f"{secrets.token_hex(4)}-0000-4000-8000-000000000000"
+        labels = {c.MANAGED_BY_LABEL: FLEET_ID, c.FLEET_UID_LABEL: uid}
+        good = {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "Reservation",
+            "metadata": {"name": f"fleet-{uid}-worker-0", "labels": labels},
+            "spec": {
+                "template": {
+                    "metadata": {"namespace": "default"},
+                    "spec": {
+                        "containers": [{"name": "m", "resources": {"requests": {"cpu": "1"}}}]
+                    },
+                },
+                "owners": [{"labelSelector": {"matchLabels": {c.FLEET_UID_LABEL: uid}}}],
+                "ttl": "600s",
+                "allocateOnce": True,
+            },
+        }
+        bad = {
+            "a name not of fleet's gang": {"metadata": {"name": "hoard", "labels": labels}},
+            "a year": {"spec": {**good["spec"], "ttl": "8760h"}},
+            "any pod may consume it": {
+                "spec": {**good["spec"], "owners": [{"labelSelector": {"matchLabels": {}}}]}
+            },
+            "not consumed once": {"spec": {**good["spec"], "allocateOnce": False}},
+        }
+        for why, change in bad.items():
+            with pytest.raises(ApiError) as caught:
+                token.create({**good, **change})
+            assert caught.value.status == 403, why
+        created = token.create(good)  # positive control: fleet's own Reservation
+        token.delete(*RESERVATION, created["metadata"]["name"])
+
+
+def test_a_job_in_a_namespace_not_open_is_refused_with_the_way_to_open_it(live: Fleet, closed: str):
+    """The controller does not retry blindly: the binding and a Warning Event name the member,
+    the namespace and the fix."""
+    live.api.create(_namespace(closed))
+    try:
+        live.api.create(gang_policy("gang", closed, cluster_names=["member-1"]))
+        live.api.create(pytorchjob("closed", namespace=closed, workers=1, gpus=0, cpu="100m"))
+
+        def refused() -> dict[str, Any] | None:
+            conditions = ((live.binding(closed, "closed") or {}).get("status") or {}).get(
+                "conditions"
+            ) or []
+            found = next((x for x in conditions if x["type"] == c.CONDITION_FULLY_APPLIED), None)
+            return found if found and found["reason"] == c.REASON_NAMESPACE_NOT_OPEN else None
+
+        condition = wait_until(refused, what="FullyApplied False, NamespaceNotOpen")
+        assert f"fleet join member-1 --namespaces {closed}" in condition["message"]
+        events = wait_until(
+            lambda: [
+                m for r, m, _ in live.events(closed, "closed") if r == c.REASON_NAMESPACE_NOT_OPEN
+            ],
+            what="a NamespaceNotOpen Event",
+        )
+        assert open_label(FLEET_ID) in events[0]
+        assert live.copies(closed, "closed") == []
+    finally:
+        live.api.delete("v1", "Namespace", closed)
+
+
+def test_a_namespace_fleet_creates_carries_the_hubs_level_and_its_propagated_account_runs(
+    live: Fleet, add_nodes
+):
+    """Positive control: fleet's own work in a namespace it creates. The hub namespace enforces
+    `privileged`: the member's gets `baseline`; the job runs as the ServiceAccount it took along
+    (listed on the namespace by fleet), with its ConfigMap."""
+    name = f"t-fleet-made-{secrets.token_hex(2)}"
+    enforce = f"{c.POD_SECURITY_PREFIX}enforce"
+    member = live.clusters["member-1"]
+    live.api.create(_namespace(name, **{enforce: "privileged"}))
+    try:
+        add_nodes("member-1", count=1, gpu=4, labels={"test": name})
+        live.api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "trainer", "namespace": name},
+            }
+        )
+        live.api.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "train-config", "namespace": name},
+                "data": {"lr": "0.1"},
+            }
+        )
+        live.api.create(gang_policy("gang", name, cluster_names=["member-1"]))
+        job = pytorchjob(
+            "as-trainer", namespace=name, workers=1, gpus=1, node_selector={"test": name}
+        )
+        for spec in job["spec"]["pytorchReplicaSpecs"].values():
+            pod = spec["template"]["spec"]
+            pod["serviceAccountName"] = "trainer"
+            pod["volumes"] = [{"name": "config", "configMap": {"name": "train-config"}}]
+        live.api.create(job)
+        pods = live.wait_running(name, "as-trainer", "member-1")
+        assert {p["spec"]["serviceAccountName"] for p in pods} == {"trainer"}
+        made = member.get("v1", "Namespace", name) or {}
+        assert made["metadata"]["labels"][enforce] == "baseline"
+        assert made["metadata"]["labels"][c.MANAGED_BY_LABEL] == FLEET_ID
+        assert made["metadata"]["annotations"][c.SERVICE_ACCOUNTS_ANNOTATION] == "trainer"
+    finally:
+        live.api.delete("v1", "Namespace", name)
+        member.delete("v1", "Namespace", name)

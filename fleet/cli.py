@@ -123,6 +123,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         sweep_interval=args.sweep_interval,
         resync_interval=args.resync_interval,
         token_renew_before=args.token_renew_before,
+        guard_check_interval=args.guard_check_interval,
         queue_placement_timeout=args.queue_placement_timeout,
         queue_backoff_seconds=args.queue_backoff,
         queue_backoff_limit=max(args.queue_backoff_limit, args.queue_backoff),
@@ -232,6 +233,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
                 token_seconds=args.token_expiration,
                 secrets_namespace=args.secrets_namespace,
                 viewer_token_seconds=args.viewer_token_expiration,
+                open_namespaces=tuple(n for n in (args.namespaces or "").split(",") if n),
             )
         except KubeError:
             raise  # an unusable kubeconfig: main prints it
@@ -246,7 +248,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
             return 0
         try:
             check_renewal_access(fleet, args.secrets_namespace, args.controller_service_account)
-            join(fleet, client, plan, force=args.force, timeout=args.timeout)
+            join(fleet, client, plan, force=args.force, rotate=args.rotate, timeout=args.timeout)
         except JoinError as e:
             print(f"fleet: error: join {e}", file=sys.stderr)
             return 1
@@ -459,6 +461,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default 0: at 80%% of its lifetime)",
     )
     ctl.add_argument(
+        "--guard-check-interval",
+        type=float,
+        default=60.0,
+        help="seconds between checks, with fleet's token, that each member's admission policy "
+        "(the guard fleet join installed) still refuses what it must (default 60): a member "
+        "whose guard is gone is Guarded=False and takes no new gangs",
+    )
+    ctl.add_argument(
         "--queue-placement-timeout",
         type=float,
         default=300.0,
@@ -625,12 +635,25 @@ def build_parser() -> argparse.ArgumentParser:
         f"--secrets-namespace (default {FLEET_SECRETS_NAMESPACE}/fleet-controller)",
     )
     jn.add_argument(
+        "--namespaces",
+        metavar="NS[,NS...]",
+        help="existing member namespaces to open to this fleet's jobs (the label "
+        "open-to.fleet.dev/<fleet id>=true, written with YOUR credentials); elsewhere fleet "
+        "dispatches only into namespaces it creates (docs/security.md)",
+    )
+    jn.add_argument(
         "--dry-run", action="store_true", help="print what would be created, send nothing"
     )
     jn.add_argument(
         "--force",
         action="store_true",
         help="re-point NAME at another cluster: its jobs are moved off first (as unjoin --move)",
+    )
+    jn.add_argument(
+        "--rotate",
+        action="store_true",
+        help="revoke every token issued so far: fleet's ServiceAccounts in the member are "
+        "deleted and made again (new UIDs) before the new token is issued (docs/security.md)",
     )
     jn.add_argument(
         "--timeout", type=float, default=300.0, help="seconds --force waits (default 300)"

@@ -213,6 +213,10 @@ class BindingFailover(KubeModel):
     """fleet extension: give up (phase Failed) after this many failovers; absent = no limit."""
     cluster_exclusion_seconds: NonNegInt32 | None = None
     """fleet extension: how long a failed cluster stays excluded; absent = for good."""
+    gang_schedule_timeout_seconds: NonNegInt32 | None = None
+    """fleet extension: how long the gang's pods may go refused by the member's scheduler
+    before the copy is not Healthy (GangUnschedulable) and, tolerationSeconds later, fails
+    over; absent = the job's own gang schedule timeout, else 300."""
     on_application_failure: bool | None = None
     """False when the policy sets only `failover.cluster`: a Failed copy is not moved. Absent
     means true."""
@@ -244,6 +248,7 @@ class BindingFailover(KubeModel):
             grace_period_seconds=app.grace_period_seconds if app else None,
             max_failovers=app.max_failovers if app else None,
             cluster_exclusion_seconds=app.cluster_exclusion_seconds if app else None,
+            gang_schedule_timeout_seconds=app.gang_schedule_timeout_seconds if app else None,
             on_application_failure=None if app is not None else False,
             cluster_purge_mode=normalize_purge_mode(cluster.purge_mode)
             if cluster is not None and cluster.purge_mode
@@ -406,6 +411,11 @@ class DependencyRecord(KubeModel):
     """The member object's UID when fleet created it there (not when it took a member's object
     over, nor for a runtime the member has of its own): deleted, by this UID, once no workload
     of fleet's in that member uses it."""
+    creating: bool | None = None
+    """Recorded before fleet creates it, so a controller that dies between the create and the
+    record leaves nothing in the member that no record names. Rewritten without it (and with its
+    UID) by the next write; a job that leaves the member first deletes it by name, which the
+    member's admission policy allows only for an object carrying fleet's mark."""
 
 
 class GangBindingStatus(KubeModel):
@@ -435,6 +445,11 @@ class GangBindingStatus(KubeModel):
     """When the current cluster was first seen lost (not Ready); cleared when it returns."""
     tainted_since: Time | None = None
     """When an untolerated NoExecute taint was first seen on the current cluster."""
+    gang_unschedulable_since: Time | None = None
+    """fleet extension: when the member's scheduler was first seen refusing pods of the
+    current copy's gang (PodScheduled=False), continuously since; cleared once none is refused
+    or the copy runs. Past the gang schedule timeout the copy is not Healthy
+    (GangUnschedulable), and tolerationSeconds later it fails over."""
     reserving_since: Time | None = None
     """While the chosen member's capacity is being reserved for the gang (Koordinator
     Reservations, phase Reserving): since when; the wait is bounded from it."""

@@ -275,6 +275,11 @@ class ApplicationFailoverBehavior(KubeModel):
     cluster_exclusion_seconds: NonNegInt32 | None = None
     """fleet extension: how long a cluster the workload failed over from stays excluded for it;
     absent keeps it excluded for the workload's lifetime."""
+    gang_schedule_timeout_seconds: NonNegInt32 | None = None
+    """fleet extension: how long the gang's pods may go refused by its member's scheduler
+    (PodScheduled=False) before its copy is not Healthy (GangUnschedulable) and, after
+    tolerationSeconds more, fails over like a Failed copy; absent = the job's own gang schedule
+    timeout (runPolicy.schedulingPolicy.scheduleTimeoutSeconds), else 300."""
 
     @property
     def normalized_purge_mode(self) -> NormalizedPurgeMode:

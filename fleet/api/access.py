@@ -31,8 +31,9 @@ __all__ = [
     "DEFAULT_MEMBER_NAMESPACE",
     "FLEET_SECRETS_NAMESPACE",
     "RBAC_GROUP",
+    "RENEWER_ROLE",
+    "RENEWER_SERVICE_ACCOUNT",
     "SERVICE_ACCOUNT",
-    "TOKEN_ROLE",
     "VIEWER_SECRETS_ROLE",
     "VIEWER_SERVICE_ACCOUNT",
     "Rule",
@@ -47,7 +48,7 @@ __all__ = [
     "member_cluster_role",
     "member_rules",
     "plural",
-    "token_rules",
+    "renewer_rules",
     "viewer_cluster_role",
     "viewer_cluster_rules",
     "viewer_nodes_role",
@@ -56,20 +57,25 @@ __all__ = [
     "viewer_secrets_rules",
 ]
 
-#: The namespace `fleet join` makes in a member for fleet's identity (ServiceAccount, token Role,
-#: a long-lived token Secret when asked for).
+#: The namespace `fleet join` makes in a member for fleet's identity (the dispatch and renewer
+#: ServiceAccounts, the renewer's Role and token Secret, a long-lived dispatch token Secret when
+#: asked for).
 DEFAULT_MEMBER_NAMESPACE: Final = "fleet-member"
-#: fleet's ServiceAccount in that namespace.
+#: fleet's dispatch ServiceAccount in that namespace: the identity the controller acts with. It
+#: may request no token at all (no Role gives it `serviceaccounts/token`).
 SERVICE_ACCOUNT: Final = "fleet"
 #: The people's read-only ServiceAccount in that namespace (`kubectl amc`, `fleet dashboard`).
 VIEWER_SERVICE_ACCOUNT: Final = "fleet-viewer"
 #: The Role on the fleet, in each namespace holding member kubeconfigs, that lets `get` exactly
 #: the viewer kubeconfig Secrets there (resourceNames, kept by `fleet join` and `fleet unjoin`):
-#: bind `kubectl amc` users and the dashboard to it, never to the dispatch Secrets.
+#: bind `kubectl amc` users and the dashboard to it, never to the dispatch or renewer Secrets.
 VIEWER_SECRETS_ROLE: Final = "fleet-viewer-kubeconfigs"
 RBAC_GROUP: Final = "rbac.authorization.k8s.io"
-#: The namespaced Role (and RoleBinding) letting that ServiceAccount request its own tokens.
-TOKEN_ROLE: Final = "fleet-token"
+#: The renewer: a second ServiceAccount whose only right is to request tokens of the dispatch
+#: one (`renewer_rules`). Its token is held by the controller alone, in a fleet Secret of its own.
+RENEWER_SERVICE_ACCOUNT: Final = "fleet-renewer"
+#: The namespaced Role (and RoleBinding) giving the renewer that right.
+RENEWER_ROLE: Final = "fleet-renewer"
 #: Where `fleet join` keeps member kubeconfig Secrets on the fleet (the chart's namespace).
 FLEET_SECRETS_NAMESPACE: Final = "fleet-system"
 
@@ -199,16 +205,15 @@ def member_rules(
             ("namespaces",),
             {
                 "get": "the member's cluster id: the kube-system namespace's UID, read on every "
-                "connection (a kubeconfig that reaches another cluster is refused)",
+                "connection (a kubeconfig that reaches another cluster is refused); "
+                "propagateDeps reads a namespace it created before listing a ServiceAccount on it",
+                "create": "a job's namespace is created in the member on its first dispatch there",
+                "patch": "propagateDeps: a ServiceAccount copied into a namespace fleet created is "
+                "listed in its fleet.dev/service-accounts annotation, so its pods may run as it "
+                "(only fleet's own namespaces, never their labels: the admission policy)",
             },
-            resource_names=("kube-system",),
-            about="The kube-system namespace, read: the member's cluster id.",
-        ),
-        Rule(
-            "",
-            ("namespaces",),
-            {"create": "a job's namespace is created in the member on its first dispatch there"},
-            about="Namespaces: created when a job's is missing; never changed or deleted.",
+            about="Namespaces: created when a job's is missing; only fleet's own annotated, "
+            "never relabelled or deleted. Not listed: people list them through the viewer.",
         ),
     )
     viewer = (
@@ -355,19 +360,23 @@ def viewer_cluster_rules() -> tuple[Rule, ...]:
     )
 
 
-def token_rules(service_account: str = SERVICE_ACCOUNT) -> tuple[Rule, ...]:
-    """The namespaced Role that lets fleet's ServiceAccount renew its own token, and nothing
-    else: TokenRequest for that one ServiceAccount (resourceNames)."""
+def renewer_rules(service_account: str = SERVICE_ACCOUNT) -> tuple[Rule, ...]:
+    """The namespaced Role of the renewer (RENEWER_SERVICE_ACCOUNT), and nothing else: a
+    TokenRequest for the dispatch ServiceAccount `service_account` only (resourceNames). The
+    dispatch identity itself gets no such Role, so whoever holds its token cannot extend it; the
+    lifetime of what the renewer asks for is capped by join's token policy
+    (fleet.api.guard.token_policy)."""
     return (
         Rule(
             "",
             ("serviceaccounts/token",),
             {
-                "create": "the controller renews its bound token before it expires, "
-                "authenticated by its current one (TokenRequest)",
+                "create": "the controller renews the dispatch identity's bound token before it "
+                "expires, authenticated as the renewer (TokenRequest), whatever state the "
+                "dispatch token is in (expired while the controller was down)",
             },
             resource_names=(service_account,),
-            about="Its own tokens, only: TokenRequest for fleet's ServiceAccount.",
+            about="Tokens of fleet's dispatch ServiceAccount, only.",
         ),
     )
 

@@ -10,6 +10,7 @@ from typing import Final
 
 from fleet.core import gangmarks, ledger
 from fleet.core.admission.reasons import REASON_QUEUED as _REASON_QUEUED
+from fleet.core.placement import NAMESPACE_NOT_OPEN as _NAMESPACE_NOT_OPEN
 
 # --- API groups -----------------------------------------------------------------------------
 POLICY_GROUP: Final = "policy.one.alibabacloud.com"
@@ -193,6 +194,10 @@ REASON_FULLY_APPLIED: Final = "FullyAppliedSuccess"
 REASON_APPLY_FAILED: Final = "FullyAppliedFailed"
 REASON_HEALTHY: Final = "Healthy"
 REASON_UNHEALTHY: Final = "Unhealthy"
+#: Healthy=False on the binding, Scheduled=False on the fleet job, a Warning Event, and the
+#: failover reason: the gang has not started in its member within its gang schedule timeout
+#: (its pods refused by the member's scheduler; `fleet.core.failover`).
+REASON_GANG_UNSCHEDULABLE: Final = "GangUnschedulable"
 REASON_CLUSTER_LOST: Final = "ClusterLost"
 REASON_FAILED_OVER: Final = "FailedOver"
 
@@ -208,6 +213,17 @@ TOKEN_TYPE_SECRET: Final = "secret"
 SERVICE_ACCOUNT_ANNOTATION: Final = "fleet.dev/service-account"
 """On a member kubeconfig Secret: `<namespace>/<name>` of fleet's ServiceAccount in the member,
 whose tokens the controller requests when it renews, and which `fleet unjoin` removes."""
+RENEWER_SECRET_ANNOTATION: Final = "fleet.dev/renewer-secret"
+"""On a member kubeconfig Secret with a bound token: the name of the Secret, in the same
+namespace, holding the token of the renewer (fleet.api.access.RENEWER_SERVICE_ACCOUNT), which
+the controller renews the dispatch token with. Absent on a Secret of a join before the renewer
+(the token then renews itself, as it did) and with `--token-type secret`."""
+RENEWER_TOKEN_KEY: Final = "token"
+TOKEN_SECONDS_ANNOTATION: Final = "fleet.dev/token-expiration-seconds"
+"""On a member kubeconfig Secret with a bound token: the lifetime `fleet join` chose
+(--token-expiration), which each renewal asks for again: the member's token policy refuses any
+longer one (fleet.api.guard.token_policy), so it is not derived from clocks that may differ."""
+"""The key of the renewer's token in that Secret."""
 TOKEN_ISSUED_ANNOTATION: Final = "fleet.dev/token-issued-at"
 TOKEN_EXPIRES_ANNOTATION: Final = "fleet.dev/token-expires-at"
 """When the bound token in the Secret was issued and expires (RFC 3339): the renewal is timed
@@ -239,12 +255,36 @@ VIEWER_ANNOTATION: Final = "fleet.dev/viewer"
 CONDITION_GUARDED: Final = "Guarded"
 """MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
 False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""
+REASON_GUARD_MISSING: Final = "GuardMissing"
+"""Guarded=False (and Ready=False: nothing new is placed there), and the Warning Event: the
+controller's periodic probe with fleet's token (fleet.api.guardprobe) was admitted, so the guard
+`fleet join` installed is gone from the member or no longer refuses (its policy or binding
+deleted, or the binding made to warn or audit only). `fleet join NAME` again installs it."""
+REASON_GUARD_IN_FORCE: Final = "AdmissionPolicy"
+"""Guarded=True; also the Normal Event when the probe sees the guard in force again."""
 ALLOW_OVERWRITE_LABEL: Final = "fleet.dev/allow-overwrite"
 """Label `"true"` on a namespace in a member, set by its owners: fleet may take over objects of
 the same name there (a job copy, a Secret, ConfigMap, ServiceAccount or PVC it did not create)
 under `conflictResolution: Overwrite`. Without it the member's admission policy
 (fleet.api.guard) refuses fleet any change to an object it did not create, and the job is not
 sent there."""
+OPEN_TO_LABEL_PREFIX: Final = "open-to.fleet.dev/"
+"""A member namespace labelled `open-to.fleet.dev/<fleet id>: "true"` is opened to that fleet by
+the member's admins (`fleet join --namespaces`, or kubectl): its dispatch token may create and
+update its marked objects there. Elsewhere it may write only in namespaces it created (carrying
+its managed-by mark). One key per fleet, so a namespace may be opened to several
+(fleet.api.guard, docs/security.md)."""
+SERVICE_ACCOUNTS_ANNOTATION: Final = "fleet.dev/service-accounts"
+"""Annotation on a member namespace: the ServiceAccounts (comma-separated names) the pods of
+fleet's workloads there may run as, besides `default`. Written by the namespace's admins in a
+namespace they opened; by fleet, in a namespace it created, when it propagates a ServiceAccount
+there (propagateDeps). The member's admission policy refuses any other (fleet.api.guard)."""
+POD_SECURITY_PREFIX: Final = "pod-security.kubernetes.io/"
+"""Kubernetes' PodSecurity admission labels on a namespace: `<prefix>enforce|warn|audit`."""
+REASON_NAMESPACE_NOT_OPEN: Final = _NAMESPACE_NOT_OPEN
+"""A member refused a job because its namespace there is neither fleet's nor opened to this
+fleet (the admission policy's refusal): the gang leaves the member, as for a DependencyConflict;
+the binding (FullyApplied, pending reasons) and a Warning Event say how to open it."""
 UNJOINING_TAINT_KEY: Final = "fleet.dev/unjoining"
 """NoExecute taint `fleet unjoin --move` puts on a MemberCluster: the controller moves every
 gang off it (failover reason MemberUnjoined, not counted against maxFailovers)."""

@@ -1,10 +1,13 @@
 """What joining a member makes, on either side, as plain objects (no I/O).
 
-In the member: a namespace, fleet's ServiceAccount, the ClusterRole of fleet.api.access and its
-binding, a Role letting the ServiceAccount request its own tokens and its binding, and (only
-with the `secret` token type) a long-lived service-account-token Secret. On the fleet: the
-kubeconfig Secret, which holds the member's server, its CA and a token of that ServiceAccount
-(never the credentials of whoever ran `fleet join`), and the MemberCluster.
+In the member: a namespace, fleet's dispatch ServiceAccount, the ClusterRole of fleet.api.access
+and its binding, the admission policies (the guard, the token cap), and either (bound tokens)
+the renewer: a second ServiceAccount whose Role lets it request tokens of the dispatch one, and
+its long-lived token Secret; or (the `secret` token type) a long-lived service-account-token
+Secret of the dispatch ServiceAccount. On the fleet: the kubeconfig Secret, which holds the
+member's server, its CA and a token of the dispatch ServiceAccount (never the credentials of
+whoever ran `fleet join`), the renewer's token in a Secret of its own (read by the controller
+alone), and the MemberCluster.
 
 `fleet join` (fleet.join) sends these; the controller's token renewal
 (controller/members/renewal) rewrites the Secret through `renewed_secret`, so the kubeconfig
@@ -26,20 +29,21 @@ from fleet.api._time import format_time
 from fleet.api.access import (
     DEFAULT_MEMBER_NAMESPACE,
     FLEET_SECRETS_NAMESPACE,
+    RENEWER_ROLE,
+    RENEWER_SERVICE_ACCOUNT,
     SERVICE_ACCOUNT,
-    TOKEN_ROLE,
     VIEWER_SERVICE_ACCOUNT,
     as_policy_rules,
     member_cluster_role,
     member_rules,
-    token_rules,
+    renewer_rules,
     viewer_cluster_role,
     viewer_cluster_rules,
     viewer_nodes_role,
     viewer_rules,
     viewer_secret_name,
 )
-from fleet.api.guard import admission_objects
+from fleet.api.guard import PROTECTED_NAMESPACES, admission_objects, open_label, token_objects
 from fleet.api.schedulinggroup import scheduling_group_name, scheduling_group_objects
 
 __all__ = [
@@ -47,6 +51,7 @@ __all__ = [
     "DEFAULT_VIEWER_TOKEN_SECONDS",
     "KUBECONFIG_KEY",
     "REDACTED",
+    "RENEWER_TOKEN_SECRET",
     "TOKEN_SECRET",
     "VIEWER_TOKEN_SECRET",
     "IssuedToken",
@@ -61,6 +66,7 @@ __all__ = [
     "plan_join",
     "redacted",
     "renewed_secret",
+    "renewer_secret",
     "token_request",
     "viewer_binding",
 ]
@@ -82,6 +88,8 @@ MIN_TOKEN_SECONDS: Final = 600
 TOKEN_SECRET: Final = "fleet-token"
 #: The viewer's long-lived token Secret (`secret` token type), beside it.
 VIEWER_TOKEN_SECRET: Final = "fleet-viewer-token"
+#: The renewer's long-lived token Secret (bound tokens), in fleet's namespace in the member.
+RENEWER_TOKEN_SECRET: Final = "fleet-renewer-token"
 KUBECONFIG_KEY: Final = "kubeconfig"
 #: What a dry run prints instead of a token.
 REDACTED: Final = "<redacted>"
@@ -139,6 +147,9 @@ class JoinPlan:
     native_gang: bool = False
     #: The lifetime asked for the viewer's token (people's, read only; not renewed).
     viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS
+    #: The member namespaces the joining user opens to this fleet (`--namespaces`): labelled
+    #: `open-to.fleet.dev/<fleet id>: "true"` with the user's credentials, last.
+    open_namespaces: tuple[str, ...] = ()
 
     @property
     def secret_name(self) -> str:
@@ -175,7 +186,20 @@ class JoinPlan:
         }
         return secret
 
-    def fleet_objects(self, token: IssuedToken) -> tuple[dict[str, Any], ...]:
+    @property
+    def renewer_secret_name(self) -> str:
+        return f"{self.name}-renewer"
+
+    @property
+    def renews(self) -> bool:
+        """Whether the member holds a renewer (bound tokens): its token is stored too."""
+        return self.token_type == "bound"
+
+    def fleet_objects(
+        self, token: IssuedToken, renewer: str | None = None
+    ) -> tuple[dict[str, Any], ...]:
+        """The fleet side, in the order written: the namespace, the renewer's Secret (a bound
+        token's; `renewer` is its token), the kubeconfig Secret naming it, the MemberCluster."""
         namespace = {
             "apiVersion": "v1",
             "kind": "Namespace",
@@ -194,6 +218,20 @@ class JoinPlan:
             else "",
             scheduling_group=scheduling_group_name(self.namespace) if self.native_gang else "",
             viewer_role=viewer_cluster_role(self.namespace) if self.guarded else "",
+            renewer=self.renewer_secret_name if renewer is not None else "",
+            seconds=self.token_seconds if self.token_type == "bound" else None,
+        )
+        renewers = (
+            [
+                renewer_secret(
+                    self.renewer_secret_name,
+                    self.secrets_namespace,
+                    renewer,
+                    f"{self.namespace}/{RENEWER_SERVICE_ACCOUNT}",
+                )
+            ]
+            if renewer is not None
+            else []
         )
         spec: dict[str, Any] = {"id": self.cluster_id} if self.cluster_id else {}
         member = {
@@ -209,7 +247,7 @@ class JoinPlan:
                 },
             },
         }
-        return namespace, secret, member
+        return (namespace, *renewers, secret, member)
 
     @property
     def service_account_ref(self) -> str:
@@ -240,6 +278,7 @@ def plan_join(
     guarded: bool = True,
     native_gang: bool = False,
     viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS,
+    open_namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     """The objects that make fleet's identity in the member named `name`: the admission policy
     (when `guarded`) is written before the ClusterRoleBinding, so the identity never holds its
@@ -255,19 +294,33 @@ def plan_join(
             f"--viewer-token-expiration {viewer_token_seconds}: TokenRequest issues no token "
             f"shorter than {MIN_TOKEN_SECONDS} seconds"
         )
+    if name.endswith("-viewer"):
+        # Its dispatch Secret, NAME-kubeconfig, would be the viewer Secret of the member named
+        # without the suffix, which `kubectl amc` users and the dashboard may read.
+        raise ValueError(
+            f"{name}: a member name may not end in -viewer (its kubeconfig Secret would be "
+            f"{viewer_secret_name(name[: -len('-viewer')])}, the people's Secret of another "
+            "member); choose another name"
+        )
+    closed = [n for n in open_namespaces if n in (*PROTECTED_NAMESPACES, namespace)]
+    if closed:
+        raise ValueError(
+            f"--namespaces {','.join(closed)}: fleet never writes in the system namespaces or "
+            "in its own member namespace"
+        )
     account = SERVICE_ACCOUNT
     role = member_cluster_role(namespace)
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
     meta = {"labels": _labels(fleet_id)}
     guard = list(admission_objects(namespace, fleet_id)) if guarded else []
+    # Every TokenRequest for the dispatch identity capped at its lifetime, whoever asks.
+    guard += list(token_objects(namespace, fleet_id, token_seconds)) if guarded else []
     groups = list(scheduling_group_objects(namespace, fleet_id)) if native_gang else []
+    renewer = token_type == "bound"
     member: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, **meta}},
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": account, "namespace": namespace, **meta},
-        },
+        _service_account(account, namespace, meta),
+        *([_service_account(RENEWER_SERVICE_ACCOUNT, namespace, meta)] if renewer else []),
         *guard,
         *groups,
         {
@@ -287,52 +340,47 @@ def plan_join(
             },
             "subjects": subject,
         },
-        {
-            "apiVersion": _RBAC,
-            "kind": "Role",
-            "metadata": {"name": TOKEN_ROLE, "namespace": namespace, **meta},
-            "rules": as_policy_rules(token_rules(account)),
-        },
-        {
-            "apiVersion": _RBAC,
-            "kind": "RoleBinding",
-            "metadata": {"name": TOKEN_ROLE, "namespace": namespace, **meta},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": TOKEN_ROLE,
-            },
-            "subjects": subject,
-        },
     ]
     member += _viewer_objects(namespace, meta, guarded)
+    if renewer:
+        member += [
+            {
+                "apiVersion": _RBAC,
+                "kind": "Role",
+                "metadata": {"name": RENEWER_ROLE, "namespace": namespace, **meta},
+                "rules": as_policy_rules(renewer_rules(account)),
+            },
+            {
+                "apiVersion": _RBAC,
+                "kind": "RoleBinding",
+                "metadata": {"name": RENEWER_ROLE, "namespace": namespace, **meta},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": RENEWER_ROLE,
+                },
+                "subjects": [
+                    {
+                        "kind": "ServiceAccount",
+                        "name": RENEWER_SERVICE_ACCOUNT,
+                        "namespace": namespace,
+                    }
+                ],
+            },
+            _token_secret(RENEWER_TOKEN_SECRET, RENEWER_SERVICE_ACCOUNT, namespace, meta),
+        ]
     if token_type == "secret":
-        member.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "kubernetes.io/service-account-token",
-                "metadata": {
-                    "name": TOKEN_SECRET,
-                    "namespace": namespace,
-                    "annotations": {"kubernetes.io/service-account.name": account},
-                    **meta,
-                },
-            }
-        )
-        member.append(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "kubernetes.io/service-account-token",
-                "metadata": {
-                    "name": VIEWER_TOKEN_SECRET,
-                    "namespace": namespace,
-                    "annotations": {"kubernetes.io/service-account.name": VIEWER_SERVICE_ACCOUNT},
-                    **meta,
-                },
-            }
-        )
+        member.append(_token_secret(TOKEN_SECRET, account, namespace, meta))
+        member.append(_token_secret(VIEWER_TOKEN_SECRET, VIEWER_SERVICE_ACCOUNT, namespace, meta))
+    # Opened last, once the guard that makes the label mean something is there.
+    member += [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": opened, "labels": {open_label(fleet_id): "true"}},
+        }
+        for opened in open_namespaces
+    ]
     return JoinPlan(
         name=name,
         namespace=namespace,
@@ -348,6 +396,7 @@ def plan_join(
         guarded=guarded,
         native_gang=native_gang,
         viewer_token_seconds=viewer_token_seconds,
+        open_namespaces=tuple(open_namespaces),
     )
 
 
@@ -370,11 +419,7 @@ def _viewer_objects(namespace: str, meta: Mapping[str, Any], guarded: bool) -> l
     subject = {"kind": "ServiceAccount", "name": VIEWER_SERVICE_ACCOUNT, "namespace": namespace}
     role, cluster = viewer_cluster_role(namespace), viewer_nodes_role(namespace)
     objects: list[dict[str, Any]] = [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": VIEWER_SERVICE_ACCOUNT, "namespace": namespace, **meta},
-        },
+        _service_account(VIEWER_SERVICE_ACCOUNT, namespace, meta),
         {
             "apiVersion": _RBAC,
             "kind": "ClusterRole",
@@ -415,6 +460,32 @@ def viewer_binding(identity_namespace: str, namespace: str, fleet_id: str) -> di
                 "namespace": identity_namespace,
             }
         ],
+    }
+
+
+def _service_account(name: str, namespace: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace, **meta},
+    }
+
+
+def _token_secret(
+    name: str, account: str, namespace: str, meta: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A long-lived service-account-token Secret of `account`, filled by the member's token
+    controller."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {"kubernetes.io/service-account.name": account},
+            **meta,
+        },
     }
 
 
@@ -470,12 +541,18 @@ def kubeconfig_secret(
     guard: str = "",
     scheduling_group: str = "",
     viewer_role: str = "",
+    renewer: str = "",
+    seconds: int | None = None,
 ) -> dict[str, Any]:
     """The fleet-side Secret holding a member's kubeconfig, annotated with what the controller
-    needs to renew its token, the cluster the token belongs to, the admission policy that
-    guards it there (empty: none) and the scheduling-group policy join installed there (empty:
-    none)."""
+    needs to renew its token (the renewer's Secret, `renewer`; empty: none), the cluster the
+    token belongs to, the admission policy that guards it there (empty: none) and the
+    scheduling-group policy join installed there (empty: none)."""
     more = {c.CLUSTER_ID_ANNOTATION: cluster_id} if cluster_id else {}
+    if renewer:
+        more[c.RENEWER_SECRET_ANNOTATION] = renewer
+    if seconds is not None:
+        more[c.TOKEN_SECONDS_ANNOTATION] = str(int(seconds))
     more[c.ADMISSION_POLICY_ANNOTATION] = guard or c.NO_ADMISSION_POLICY
     if scheduling_group:
         more[c.SCHEDULING_GROUP_POLICY_ANNOTATION] = scheduling_group
@@ -499,6 +576,24 @@ def kubeconfig_secret(
         "data": {
             KUBECONFIG_KEY: base64.b64encode(yaml.safe_dump(dict(kubeconfig)).encode()).decode()
         },
+    }
+
+
+def renewer_secret(name: str, namespace: str, token: str, service_account: str) -> dict[str, Any]:
+    """The fleet-side Secret holding the renewer's token (`service_account`, namespace/name in
+    the member): read by the controller alone, when it renews the dispatch token. Kept apart
+    from the kubeconfig Secret so that whoever may read that one cannot extend its token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": _labels(),
+            "annotations": {c.SERVICE_ACCOUNT_ANNOTATION: service_account},
+        },
+        "data": {c.RENEWER_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }
 
 
@@ -552,6 +647,9 @@ def renewed_secret(
 def redacted(obj: Mapping[str, Any]) -> dict[str, Any]:
     """`obj` with the token of a kubeconfig Secret replaced by REDACTED (dry runs)."""
     out = copy.deepcopy(dict(obj))
+    if out.get("kind") == "Secret" and c.RENEWER_TOKEN_KEY in (out.get("data") or {}):
+        del out["data"]
+        out["stringData"] = {c.RENEWER_TOKEN_KEY: REDACTED}
     if out.get("kind") == "Secret" and KUBECONFIG_KEY in (out.get("data") or {}):
         config = yaml.safe_load(base64.b64decode(out["data"][KUBECONFIG_KEY]))
         for user in config.get("users") or []:

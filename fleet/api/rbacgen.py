@@ -23,8 +23,9 @@ import yaml
 
 from fleet.api.access import (
     DEFAULT_MEMBER_NAMESPACE,
+    RENEWER_ROLE,
+    RENEWER_SERVICE_ACCOUNT,
     SERVICE_ACCOUNT,
-    TOKEN_ROLE,
     VIEWER_SECRETS_ROLE,
     VIEWER_SERVICE_ACCOUNT,
     Rule,
@@ -35,13 +36,13 @@ from fleet.api.access import (
     fleet_secrets_rules,
     member_cluster_role,
     member_rules,
-    token_rules,
+    renewer_rules,
     viewer_cluster_role,
     viewer_cluster_rules,
     viewer_nodes_role,
     viewer_rules,
 )
-from fleet.api.guard import admission_objects
+from fleet.api.guard import admission_objects, token_objects
 
 __all__ = ["CHART_RBAC", "DASHBOARD_RBAC", "DOCS", "MEMBER_RBAC", "main", "render", "rules_table"]
 
@@ -164,16 +165,19 @@ def _secrets_namespaces_rbac() -> list[str]:
 
 #: Stand-ins for the chart values in the admission policy, replaced after it is dumped.
 _NS, _FLEET_ID = "NAMESPACE-OF-FLEETS-IDENTITY", "ID-OF-THE-FLEET"
+_SECONDS = 987654321
 
 
 def _admission_policy() -> list[str]:
-    """fleet.api.guard's policy and binding, for the namespace and fleet id the values name
-    (the fleet id is required: the policy checks that fleet's mark)."""
+    """fleet.api.guard's policies and bindings (the guard, the token cap), for the namespace,
+    fleet id and token lifetime the values name (the fleet id is required: the policy checks
+    that fleet's mark)."""
     docs = [
         yaml.safe_dump(obj, sort_keys=False, width=1000)
-        for obj in admission_objects(_NS, _FLEET_ID)
+        for obj in (*admission_objects(_NS, _FLEET_ID), *token_objects(_NS, _FLEET_ID, _SECONDS))
     ]
     text = "---\n".join(docs)
+    text = text.replace(str(_SECONDS), "{{ int .Values.memberIdentity.tokenExpirationSeconds }}")
     text = text.replace(_NS, "{{ .Values.memberIdentity.namespace }}").replace(
         _FLEET_ID,
         "{{ required \"memberIdentity.fleetId: the fleet's id (its controller's --fleet-id, "
@@ -188,6 +192,7 @@ def _member_rbac() -> str:
     role = "fleet:" + ns
     viewer, viewer_cluster = role + ":viewer", role + ":viewer-cluster"
     subject = f"  - {{kind: ServiceAccount, name: {SERVICE_ACCOUNT}, namespace: {ns}}}"
+    renewer = f"  - {{kind: ServiceAccount, name: {RENEWER_SERVICE_ACCOUNT}, namespace: {ns}}}"
     lines = [
         "# fleet's identity in a member cluster, as `fleet join` creates it. Render it for a",
         "# member with: helm template fleet helm/fleet --set memberIdentity.enabled=true",
@@ -203,6 +208,14 @@ def _member_rbac() -> str:
         "kind: ServiceAccount",
         "metadata:",
         f"  name: {SERVICE_ACCOUNT}",
+        f"  namespace: {ns}",
+        _LABELS,
+        "---",
+        "# The renewer: requests tokens of the dispatch ServiceAccount, and nothing else.",
+        "apiVersion: v1",
+        "kind: ServiceAccount",
+        "metadata:",
+        f"  name: {RENEWER_SERVICE_ACCOUNT}",
         f"  namespace: {ns}",
         _LABELS,
         "---",
@@ -229,20 +242,20 @@ def _member_rbac() -> str:
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: Role",
         "metadata:",
-        f"  name: {TOKEN_ROLE}",
+        f"  name: {RENEWER_ROLE}",
         f"  namespace: {ns}",
         _LABELS,
-        *_rules(token_rules()),
+        *_rules(renewer_rules()),
         "---",
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: RoleBinding",
         "metadata:",
-        f"  name: {TOKEN_ROLE}",
+        f"  name: {RENEWER_ROLE}",
         f"  namespace: {ns}",
         _LABELS,
-        f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {TOKEN_ROLE}}}",
+        f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {RENEWER_ROLE}}}",
         "subjects:",
-        subject,
+        renewer,
         "---",
         "# The people's read-only identity (kubectl amc, fleet dashboard): its ClusterRole is",
         "# bound by the controller in each namespace it dispatches to; nodes and Reservations",
@@ -357,7 +370,12 @@ def rules_table() -> str:
             f"namespace `{DEFAULT_MEMBER_NAMESPACE}`)",
             member_rules(),
         ),
-        *_table(f"In a member: Role `{TOKEN_ROLE}` in `{DEFAULT_MEMBER_NAMESPACE}`", token_rules()),
+        *_table(
+            f"In a member: Role `{RENEWER_ROLE}` in `{DEFAULT_MEMBER_NAMESPACE}` (bound to the "
+            f"renewer, ServiceAccount `{RENEWER_SERVICE_ACCOUNT}`; the dispatch identity has no "
+            "Role)",
+            renewer_rules(),
+        ),
         *_table(
             f"In a member: ClusterRole `{viewer_cluster_role()}` of the people's identity "
             f"`{VIEWER_SERVICE_ACCOUNT}` (bound by a RoleBinding in each namespace fleet "

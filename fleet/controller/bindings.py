@@ -110,6 +110,7 @@ def lifecycle_of(binding: GangBinding, now: float) -> lifecycle.Binding:
             unhealthy_since=_epoch(status.unhealthy_since) if status else None,
             cluster_lost_since=_epoch(status.cluster_lost_since) if status else None,
             tainted_since=_epoch(status.tainted_since) if status else None,
+            gang_unschedulable_since=_epoch(status.gang_unschedulable_since) if status else None,
         ),
         gave_up=gave_up,
         released=healthy.message
@@ -144,6 +145,9 @@ def failover_settings(binding: GangBinding) -> FailoverSettings | None:
         on_job_failure=spec.on_application_failure is not False,
         on_cluster_loss=spec.on_cluster_loss is not False,
         cluster_purge_mode=spec.cluster_purge_mode,
+        gang_schedule_timeout_seconds=None
+        if spec.gang_schedule_timeout_seconds is None
+        else float(spec.gang_schedule_timeout_seconds),
     )
 
 
@@ -207,6 +211,7 @@ def persisted_status(life: lifecycle.Binding) -> dict[str, Any]:
         "unhealthySince": _stamp(life.timers.unhealthy_since),
         "clusterLostSince": _stamp(life.timers.cluster_lost_since),
         "taintedSince": _stamp(life.timers.tainted_since),
+        "gangUnschedulableSince": _stamp(life.timers.gang_unschedulable_since),
         "reservingSince": _stamp(life.reserving_since),
         "domainWaitSince": _stamp(life.domain_wait_since),
     }

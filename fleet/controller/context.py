@@ -68,6 +68,9 @@ class Job:
     #: The copies the job may still have outside its target, as this reconcile's purge found
     #: them (`failovers.purge_old_copies`, `fleet.core.ledger`).
     outside: tuple[ledger.Outside, ...] = ()
+    #: Why the gang has not started in its member within its deadline, as this reconcile's
+    #: failover judgement found it (`failover.Stay.stuck`); the mirror says it.
+    stuck: str | None = None
 
     @property
     def uid(self) -> str:

@@ -44,7 +44,7 @@ from fleet.controller import copies
 from fleet.controller.context import Job, Shell
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
-from fleet.controller.namespaces import in_namespace
+from fleet.controller.namespaces import in_namespace, list_service_account
 from fleet.kube import ApiError, Conflict, Forbidden, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -150,9 +150,10 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
     fleet_id = shell.settings.fleet_id
     namespace = job.key.namespace
     out = Written(records=[])
+    await _record_before_creating(shell, job, member, deps, before)
     for dep in deps:
         last = before.get((dep.kind, dep.name))
-        if last is not None and last.digest == dep.digest:
+        if last is not None and last.digest == dep.digest and not last.creating:
             out.records.append(last.to_dict())
             continue
         record: dict[str, Any] = {
@@ -206,6 +207,8 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
             )
             break
         obj, created = written
+        if dep.kind == "ServiceAccount":
+            await _listed(shell, member, namespace, dep.name)
         uid = (obj.get("metadata") or {}).get("uid")
         if uid and not copies.is_adopted(obj):
             record["uid"] = uid
@@ -213,6 +216,46 @@ async def write(shell: Shell, job: Job, member: Member, deps: list[Wanted]) -> W
             out.created.append((dep.kind, dep.name, uid))
         out.records.append(DependencyRecord.model_validate(record).to_dict())
     return out
+
+
+async def _record_before_creating(
+    shell: Shell,
+    job: Job,
+    member: Member,
+    deps: list[Wanted],
+    before: dict[tuple[str, str], DependencyRecord],
+) -> None:
+    """Save a `creating` record of each dependency fleet is about to create in `member` before
+    the create is sent: the ledger names everything fleet may have written in a member, so a
+    controller that dies between a create and the binding write leaves no object of fleet's
+    there that no record names (the collector cannot find one: fleet may not list ConfigMaps
+    or Secrets in a member). A dependency with a record already is not recorded again."""
+    fresh = [d for d in deps if (d.kind, d.name) not in before]
+    if not fresh:
+        return
+    intents = [r.to_dict() for r in before.values()] + [
+        DependencyRecord(
+            cluster=member.name, kind=d.kind, name=d.name, digest=d.digest, creating=True
+        ).to_dict()
+        for d in fresh
+    ]
+    job.binding, _ = await shell.bindings.save(
+        job.key,
+        job.binding,
+        status={"dependencies": with_records(job.binding, member.name, intents)},
+    )
+
+
+async def _listed(shell: Shell, member: Member, namespace: str, name: str) -> None:
+    """A ServiceAccount fleet wrote is listed on its namespace, if fleet's, so the member's
+    admission policy lets the job's pods run as it; a member that refuses (a join older than
+    the annotation's rule) leaves it to the copy's own refusal, which names the annotation."""
+    try:
+        await list_service_account(shell, member, namespace, name)
+    except ApiError as e:
+        if e.status >= 500:
+            raise
+        log.warning("%s: ServiceAccount %s not listed on its namespace: %s", member.name, name, e)
 
 
 async def _create_or_patch(
@@ -298,12 +341,18 @@ async def release(
         if (r.kind, r.name) in kept:
             remaining.append(r.to_dict())
             continue
-        if r.uid is None or _used_elsewhere(shell, binding, cluster, r.kind, r.name):
+        if (r.uid is None and not r.creating) or _used_elsewhere(
+            shell, binding, cluster, r.kind, r.name
+        ):
             continue
         try:
+            # A `creating` record has no UID yet: deleted by name, which the member's admission
+            # policy refuses (403) for an object without fleet's mark.
             deleted = await member.writer.delete(
                 copies.dependency_api_version(r.kind), r.kind, r.name, namespace, uid=r.uid
             )
+        except NotFound:
+            deleted = False  # never created (the controller died before the create), or gone
         except (Conflict, Forbidden) as e:
             # Replaced by the member's own object (409, its UID differs), or its admission
             # policy says it is not fleet's (403): not fleet's to delete.

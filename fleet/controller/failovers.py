@@ -207,6 +207,9 @@ async def judge(shell: Shell, job: Job) -> bool:
         cluster_refuses=refusal_of(member),
         job_failed=(state == "Failed") if synced else None,
         job_succeeded=state == "Succeeded",
+        job_running=state == "Running",
+        gang_unschedulable=member.unscheduled.summary(job.uid) if member is not None else None,
+        gang_timeout_seconds=job.kind.gang_timeout_seconds(job.workload),
         no_execute=(str(evicting[0]), evicting[1]) if evicting else None,
         unjoining=member is not None
         and any(
@@ -231,8 +234,11 @@ async def judge(shell: Shell, job: Job) -> bool:
         cluster=target,
     )
     if isinstance(verdict, failover.Stay):
+        job.stuck = verdict.stuck
         if verdict.refused is not None and member is not None:
             await _stay_refused(shell, job, member, verdict)
+        elif verdict.stuck is not None:
+            await _stay_stuck(shell, job, verdict)
         elif verdict.timers != job.life.timers:
             await save(shell, job, lifecycle.with_timers(job.life, verdict.timers))
             if verdict.waiting:
@@ -250,6 +256,25 @@ async def judge(shell: Shell, job: Job) -> bool:
         return False
     await _fail_over(shell, job, target, verdict)
     return True
+
+
+async def _stay_stuck(shell: Shell, job: Job, verdict: failover.Stay) -> None:
+    """The gang has not started in its member within its deadline: its timers are kept, the
+    mirror writes the binding's Healthy=False and the fleet job's Scheduled=False (reason
+    GangUnschedulable, the member's word), and a Warning Event says so once, when the copy
+    turns stuck (a reconcile that finds the binding saying so already posts none)."""
+    assert verdict.stuck is not None
+    life = lifecycle.with_timers(job.life, verdict.timers)
+    if life != job.life:
+        await save(shell, job, life)
+    healthy = condition_of(binding_conditions(shell, job), c.CONDITION_HEALTHY)
+    if healthy.get("reason") == c.REASON_GANG_UNSCHEDULABLE:
+        return
+    message = verdict.stuck
+    if verdict.recheck_at is not None:
+        message += f"; failing over at {format_time(verdict.recheck_at)} unless it starts"
+    await shell.events.record(job.workload, c.REASON_GANG_UNSCHEDULABLE, message, warning=True)
+    log.warning("%s: %s", job.key, message)
 
 
 def refusal_of(member: Member | None) -> str | None:

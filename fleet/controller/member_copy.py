@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 
 from fleet.api import constants as c
+from fleet.api.guard import not_open, open_label
 from fleet.controller import copies, dependencies, reserving
 from fleet.controller.context import Job, Shell, save
 from fleet.controller.keys import WorkloadKey
@@ -116,7 +117,7 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         if existing is not None and not copies.is_ours(existing, job.uid):
             if job.binding.spec.conflict_resolution != "Overwrite":
                 if written is not None:  # written for a dispatch that is not going to happen
-                    await dependencies.delete_created(member, key.namespace, written.created)
+                    await _take_back(job, member, written)
                 await _not_applied(
                     shell,
                     job,
@@ -152,7 +153,12 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
         if e.status in _REFUSED:
             if written is not None and (existing is None or not copies.is_ours(existing, job.uid)):
                 # The member refused the copy: what was created for it goes again.
-                await dependencies.delete_created(member, key.namespace, written.created)
+                await _take_back(job, member, written)
+            if e.status == 403 and not_open(e.message):
+                await _refuse(
+                    shell, job, member, _not_open(shell, job, member), c.REASON_NAMESPACE_NOT_OPEN
+                )
+                return None
             await _not_applied(shell, job, member.name, c.REASON_APPLY_FAILED, str(e))
             return None
         raise
@@ -173,9 +179,27 @@ async def _dispatch_dependencies(
     written = await dependencies.write(shell, job, member, deps)
     if written.conflict is None:
         return written
-    await dependencies.delete_created(member, job.key.namespace, written.created)
-    await _refuse(shell, job, member, written.conflict)
+    await _take_back(job, member, written)
+    if not_open(written.conflict):
+        await _refuse(
+            shell, job, member, _not_open(shell, job, member), c.REASON_NAMESPACE_NOT_OPEN
+        )
+    else:
+        await _refuse(shell, job, member, written.conflict, c.REASON_DEPENDENCY_CONFLICT)
     return None
+
+
+def _not_open(shell: Shell, job: Job, member: Member) -> str:
+    """What the binding and the Warning Event say when the member's admission policy refuses
+    the job's namespace there: which, where, and how its admins open it."""
+    namespace = job.key.namespace
+    return (
+        f"namespace {namespace} in {member.name} was not created by fleet and is not opened to "
+        f"this fleet ({shell.settings.fleet_id}), so the member refuses fleet's writes there: "
+        f"its admins open it with `fleet join {member.name} --namespaces {namespace}` (or the "
+        f"label {open_label(shell.settings.fleet_id)}=true on the namespace); retried in "
+        f"{CONFLICT_RETRY_SECONDS:.0f}s, elsewhere meanwhile"
+    )
 
 
 async def _keep_in_step(
@@ -203,6 +227,14 @@ async def _keep_in_step(
         await _not_applied(shell, job, member.name, c.REASON_DEPENDENCY_CONFLICT, written.conflict)
 
 
+async def _take_back(job: Job, member: Member, written: dependencies.Written) -> None:
+    """The copy is not going to `member` after all: what this attempt created for it is deleted
+    again, and the records saved before creating (`creating`) go with the next binding write."""
+    await dependencies.delete_created(member, job.key.namespace, written.created)
+    kept = [r for r in dependencies.recorded(job.binding, member.name) if not r.creating]
+    _record(job, member, dependencies.Written(records=[r.to_dict() for r in kept]))
+
+
 def _record(job: Job, member: Member, written: dependencies.Written) -> None:
     """The dependency records go with the reconcile's next binding write."""
     records = dependencies.with_records(job.binding, member.name, written.records)
@@ -211,16 +243,17 @@ def _record(job: Job, member: Member, written: dependencies.Written) -> None:
         job.deferred_status["dependencies"] = records
 
 
-async def _refuse(shell: Shell, job: Job, member: Member, message: str) -> None:
-    """`member` refuses the job (a dependency there is not fleet's): the gang leaves it before
-    anything of it ran, avoids it for `CONFLICT_RETRY_SECONDS`, and is placed again; the
-    binding (FullyApplied, pending reasons) and a Warning Event say which object."""
+async def _refuse(shell: Shell, job: Job, member: Member, message: str, reason: str) -> None:
+    """`member` refuses the job (`reason`: a dependency there is not fleet's, or its namespace
+    there is not open to fleet): the gang leaves it before anything of it ran, avoids it for
+    `CONFLICT_RETRY_SECONDS`, and is placed again; the binding (FullyApplied, pending reasons)
+    and a Warning Event say why."""
     member.snapshot.release(job.uid)
     now = shell.clock.now()
     life = lifecycle.refused(
         job.life,
         member.name,
-        c.REASON_DEPENDENCY_CONFLICT,
+        reason,
         message,
         now,
         retry_after=CONFLICT_RETRY_SECONDS,
@@ -237,10 +270,10 @@ async def _refuse(shell: Shell, job: Job, member: Member, message: str) -> None:
         conditions=binding_conditions(
             shell,
             job,
-            (c.CONDITION_FULLY_APPLIED, "False", c.REASON_DEPENDENCY_CONFLICT, message),
+            (c.CONDITION_FULLY_APPLIED, "False", reason, message),
         ),
     )
-    await shell.events.record(job.workload, c.REASON_DEPENDENCY_CONFLICT, message, warning=True)
+    await shell.events.record(job.workload, reason, message, warning=True)
     log.info("%s: not sent to %s: %s", job.key, member.name, message)
     shell.queue.add(job.key)
 

@@ -215,7 +215,8 @@ class Metrics:
         self.failovers = Counter(
             registry,
             "fleet_failovers_total",
-            "Failovers, by reason (ApplicationFailure, ClusterLost, TaintUntolerated).",
+            "Failovers, by reason (ApplicationFailure, GangUnschedulable, ClusterLost, "
+            "TaintUntolerated, MemberUnjoined).",
             "reason",
         )
         self.purges = Counter(

@@ -1,5 +1,7 @@
-"""A job's namespace in a member: created by fleet when a write says it is missing, and opened
-to the people's read-only identity the first time fleet dispatches there."""
+"""A job's namespace in a member: created by fleet when a write says it is missing, carrying the
+hub namespace's PodSecurity level (never below baseline), and the ServiceAccounts fleet copies
+there listed on it, so the member's admission policy lets its pods run as them; opened to the
+people's read-only identity the first time fleet dispatches there."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from fleet.api import constants as c
+from fleet.api.guard import member_pod_security
 from fleet.api.membership import viewer_binding
 from fleet.controller.context import Shell
 from fleet.controller.members import Member
@@ -37,12 +40,18 @@ async def in_namespace(
 
 
 async def create_namespace(shell: Shell, member: Member, namespace: str) -> None:
+    """The namespace, fleet's, with the PodSecurity labels of the fleet's namespace of that name
+    (`member_pod_security`: the member's admission policy refuses any Namespace of fleet's
+    below baseline)."""
     client = member.client
     assert client is not None
+    hub = await shell.fleet.get("v1", "Namespace", namespace)
+    hub_labels = ((hub or {}).get("metadata") or {}).get("labels") or {}
+    labels = {**member_pod_security(hub_labels), c.MANAGED_BY_LABEL: shell.settings.fleet_id}
     body = {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": namespace, "labels": {c.MANAGED_BY_LABEL: shell.settings.fleet_id}},
+        "metadata": {"name": namespace, "labels": labels},
     }
     with contextlib.suppress(Conflict):  # created meanwhile: as good
         await member.writer.create(body)
@@ -70,3 +79,31 @@ async def bind_viewer(shell: Shell, member: Member, namespace: str) -> None:
         )
         return
     member.viewer_bound.add(namespace)
+
+
+async def list_service_account(shell: Shell, member: Member, namespace: str, name: str) -> None:
+    """List the ServiceAccount `name` fleet copied into `namespace` in the namespace's
+    `fleet.dev/service-accounts` annotation, if fleet created the namespace (in one its admins
+    opened, the list is theirs to write). A namespace changed meanwhile is read again."""
+    client = member.client
+    assert client is not None
+    for _ in range(3):
+        found = await client.get("v1", "Namespace", namespace)
+        meta = (found or {}).get("metadata") or {}
+        if (meta.get("labels") or {}).get(c.MANAGED_BY_LABEL) != shell.settings.fleet_id:
+            return
+        listed = (meta.get("annotations") or {}).get(c.SERVICE_ACCOUNTS_ANNOTATION) or ""
+        names = [n.strip() for n in listed.split(",") if n.strip()]
+        if name in names:
+            return
+        patch = {
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "annotations": {c.SERVICE_ACCOUNTS_ANNOTATION: ",".join([*names, name])},
+            }
+        }
+        try:
+            await member.writer.patch("v1", "Namespace", namespace, patch)
+        except Conflict:
+            continue
+        return

@@ -85,6 +85,7 @@ class Controller:
             clock=clock,
             probe_interval=settings.probe_interval,
             status_interval=settings.status_interval,
+            guard_check_interval=settings.guard_check_interval,
             connect=connect,
             member_qps=settings.member_qps,
             member_burst=settings.member_burst,

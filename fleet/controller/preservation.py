@@ -25,6 +25,7 @@ from typing import Any, Literal
 from fleet.api import GangBinding
 from fleet.controller import copies
 from fleet.controller.context import Job, Shell
+from fleet.core.failover import APPLICATION_REASONS
 from fleet.core.statepreservation import Rule, preserved_labels, rules_of
 
 #: The Event a job gets when a rule gives no label.
@@ -35,9 +36,10 @@ MoveKind = Literal["application", "cluster", "queue"]
 
 
 def move_kind(reason: str) -> MoveKind:
-    """The kind of failover a verdict's reason is (only ApplicationFailure is the
-    application's; a lost, tainted or unjoined cluster is the cluster's)."""
-    return "application" if reason == "ApplicationFailure" else "cluster"
+    """The kind of failover a verdict's reason is (a Failed copy, or a gang that never started
+    in its member, is the application's; a lost, tainted or unjoined cluster is the
+    cluster's)."""
+    return "application" if reason in APPLICATION_REASONS else "cluster"
 
 
 def rules_for(binding: GangBinding, kind: MoveKind) -> list[Rule]:

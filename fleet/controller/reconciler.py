@@ -60,6 +60,7 @@ class Reconciler:
         workload = await self._workload(key)
         if workload is None:
             await gate.release(shell, key)
+            gate.victim_gone(shell, key)
             shell.triggers.forget(key)
             return
         binding = await shell.bindings.read(key)
@@ -69,10 +70,12 @@ class Reconciler:
 
         # 1. Deleted: its quota released, the member copies deleted, then the workload goes.
         if workload["metadata"].get("deletionTimestamp"):
-            await gate.release(shell, key)
             life = lifecycle_of(binding, now) if binding else None
+            gate.victim_leaving(shell, key, life)
+            await gate.release(shell, key)
             holding = life.clusters_holding_copies() if life else sorted(shell.members.members)
             if await claims.finalize(shell, key, workload, binding, holding):
+                gate.victim_gone(shell, key)  # its copies and their pods are gone
                 shell.triggers.forget(key)
             return
 

@@ -30,6 +30,10 @@ class Settings:
     probe_interval: float = 3.0
     #: How often MemberCluster status is refreshed (also on every health change).
     status_interval: float = 10.0
+    #: How often the guard `fleet join` installed in each member is asked, with fleet's token,
+    #: whether it still refuses (fleet.api.guardprobe): the longest a deleted guard goes
+    #: unnoticed (Guarded=False, GuardMissing).
+    guard_check_interval: float = 60.0
     #: How often every bound workload is reconciled again (0 disables): the longest a change to
     #: a propagated Secret or ConfigMap on the fleet takes to reach the members' copies.
     resync_interval: float = 30.0

@@ -194,22 +194,32 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     mirrored = job.kind.fleet_status(member_status, current, fails_over=fails_over)
     # Fleet's condition as the fleet job has it, in front of the member's: unchanged, it is kept
     # as it is (timestamps included), so a reconcile that observed nothing new writes nothing.
+    # A gang that has not started in the member within its deadline is not scheduled there:
+    # False, GangUnschedulable, with the member's word (`failovers.judge`).
     if "conditions" in mirrored:
         member_conditions = [x for x in mirrored["conditions"] if x.get("type") != FLEET_CONDITION]
         mirrored["conditions"] = with_fleet_condition(
             job.kind,
             [scheduled, *member_conditions] if scheduled else member_conditions,
-            "True",
-            c.REASON_SCHEDULED,
-            result.get("message") or scheduled.get("message") or f"scheduled to {member.name}",
+            *(
+                ("False", c.REASON_GANG_UNSCHEDULABLE, job.stuck)
+                if job.stuck is not None
+                else (
+                    "True",
+                    c.REASON_SCHEDULED,
+                    result.get("message")
+                    or (scheduled.get("reason") == c.REASON_SCHEDULED and scheduled.get("message"))
+                    or f"scheduled to {member.name}",
+                )
+            ),
             shell.clock.now(),
             generation=_generation(job.workload),
         )
     # A first dispatch whose copy has reported nothing yet leaves the fleet job's status alone:
     # its Scheduled condition goes in with the first state the member's operator reports (the
     # binding and the ScheduleBindingSucceed event already say where it went). A job that shows
-    # something (it waited, or a failover) is told at once.
-    first_word = not member_status and not current.get("conditions")
+    # something (it waited, or a failover, or its gang is stuck) is told at once.
+    first_word = not member_status and not current.get("conditions") and job.stuck is None
     if not first_word and any(current.get(k) != v for k, v in mirrored.items()):
         await patch_workload_status(shell, job.workload, mirrored)
 
@@ -227,7 +237,7 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
     item: dict[str, Any] = {
         "clusterName": member.name,
         "applied": True,
-        "health": health,
+        "health": "Unhealthy" if job.stuck is not None else health,
         "jobState": state,
     }
     if member_status and preservation.wants_status(job.binding):
@@ -249,7 +259,9 @@ async def mirror(shell: Shell, job: Job, member: Member, copy: Obj) -> None:
                 c.REASON_FULLY_APPLIED,
                 f"applied to {member.name}",
             ),
-            (
+            (c.CONDITION_HEALTHY, "False", c.REASON_GANG_UNSCHEDULABLE, job.stuck)
+            if job.stuck is not None and not unhealthy
+            else (
                 c.CONDITION_HEALTHY,
                 "False" if unhealthy else "True",
                 c.REASON_UNHEALTHY if unhealthy else c.REASON_HEALTHY,

@@ -160,6 +160,16 @@ class Triggers:
         else:
             self.queue.add(key)
 
+    def gang_pods_refused(self, member: str, uid: str) -> None:
+        """The member's scheduler began (or ceased) refusing pods of the gang whose fleet UID is
+        `uid`: the workload bound there with that UID is judged again, gathered like a copy's
+        status change (its gang-start clock starts or clears, `failover.judge`)."""
+        for key in self.placed_on(member):
+            workload = self.workloads.get(key)
+            if workload is not None and (workload.get("metadata") or {}).get("uid") == uid:
+                self.queue.add_after(key, STATUS_COALESCE_SECONDS)
+                return
+
     def member_changed(self, obj: Obj, *, deleted: bool = False) -> None:
         """A MemberCluster event (after the registry synced it). Only a change to what placement
         reads (its labels, its spec: taints, id, gangScheduler, schedulerName, reservation,

@@ -1,34 +1,47 @@
 """Placing a gang's pod sets each inside one topology domain of a member, node by node.
 
 The rules are the gang's (`Gang.topology`, see `fleet.core.topology`). For each rule, the
-domains of its level (`ClusterSnapshot.domains`) are sized from their nodes' free vectors: how
-many of the rule's pods each has room for, counting for each pod shape the nodes whose
-signature admits it (an upper bound of what packing can do, so a domain it rules out surely
-cannot hold them). Domains with room for every pod are packed in best-fit order (fewest free
-accelerators first, so whole racks stay whole for the big gangs) with the same packer as the
-whole member (`packing`), restricted to the domain's signatures; the first domain where every
-pod gets a node wins. Rules are placed largest first and each sees what the previous ones took;
-the gang's components under no rule are placed anywhere after them.
+domains of its level are sized from their nodes' free vectors: how many of the rule's pods each
+has room for, counting for each pod shape the nodes whose signature admits it (an upper bound of
+what packing can do, so a domain it rules out surely cannot hold them). Domains with room for
+every pod are packed in best-fit order (fewest free accelerators first, so whole racks stay
+whole for the big gangs) with the same packer as the whole member (`packing`), restricted to the
+domain's signatures; the first domain where every pod gets a node wins. Rules are placed
+largest first and each sees what the previous ones took; the gang's components under no rule
+are placed anywhere after them.
 
-Costs: the domains' free vectors are indexed once per snapshot version and level (O(groups),
-in `ClusterSnapshot.memo`); sizing is lazy: domains without the accelerators the rule needs in
-total are skipped at a comparison each, and the first domain with room ends the search. The
-largest domain (for the sentence) is found by branch and bound on free accelerators.
+Costs. For a level in the snapshot's topology index (`ClusterSnapshot.level`, the usual case:
+racks, blocks, NVLink domains), nothing here walks the level's domains on a decision's hot
+path: the snapshot keeps, per domain and per per-pod accelerator amount, how many such pods its
+nodes could hold (`fleet.core.levels`), so the best domain's count is read, not searched, and
+the domains that could hold a rule's pods are taken from that index (those holding enough of
+its largest per-pod amount) rather than found by looking at each. A domain's sizing (its free
+vectors and the room each pod shape has there) is kept with the domain until one of its nodes
+changes: a change invalidates one domain, not the snapshot. What a gang's rules ask (its items,
+counts, totals) is worked out once per gang (`Gang.derived`), not once per member. The largest
+domain, which only a rejection's sentence names, is searched for only when the sentence is read
+(`DomainMiss.largest`). A level outside the index is read from the signatures (once per
+snapshot version), at the old cost.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from itertools import islice
 from typing import cast
 
 from fleet.core.assignment import Assignment, Domain
-from fleet.core.explain import Reason, Sentence, clip, roster
+from fleet.core.constraints import PodConstraints
+from fleet.core.explain import Fact, LazyFacts, Reason, Sentence, clip, roster
 from fleet.core.fragmentation import WorkloadMix
+from fleet.core.levels import Level, PodCapacity
 from fleet.core.packing import Item, NodesIn, Unplaced, _Packer
 from fleet.core.resources import CPU, MEMORY, Resources
-from fleet.core.snapshot import ClusterSnapshot, ShapeGroup, Signature
+from fleet.core.shapes import ShapeGroup, Signature
+from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.topology import TopologyRule, level_word
 from fleet.core.workload import Component, Gang
 
@@ -47,16 +60,59 @@ class Room:
         return self.holds >= self.pods
 
 
-@dataclass(frozen=True, slots=True)
-class DomainMiss:
-    """No domain of `rule`'s level holds its pods: the largest room, and how many domains had
-    room by their free vectors but failed node by node."""
+_UNKNOWN = object()
 
-    rule: TopologyRule
-    parts: tuple[tuple[str, int], ...]
-    largest: Room | None
-    domains: int
-    packed_and_failed: int
+
+class DomainMiss:
+    """No domain of `rule`'s level holds its pods: how many domains it has, how many had room
+    by their free vectors but failed node by node, and the largest room (`largest`, searched
+    for only when read, and only while the snapshot is still the one the miss was found on)."""
+
+    __slots__ = (
+        "_gang",
+        "_largest",
+        "_snapshot",
+        "_version",
+        "domains",
+        "packed_and_failed",
+        "parts",
+        "rule",
+    )
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        gang: Gang,
+        rule: TopologyRule,
+        domains: int,
+        packed_and_failed: int,
+    ) -> None:
+        self.rule = rule
+        self.parts = _parts(gang, rule)
+        self.domains = domains
+        self.packed_and_failed = packed_and_failed
+        self._snapshot = snapshot
+        self._gang = gang
+        self._version = snapshot.version
+        self._largest: object = _UNKNOWN
+
+    @property
+    def stale(self) -> bool:
+        """Whether the snapshot changed before the largest domain was looked for (it is then
+        not named: what it held then is no longer known)."""
+        return self.largest is None and self._snapshot.version != self._version
+
+    @property
+    def largest(self) -> Room | None:
+        """The domain with room for the most of the rule's pods (`largest`); None when the
+        level has no domain, or when the snapshot changed before this was first read."""
+        if self._largest is _UNKNOWN:
+            self._largest = (
+                largest(self._snapshot, self._gang, self.rule)
+                if self._snapshot.version == self._version
+                else None
+            )
+        return cast(Room | None, self._largest)
 
 
 def rule_items(gang: Gang, rule: TopologyRule) -> list[Item]:
@@ -80,11 +136,69 @@ def _size(item: Item, accel: str) -> tuple[int, int, int]:
     return (r.get(accel, 0), r.get(CPU, 0), r.get(MEMORY, 0))
 
 
+@lru_cache(maxsize=1024)
+def _needs_identity(constraints: PodConstraints, keys: frozenset[str]) -> bool:
+    return constraints.needs_node_identity(keys)
+
+
+class _Shape:
+    """Pods shaped like one item, as a domain's room is sized for them: their requests and
+    constraints, and whether the constraints look at per-node facts (then every node counts,
+    judged node by node in packing). Hashed once (it keys every domain's sizing)."""
+
+    __slots__ = ("_hash", "constraints", "identity", "requests")
+
+    def __init__(self, requests: Resources, constraints: PodConstraints, identity: bool) -> None:
+        self.requests = requests
+        self.constraints = constraints
+        self.identity = identity
+        self._hash = hash((requests, constraints, identity))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Shape) and (
+            other is self
+            or (
+                other._hash == self._hash
+                and other.requests == self.requests
+                and other.constraints == self.constraints
+                and other.identity == self.identity
+            )
+        )
+
+
+class _Key:
+    """A tuple hashed once: what a demand's answers are kept under, per snapshot version."""
+
+    __slots__ = ("_hash", "parts")
+
+    def __init__(self, *parts: object) -> None:
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and (
+            other is self or (other._hash == self._hash and other.parts == self.parts)
+        )
+
+
+#: Pod shapes whose room one domain keeps (then it starts over): bounds what an idle rack keeps
+#: over a long-running controller's life.
+_ROOMS_PER_DOMAIN = 64
+
+
 class _Domain:
     """One domain's free capacity: its free accelerators and (signature, free vector, nodes),
-    the latter built on first use (a domain too small for a gang is never looked into)."""
+    the latter built on first use (a domain too small for a gang is never looked into), and the
+    room each pod shape has there, sized once. For an indexed level it is kept until one of the
+    domain's nodes changes (`_domain`); otherwise for one snapshot version."""
 
-    __slots__ = ("_entries", "_nodes", "accelerator_free", "slots", "value")
+    __slots__ = ("_entries", "_nodes", "_totals", "accelerator_free", "level", "rooms", "value")
 
     def __init__(
         self,
@@ -92,27 +206,37 @@ class _Domain:
         accelerator_free: int,
         entries: tuple[tuple[Signature, Resources, int], ...] | None = None,
         nodes: tuple[ClusterSnapshot, Mapping[str, None]] | None = None,
-        slots: Mapping[int, int] | None = None,
+        level: Level | None = None,
     ) -> None:
         self.value = value
         self.accelerator_free = accelerator_free
         self._entries = entries
         self._nodes = nodes
-        #: Free accelerator amount -> nodes with it (indexed levels only).
-        self.slots = slots
+        self._totals: dict[str, int] | None = None
+        #: The indexed level (its per-pod capacities bound the domain without its nodes).
+        self.level = level
+        self.rooms: dict[_Shape, int] = {}
+
+    def capacity(self, per_pod: int) -> int:
+        """Indexed levels: how many pods of `per_pod` accelerators its nodes' free amounts
+        hold, each node a bin (kept by the snapshot, O(1))."""
+        assert self.level is not None
+        return self.level.capacity(per_pod).of.get(self.value, 0)
 
     def too_small(self, demand: _Demand) -> bool:
-        """Whether the domain surely cannot hold the demand, by free accelerators alone: in
-        total, or for some item, counting each node's free amount as whole pods (O(amounts))."""
+        """Whether the domain surely cannot hold the demand, without looking at its nodes: too
+        few free accelerators in total, or for some item counting each node's free amount as
+        whole pods; for an indexed level also any resource short in total (a domain `_room`
+        would then find short too). O(items + resources)."""
         if self.accelerator_free < demand.need_accelerator:
             return True
-        slots = self.slots
-        if slots is None:
+        if self.level is None:
             return False
         for per_pod, count in zip(demand.accelerators, demand.counts, strict=True):
-            if per_pod and sum(n * (a // per_pod) for a, n in slots.items()) < count:
+            if per_pod and self.capacity(per_pod) < count:
                 return True
-        return False
+        free = self.level.free[self.value]
+        return any(free.get(name, 0) < amount for name, amount in demand.need.items())
 
     @property
     def entries(self) -> tuple[tuple[Signature, Resources, int], ...]:
@@ -127,6 +251,36 @@ class _Domain:
             self._entries = tuple((g.signature, g.free, n) for g, n in counts.items())
         return self._entries
 
+    def total(self, resource: str) -> int:
+        """Free `resource` summed over the domain's nodes (kept by the snapshot for an indexed
+        level)."""
+        if self.level is not None:
+            return self.level.free[self.value].get(resource, 0)
+        totals = self._totals
+        if totals is None:
+            totals = self._totals = {}
+            for _, free, n in self.entries:
+                for name, amount in free.items():
+                    totals[name] = totals.get(name, 0) + amount * n
+        return totals.get(resource, 0)
+
+    def room_of(self, shape: _Shape) -> int:
+        """How many pods of `shape` the domain's nodes could hold at most, each node a separate
+        bin and only nodes whose signature admits them. Sized once per shape."""
+        found = self.rooms.get(shape)
+        if found is not None:
+            return found
+        requests, constraints, identity = shape.requests, shape.constraints, shape.identity
+        total = 0
+        for sig, free, nodes in self.entries:
+            copies = requests.copies_in(free)
+            if copies > 0 and (identity or sig.rejection(constraints) is None):
+                total += copies * nodes
+        if len(self.rooms) >= _ROOMS_PER_DOMAIN:
+            self.rooms.clear()  # a rack nobody changes keeps no more than this many shapes
+        self.rooms[shape] = total
+        return total
+
     def within(self, snapshot: ClusterSnapshot, level: str) -> Collection[Signature] | NodesIn:
         """What packing is restricted to for this domain of `level`."""
         if self._nodes is not None:
@@ -134,89 +288,41 @@ class _Domain:
         return snapshot.domains(level).get(self.value, ())
 
 
+def _domain(snapshot: ClusterSnapshot, level: Level, value: str) -> _Domain:
+    """Domain `value` of an indexed level, as sized so far: kept with the level until one of
+    its nodes changes (its version), so a change elsewhere keeps it."""
+    version = level.versions[value]
+    found = level.memo.get(value)
+    if found is not None and found[0] == version:
+        return cast(_Domain, found[1])
+    domain = _Domain(
+        value, level.accelerators[value], nodes=(snapshot, level.nodes[value]), level=level
+    )
+    level.memo[value] = (version, domain)
+    return domain
+
+
 def _index(snapshot: ClusterSnapshot, level: str) -> tuple[_Domain, ...]:
-    """Every domain of `level`, fewest free accelerators first (then by name): built once per
-    snapshot version and level. For an indexed level (`ClusterSnapshot.indexed`) from the
-    per-level index and its free accelerator totals, O(domains); else from the signatures."""
+    """Every domain of a level that is not indexed (a signature label), fewest free
+    accelerators first (then by name), read from the signatures once per snapshot version."""
     table = snapshot.per_version()
     key = ("topology-domains", level)
     found = table.get(key)
     if found is not None:
         return cast(tuple[_Domain, ...], found)
     out = []
-    if snapshot.indexed(level):
-        accelerators = snapshot.domain_accelerators(level)
-        slots = snapshot.domain_slots(level)
-        for value, names in snapshot.domain_nodes(level).items():
-            out.append(
-                _Domain(
-                    value,
-                    accelerators.get(value, 0),
-                    nodes=(snapshot, names),
-                    slots=slots.get(value, {}),
-                )
-            )
-    else:
-        for value, sigs in snapshot.domains(level).items():
-            entries = []
-            total = 0
-            for sig in sigs:
-                for amount, bucket in sig.buckets.items():
-                    for free, group in bucket.items():
-                        n = len(group)
-                        entries.append((sig, free, n))
-                        total += amount * n
-            out.append(_Domain(value, total, tuple(entries)))
+    for value, sigs in snapshot.domains(level).items():
+        entries = []
+        total = 0
+        for sig in sigs:
+            for amount, bucket in sig.buckets.items():
+                for free, group in bucket.items():
+                    n = len(group)
+                    entries.append((sig, free, n))
+                    total += amount * n
+        out.append(_Domain(value, total, tuple(entries)))
     out.sort(key=lambda d: (d.accelerator_free, d.value))
     result = tuple(out)
-    table[key] = result
-    return result
-
-
-#: Distinct pod shapes whose per-domain room a snapshot keeps per version (then it starts over).
-_SHAPES_PER_VERSION = 256
-
-
-class _ShapeRoom:
-    """For pods shaped like one item (requests and constraints): per domain, how many its nodes
-    could hold at most, each node a separate bin and only nodes whose signature admits them
-    (every node when the constraints look at per-node facts, judged node by node in packing).
-    Sized lazily per domain. Once per snapshot version, level and shape, shared by every gang
-    with pods of that shape."""
-
-    __slots__ = ("constraints", "identity", "level", "requests", "room", "snapshot")
-
-    def __init__(self, snapshot: ClusterSnapshot, level: str, item: Item) -> None:
-        self.snapshot = snapshot
-        self.level = level
-        self.requests = item.requests
-        self.constraints = item.constraints
-        self.identity = item.constraints.needs_node_identity(snapshot.per_node_label_keys)
-        self.room: dict[str, int] = {}
-
-    def of(self, domain: _Domain) -> int:
-        found = self.room.get(domain.value)
-        if found is not None:
-            return found
-        requests, constraints, identity = self.requests, self.constraints, self.identity
-        total = 0
-        for sig, free, nodes in domain.entries:
-            copies = requests.copies_in(free)
-            if copies > 0 and (identity or sig.rejection(constraints) is None):
-                total += copies * nodes
-        self.room[domain.value] = total
-        return total
-
-
-def _shape_room(snapshot: ClusterSnapshot, level: str, item: Item) -> _ShapeRoom:
-    table = snapshot.per_version()
-    key = ("topology-room", level, item.requests, item.constraints)
-    found = table.get(key)
-    if found is not None:
-        return cast(_ShapeRoom, found)
-    if len(table) >= _SHAPES_PER_VERSION:
-        table.clear()
-    result = _ShapeRoom(snapshot, level, item)
     table[key] = result
     return result
 
@@ -224,49 +330,74 @@ def _shape_room(snapshot: ClusterSnapshot, level: str, item: Item) -> _ShapeRoom
 @dataclass(frozen=True, slots=True)
 class _Demand:
     """A rule's pods as the sizing needs them: its items (the largest first), their pod
-    counts, their per-domain room, and what they need in total."""
+    counts and shapes, and what they need in total. Worked out once per gang, rule and
+    snapshot kind (accelerator, per-node label keys)."""
 
     items: tuple[Item, ...]
     counts: tuple[int, ...]
-    rooms: tuple[_ShapeRoom, ...]
+    shapes: tuple[_Shape, ...]
     #: Accelerators per pod of each item.
     accelerators: tuple[int, ...]
     pods: int
     need: Mapping[str, int]
     need_accelerator: int
+    #: What every answer about the demand depends on: (requests, constraints, pods) per item.
+    key: tuple[tuple[Resources, PodConstraints, int], ...]
+    #: Per kind of answer (`fits`, `largest`, `tightest`) and level: `key`, hashed once.
+    keys: dict[tuple[str, str], _Key]
+
+    def key_for(self, answer: str, level: str) -> _Key:
+        found = self.keys.get((answer, level))
+        if found is None:
+            found = self.keys[(answer, level)] = _Key(answer, level, self.key)
+        return found
 
 
 def _demand(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> _Demand:
     accel = snapshot.accelerator
+    memo = gang.derived
+    memo_key = ("topology-demand", rule, accel, snapshot.per_node_label_keys)
+    found = memo.get(memo_key)
+    if found is not None:
+        return cast(_Demand, found)
     items = sorted(rule_items(gang, rule), key=lambda item: _size(item, accel), reverse=True)
     need: dict[str, int] = {}
     for item in items:
         for name, amount in item.requests.items():
             need[name] = need.get(name, 0) + amount * item.count
     counts = tuple(item.count for item in items)
-    shaped = tuple(_shape_room(snapshot, rule.level, item) for item in items)
-    return _Demand(
+    keys = snapshot.per_node_label_keys
+    shapes = tuple(
+        _Shape(item.requests, item.constraints, _needs_identity(item.constraints, keys))
+        for item in items
+    )
+    demand = _Demand(
         tuple(items),
         counts,
-        shaped,
+        shapes,
         tuple(item.requests.get(accel, 0) for item in items),
         sum(counts),
         need,
         need.get(accel, 0),
+        tuple((i.requests, i.constraints, i.count) for i in items),
+        {},
     )
+    memo[memo_key] = demand
+    return demand
 
 
 def _room(demand: _Demand, domain: _Domain) -> Room:
     """How many of the rule's pods the domain has room for: per item, what its nodes could
-    hold (`_shape_room`), each item counted on its own; and no more than the pods minus one
-    when the domain's free totals cannot cover them all at once. An upper bound of what
+    hold (`_Domain.room_of`), each item counted on its own; and no more than the pods minus
+    one when the domain's free totals cannot cover them all at once. An upper bound of what
     packing can place there."""
     held = sum(
-        min(room.of(domain), count) for room, count in zip(demand.rooms, demand.counts, strict=True)
+        min(domain.room_of(shape), count)
+        for shape, count in zip(demand.shapes, demand.counts, strict=True)
     )
     if held >= demand.pods:
         for name, amount in demand.need.items():
-            if sum(free.get(name, 0) * n for _, free, n in domain.entries) < amount:
+            if domain.total(name) < amount:
                 held = demand.pods - 1  # each shape has room alone, not all together
                 break
     return Room(domain.value, held, demand.pods, domain.accelerator_free)
@@ -281,43 +412,88 @@ def _accelerator_bound(demand: _Demand, free: int) -> int:
     )
 
 
-def _level_bound(snapshot: ClusterSnapshot, level: str, per_pod: int) -> int:
-    """For an indexed level: the most pods of `per_pod` accelerators any one domain could take
-    by its free-accelerator counts. Once per snapshot version, level and per-pod amount (a
-    handful: 1, 2, 4, 8), shared by every pod shape."""
-    table = snapshot.per_version()
-    key = ("topology-level-bound", level, per_pod)
-    found = table.get(key)
-    if found is not None:
-        return cast(int, found)
-    best = 0
-    for slots in snapshot.domain_slots(level).values():
-        best = max(best, sum(n * (a // per_pod) for a, n in slots.items()))
-    table[key] = best
-    return best
-
-
 def _ceiling(snapshot: ClusterSnapshot, level: str, demand: _Demand) -> int:
     """An upper bound of the pods of the demand any one domain of `level` holds: for an
-    indexed level, each item no more than the best domain's counts allow for its per-pod
-    accelerators (O(items) once the level's bounds are known); else every pod."""
-    if not snapshot.indexed(level):
-        return demand.pods
+    indexed level, each item no more than the best domain's count for its per-pod
+    accelerators (kept by the snapshot: O(items)); else every pod."""
+    index = snapshot.level(level)
+    if index is None:
+        return 0 if snapshot.indexed(level) else demand.pods
     return sum(
-        count if not per_pod else min(count, _level_bound(snapshot, level, per_pod))
+        count if not per_pod else min(count, index.capacity(per_pod).best())
         for per_pod, count in zip(demand.accelerators, demand.counts, strict=True)
     )
 
 
-def _slot_bound(demand: _Demand, slots: Mapping[int, int]) -> int:
-    """How many of the demand's pods an indexed domain's free-accelerator counts allow, each
-    node's free amount counted as whole pods: never less than its room. O(amounts)."""
+def _slot_bound(demand: _Demand, domain: _Domain) -> int:
+    """How many of the demand's pods an indexed domain's per-pod capacities allow: never
+    less than its room. O(items)."""
     bound = 0
     for per_pod, count in zip(demand.accelerators, demand.counts, strict=True):
         if per_pod:
-            count = min(count, sum(n * (a // per_pod) for a, n in slots.items()))
+            count = min(count, domain.capacity(per_pod))
         bound += count
     return bound
+
+
+def _narrowest(level: Level, demand: _Demand) -> tuple[PodCapacity, int, int] | None:
+    """Of the demand's items that need accelerators, the one whose pod count the fewest
+    domains' per-pod capacities reach: (its capacities, its pods, how many domains reach
+    it); None when no item needs accelerators."""
+    chosen = None
+    for per_pod, count in zip(demand.accelerators, demand.counts, strict=True):
+        if per_pod:
+            capacity = level.capacity(per_pod)
+            reach = capacity.count_at_least(count)
+            if chosen is None or reach < chosen[2]:
+                chosen = (capacity, count, reach)
+    return chosen
+
+
+def _candidates(level: Level, demand: _Demand, need: int) -> list[tuple[int, str]] | None:
+    """For an indexed level: the domains with at least `need` free accelerators that could
+    hold the demand's narrowest item (`_narrowest`), as (free accelerators, value) sorted best
+    fit first: read from the per-pod capacities, without looking at the other domains. None
+    when that set is not much smaller than the range of `order` it would replace (walking the
+    range, which stops at the first fit, is then as cheap)."""
+    narrowest = _narrowest(level, demand)
+    if narrowest is None:
+        return None
+    capacity, pods, reach = narrowest
+    order = level.order
+    if reach * 4 > len(order) - bisect_left(order, (need,)):
+        return None
+    free = level.accelerators
+    return sorted((free[v], v) for v in capacity.at_least(pods) if free[v] >= need)
+
+
+def _fitting(
+    snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule
+) -> Iterator[tuple[Room, _Domain]]:
+    demand = _demand(snapshot, gang, rule)
+    if _ceiling(snapshot, rule.level, demand) < demand.pods:
+        return
+    need = demand.need_accelerator
+    level = snapshot.level(rule.level)
+    domains: Iterable[_Domain]
+    if level is not None:
+        found = _candidates(level, demand, need)
+        keys: Iterable[tuple[int, str]] = (
+            found
+            if found is not None
+            else islice(level.order, bisect_left(level.order, (need,)), None)
+        )
+        domains = (_domain(snapshot, level, value) for _, value in keys)
+    else:
+        index = _index(snapshot, rule.level)
+        start = bisect_left(_free_keys(snapshot, rule.level), need)
+        domains = index[start:]
+    for domain in domains:
+        if domain.too_small(demand):
+            continue
+        room = _room(demand, domain)
+        if room.fits:
+            yield room, domain
 
 
 def _free_keys(snapshot: ClusterSnapshot, level: str) -> list[int]:
@@ -330,86 +506,110 @@ def _free_keys(snapshot: ClusterSnapshot, level: str) -> list[int]:
     return cast(list[int], found)
 
 
-def _fitting(
-    snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule
-) -> Iterator[tuple[Room, _Domain]]:
-    demand = _demand(snapshot, gang, rule)
-    if _ceiling(snapshot, rule.level, demand) < demand.pods:
-        return
-    index = _index(snapshot, rule.level)
-    start = bisect_left(_free_keys(snapshot, rule.level), demand.need_accelerator)
-    for domain in index[start:]:
-        if domain.too_small(demand):
-            continue
-        room = _room(demand, domain)
-        if room.fits:
-            yield room, domain
-
-
 def fitting(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Iterator[Room]:
     """The domains with room for every pod of the rule, best fit first (fewest free
     accelerators, then name), sized lazily: a domain is looked at only when the previous ones
-    did not do, and one without the accelerators the rule needs in total is skipped unseen."""
+    did not do, and one without the accelerators the rule needs (in total, or per pod) is
+    skipped unseen."""
     return (room for room, _ in _fitting(snapshot, gang, rule))
 
 
+#: Distinct demands whose answers a snapshot keeps per version (then it starts over).
+_SHAPES_PER_VERSION = 256
+
+
 def any_fits(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> bool:
-    """Whether some domain has room for every pod of the rule: domains by most free
-    accelerators first (the likeliest to hold them; fewest first for pods that need none),
-    stopping at the first with room or at the
-    first without the accelerators needed (per shape, each domain's room is sized at most once
-    per snapshot version). The answer is kept per snapshot version for the rule's pod shapes and
-    counts, so the gangs of a sweep ask once."""
+    """Whether some domain has room for every pod of the rule. For an indexed level, only the
+    domains whose per-pod capacities could hold the rule's pods are looked at (most first); for
+    pods that need no accelerator, the domains with the fewest free accelerators first (where
+    the nodes without accelerators, and without their taints, are). The answer is kept per
+    snapshot version for the rule's pod shapes and counts, so the gangs of a sweep ask once."""
     demand = _demand(snapshot, gang, rule)
     table = snapshot.per_version()
-    key = (
-        "topology-fits",
-        rule.level,
-        tuple((i.requests, i.constraints, i.count) for i in demand.items),
-    )
+    key = demand.key_for("topology-fits", rule.level)
     found = table.get(key)
     if found is not None:
         return cast(bool, found)
     answer = False
-    if _ceiling(snapshot, rule.level, demand) < demand.pods:
-        table[key] = answer  # no domain's free accelerators could hold them
-        return answer
-    index = _index(snapshot, rule.level)
-    # Pods with no accelerators: the domains with the fewest first, where nodes without
-    # accelerators (and without their taints) are; the most first would try every GPU rack
-    # before the first CPU one.
-    for domain in index if not demand.need_accelerator else reversed(index):
-        if domain.accelerator_free < demand.need_accelerator:
-            break
-        if not domain.too_small(demand) and _room(demand, domain).fits:
-            answer = True
-            break
+    if _ceiling(snapshot, rule.level, demand) >= demand.pods:
+        answer = any(
+            not domain.too_small(demand) and _room(demand, domain).fits
+            for domain in _likeliest(snapshot, rule.level, demand)
+        )
     if len(table) >= _SHAPES_PER_VERSION:
         table.clear()
     table[key] = answer
     return answer
 
 
+def _likeliest(snapshot: ClusterSnapshot, level_name: str, demand: _Demand) -> Iterator[_Domain]:
+    """The domains `any_fits` looks at, likeliest first. For an indexed level and a demand of
+    accelerators, only those whose per-pod capacity holds its narrowest item (`_narrowest`),
+    the most first; else those with the free accelerators it needs, most first (fewest first
+    for a demand of none)."""
+    need = demand.need_accelerator
+    level = snapshot.level(level_name)
+    if level is None:
+        index = _index(snapshot, level_name)
+        for domain in index if not need else reversed(index):
+            if domain.accelerator_free < need:
+                return
+            yield domain
+        return
+    narrowest = _narrowest(level, demand)
+    if narrowest is not None:
+        capacity, pods, _ = narrowest
+        for value in capacity.at_least(pods):
+            if level.accelerators[value] >= need:
+                yield _domain(snapshot, level, value)
+        return
+    order = level.order
+    if not need:
+        yield from (_domain(snapshot, level, value) for _, value in order)
+        return
+    for free, value in reversed(order):
+        if free < need:
+            return
+        yield _domain(snapshot, level, value)
+
+
+def _by_most_free(snapshot: ClusterSnapshot, level_name: str) -> Iterator[_Domain]:
+    level = snapshot.level(level_name)
+    if level is None:
+        yield from reversed(_index(snapshot, level_name))
+        return
+    for _, value in reversed(level.order):
+        yield _domain(snapshot, level, value)
+
+
 def largest(snapshot: ClusterSnapshot, gang: Gang, rule: TopologyRule) -> Room | None:
     """The domain with room for the most of the rule's pods (then the most free accelerators,
     then name); None when the level has no domain. Domains are looked at by most free
-    accelerators first, skipped when their free-accelerator counts cannot beat the best found,
-    and the search stops when their free accelerators alone cannot."""
+    accelerators first, skipped when their per-pod capacities cannot beat the best found,
+    and the search stops when their free accelerators alone cannot. Only a sentence asks
+    (`DomainMiss.largest`)."""
     demand = _demand(snapshot, gang, rule)
+    table = snapshot.per_version()
+    key = demand.key_for("topology-largest", rule.level)
+    if key in table:
+        return cast(Room | None, table[key])
     ceiling = _ceiling(snapshot, rule.level, demand)
     best: Room | None = None
-    for domain in reversed(_index(snapshot, rule.level)):
+    for domain in _by_most_free(snapshot, rule.level):
         if best is not None:
             if best.holds >= ceiling and domain.accelerator_free < best.accelerator_free:
                 break  # none holds more, and the rest have fewer free accelerators
             if _accelerator_bound(demand, domain.accelerator_free) < best.holds:
                 break  # domains come with fewer free accelerators from here on
-            if domain.slots is not None and _slot_bound(demand, domain.slots) < best.holds:
+            if domain.level is not None and _slot_bound(demand, domain) < best.holds:
                 continue
         room = _room(demand, domain)
-        key = (-room.holds, -room.accelerator_free, room.value)
-        if best is None or key < (-best.holds, -best.accelerator_free, best.value):
+        rank = (-room.holds, -room.accelerator_free, room.value)
+        if best is None or rank < (-best.holds, -best.accelerator_free, best.value):
             best = room
+    if len(table) >= _SHAPES_PER_VERSION:
+        table.clear()
+    table[key] = best
     return best
 
 
@@ -422,14 +622,9 @@ def tightest_room(snapshot: ClusterSnapshot, gang: Gang) -> int | None:
     if not rules:
         return None
     rule = rules[0]
+    demand = _demand(snapshot, gang, rule)
     table = snapshot.per_version()
-    key = (
-        "topology-tightest",
-        rule.level,
-        rule.components,
-        tuple(gang.minimum_parts),
-        _shapes(gang),
-    )
+    key = demand.key_for("topology-tightest", rule.level)
     if key in table:
         return cast(int | None, table[key])
     room = next(fitting(snapshot, gang, rule), None)
@@ -440,25 +635,30 @@ def tightest_room(snapshot: ClusterSnapshot, gang: Gang) -> int | None:
     return answer
 
 
-def _shapes(gang: Gang) -> tuple[object, ...]:
-    return tuple((c.name, c.requests, c.constraints) for c, _ in gang.minimum)
-
-
 def _domain_count(snapshot: ClusterSnapshot, level: str) -> int:
+    if snapshot.indexed(level):
+        index = snapshot.level(level)
+        return len(index.nodes) if index is not None else 0
     return len(_index(snapshot, level))
 
 
 def applicable(gang: Gang, preferred: bool) -> tuple[TopologyRule, ...]:
     """The rules a check enforces: the required ones, and the preferred ones if `preferred`;
     largest pod count first."""
+    key = ("topology-applicable", preferred)
+    found = gang.derived.get(key)
+    if found is not None:
+        return cast(tuple[TopologyRule, ...], found)
     rules = [r for r in gang.topology if r.required or preferred]
     counts = {c.name: n for c, n in gang.minimum}
-    return tuple(
+    answer = tuple(
         sorted(
             rules,
             key=lambda r: -sum(n for name, n in counts.items() if r.covers(name)),
         )
     )
+    gang.derived[key] = answer
+    return answer
 
 
 def screen(gang: Gang, snapshot: ClusterSnapshot, preferred: bool = False) -> Reason | None:
@@ -467,13 +667,7 @@ def screen(gang: Gang, snapshot: ClusterSnapshot, preferred: bool = False) -> Re
     for rule in applicable(gang, preferred):
         if not any_fits(snapshot, gang, rule):
             return miss_sentence(
-                DomainMiss(
-                    rule,
-                    _parts(gang, rule),
-                    largest(snapshot, gang, rule),
-                    _domain_count(snapshot, rule.level),
-                    0,
-                )
+                DomainMiss(snapshot, gang, rule, _domain_count(snapshot, rule.level), 0)
             )
     return None
 
@@ -515,13 +709,7 @@ def pack_in_domains(
                 chosen, value = trial, room.value
                 break
         if chosen is None:
-            return DomainMiss(
-                rule,
-                _parts(gang, rule),
-                largest(snapshot, gang, rule),
-                _domain_count(snapshot, rule.level),
-                tried,
-            )
+            return DomainMiss(snapshot, gang, rule, _domain_count(snapshot, rule.level), tried)
         packer = chosen
         placed.append(Domain(rule.level, value, rule.components, rule.required))
     rest = [(c, n) for c, n in gang.minimum if c.name not in covered]
@@ -535,8 +723,14 @@ def pack_in_domains(
 
 
 def miss_sentence(miss: DomainMiss) -> Sentence:
+    """The miss as a sentence; its words and its facts (`largestDomain`, `podsThatFit`) are
+    worked out only when read."""
+    return Sentence(_miss_text, miss, facts=LazyFacts(lambda: _miss_facts(miss)))
+
+
+def _miss_facts(miss: DomainMiss) -> dict[str, Fact]:
     rule, room = miss.rule, miss.largest
-    facts: dict[str, int | str] = {
+    facts: dict[str, Fact] = {
         "topologyLevel": rule.level,
         "topologyMode": rule.mode,
         "pods": sum(n for _, n in miss.parts),
@@ -545,11 +739,11 @@ def miss_sentence(miss: DomainMiss) -> Sentence:
     if room is not None:
         facts["largestDomain"] = room.value
         facts["podsThatFit"] = room.holds
-    return Sentence(_miss_text, miss, facts=facts)
+    return facts
 
 
 def _miss_text(miss: DomainMiss) -> str:
-    rule, room = miss.rule, miss.largest
+    rule = miss.rule
     word = level_word(rule.level)
     pods = sum(n for _, n in miss.parts)
     head = f"needs {roster(miss.parts)} in one {word} ({rule.level}, {rule.mode.lower()})"
@@ -560,12 +754,18 @@ def _miss_text(miss: DomainMiss) -> str:
             f"{head}; {miss.packed_and_failed} of {miss.domains} {word}s have room by their free "
             "totals but none holds them node by node"
         )
-    assert room is not None
+    room = miss.largest
+    plural = "s" if miss.domains != 1 else ""
+    if room is None:
+        return clip(
+            f"{head}; none of {miss.domains} {word}{plural} holds them (the cluster changed "
+            "before this was explained)"
+        )
     what = miss.parts[-1][0] if len(miss.parts) == 1 else "pods"
     what = what if what.endswith("s") else f"{what}s"
     return clip(
         f"{head}; largest {word} ({room.value}) holds {room.holds} of {pods} {what} "
-        f"(of {miss.domains} {word}{'s' if miss.domains != 1 else ''})"
+        f"(of {miss.domains} {word}{plural})"
     )
 
 

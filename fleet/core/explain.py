@@ -7,7 +7,7 @@ capped at `MAX_SENTENCE` characters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from fleet.core.resources import PODS, Resources, format_amount
@@ -36,7 +36,7 @@ class Sentence:
         self._text: str | None = None
         #: The numbers the sentence is made of, for machines (`resource`, `needed`, `free`, ...):
         #: a caller that needs them reads these, never the words.
-        self.facts: Mapping[str, Fact] = facts or {}
+        self.facts: Mapping[str, Fact] = facts if facts is not None else {}
 
     def __str__(self) -> str:
         if self._text is None:
@@ -53,6 +53,33 @@ class Sentence:
 
     def __hash__(self) -> int:
         return hash(str(self))
+
+
+class LazyFacts(Mapping[str, Fact]):
+    """A sentence's facts, worked out the first time they are read (with the sentence's words,
+    when both need the same search): a rejection nobody reads costs nothing."""
+
+    __slots__ = ("_compute", "_facts")
+
+    def __init__(self, compute: Callable[[], Mapping[str, Fact]]) -> None:
+        self._compute: Callable[[], Mapping[str, Fact]] | None = compute
+        self._facts: dict[str, Fact] | None = None
+
+    def _resolved(self) -> dict[str, Fact]:
+        if self._facts is None:
+            assert self._compute is not None
+            self._facts = dict(self._compute())
+            self._compute = None
+        return self._facts
+
+    def __getitem__(self, key: str) -> Fact:
+        return self._resolved()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._resolved())
+
+    def __len__(self) -> int:
+        return len(self._resolved())
 
 
 #: What estimators and filters return to explain a rejection.

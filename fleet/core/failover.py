@@ -16,11 +16,24 @@ from typing import Literal
 
 PurgeMode = Literal["Directly", "Gracefully", "Never"]
 #: Karmada's eviction reasons: the job failed, its cluster was lost, or the cluster carries a
-#: NoExecute taint the policy does not tolerate; and fleet's own: the cluster is being unjoined
-#: (`fleet unjoin --move`).
-FailoverReason = Literal["ApplicationFailure", "ClusterLost", "TaintUntolerated", "MemberUnjoined"]
+#: NoExecute taint the policy does not tolerate; and fleet's own: the gang never started in its
+#: member (its pods refused by the member's scheduler past the gang's deadline), and the cluster
+#: is being unjoined (`fleet unjoin --move`).
+FailoverReason = Literal[
+    "ApplicationFailure", "GangUnschedulable", "ClusterLost", "TaintUntolerated", "MemberUnjoined"
+]
 #: Failovers that are not the job's doing, so they do not count against maxFailovers.
 UNCHARGED_REASONS: frozenset[str] = frozenset({"MemberUnjoined"})
+#: Failovers of the application in its member (not of the member): `failover.application`'s
+#: purge mode and statePreservation apply to them.
+APPLICATION_REASONS: frozenset[str] = frozenset({"ApplicationFailure", "GangUnschedulable"})
+
+#: How long a gang's pods may go refused by its member's scheduler before the copy is not
+#: Healthy (and `tolerationSeconds` later fails over), when neither the policy
+#: (`failover.application.gangScheduleTimeoutSeconds`) nor the job (its gang scheduler's
+#: `scheduleTimeoutSeconds`) says: Karmada's default tolerationSeconds, so a stuck gang is
+#: flagged after 5 minutes and moved after 10 by default.
+DEFAULT_GANG_SCHEDULE_TIMEOUT_SECONDS = 300.0
 
 #: Karmada's default graceful-eviction timeout: the longest an old copy waits for its successor.
 DEFAULT_GRACE_SECONDS = 600.0
@@ -49,10 +62,13 @@ class FailoverSettings:
     on_cluster_loss: bool = True
     #: `failover.cluster.purgeMode`: how copies in lost or tainted clusters go; None = purge_mode.
     cluster_purge_mode: PurgeMode | None = None
+    #: `failover.application.gangScheduleTimeoutSeconds` (fleet's extension): how long the
+    #: gang's pods may go refused by the member's scheduler; None: see `gang_deadline`.
+    gang_schedule_timeout_seconds: float | None = None
 
     def purge_mode_for(self, reason: FailoverReason) -> PurgeMode:
         """The purge mode for a copy left behind for `reason`."""
-        if reason == "ApplicationFailure" or self.cluster_purge_mode is None:
+        if reason in APPLICATION_REASONS or self.cluster_purge_mode is None:
             return self.purge_mode
         return self.cluster_purge_mode
 
@@ -81,6 +97,14 @@ class Observation:
     job_failed: bool | None = False
     #: The member copy Succeeded: a finished job never moves.
     job_succeeded: bool = False
+    #: The member copy is Running (its conditions say so): its gang started, it is not stuck.
+    job_running: bool = False
+    #: What the member's scheduler says of the gang's pods it refused (`PodScheduled=False`,
+    #: `fleet.core.unscheduled`); None while none is refused (not created yet, bound, running).
+    gang_unschedulable: str | None = None
+    #: The gang scheduler's own timeout as the job declares it (Kubeflow's
+    #: `runPolicy.schedulingPolicy.scheduleTimeoutSeconds`), if it does: see `gang_deadline`.
+    gang_timeout_seconds: float | None = None
     #: An untolerated NoExecute taint on the cluster: (the taint, seconds it is tolerated for;
     #: 0 = not at all). See `fleet.core.taints.no_execute_grace`.
     no_execute: tuple[str, float] | None = None
@@ -99,6 +123,8 @@ class Timers:
     unhealthy_since: float | None = None
     cluster_lost_since: float | None = None
     tainted_since: float | None = None
+    #: Since when the gang's pods are refused by the member's scheduler (continuously).
+    gang_unschedulable_since: float | None = None
 
 
 CLEAR = Timers()
@@ -115,6 +141,9 @@ class Stay:
     #: The job stays through its cluster refusing fleet's credentials (`cluster_refuses`):
     #: `waiting` says so, and nothing changes until the cluster's health does.
     refused: str | None = None
+    #: The gang has not started in its member within its deadline: why, with the member's word
+    #: (the copy is not Healthy, reason `GangUnschedulable`).
+    stuck: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +192,10 @@ def judge(
     A cluster that refuses fleet's credentials (`cluster_refuses`) is not lost: the job stays
     there, with no cluster-lost clock, for as long as it does; an untolerated NoExecute taint
     (and an unjoin, before it) still moves it, as the operator asked.
+
+    A copy that neither failed nor runs is judged last on its gang starting (`_gang_start`):
+    pods the member's scheduler keeps refusing past the gang's deadline make it stuck, and
+    `tolerationSeconds` later move it (`GangUnschedulable`).
     """
     settings = settings or NO_FAILOVER
     if observed.leaving:
@@ -177,11 +210,20 @@ def judge(
     if observed.cluster_ready is None:
         return Stay(timers)
     refused = not observed.cluster_ready and observed.cluster_refuses is not None
+    # While the copy's state cannot be judged (its member lost or refusing fleet) or the
+    # member's taint is what counts, the copy's own clocks stand as they were.
+    gang_since = timers.gang_unschedulable_since
     if not observed.cluster_ready and not refused:
         if not settings.on_cluster_loss:
-            return Stay(Timers(unhealthy_since=timers.unhealthy_since))
+            return Stay(
+                Timers(unhealthy_since=timers.unhealthy_since, gang_unschedulable_since=gang_since)
+            )
         since = timers.cluster_lost_since if timers.cluster_lost_since is not None else now
-        kept = Timers(unhealthy_since=timers.unhealthy_since, cluster_lost_since=since)
+        kept = Timers(
+            unhealthy_since=timers.unhealthy_since,
+            cluster_lost_since=since,
+            gang_unschedulable_since=gang_since,
+        )
         return _after_toleration(
             settings,
             kept,
@@ -196,7 +238,9 @@ def judge(
     if observed.no_execute is not None:
         taint, grace = observed.no_execute
         since = timers.tainted_since if timers.tainted_since is not None else now
-        kept = Timers(unhealthy_since=unhealthy, tainted_since=since)
+        kept = Timers(
+            unhealthy_since=unhealthy, tainted_since=since, gang_unschedulable_since=gang_since
+        )
         return _after_toleration(
             settings,
             kept,
@@ -210,15 +254,20 @@ def judge(
     if refused:
         # The copy's state cannot be seen (what the watch last held is stale): kept as it was.
         return Stay(
-            Timers(unhealthy_since=unhealthy),
+            Timers(unhealthy_since=unhealthy, gang_unschedulable_since=gang_since),
             refused=observed.cluster_refuses,
             waiting=f"{cluster} is not Ready because it refuses fleet's credentials, or fleet "
             f"has none it may use ({observed.cluster_refuses}), not because it is lost: the "
             "job's copy most likely runs there, so fleet does not fail it over on that ground",
         )
-    if observed.job_failed is None or not settings.on_job_failure:
-        return Stay(Timers(unhealthy_since=unhealthy if settings.on_job_failure else None))
-    if observed.job_failed:
+    if observed.job_failed is None:
+        return Stay(
+            Timers(
+                unhealthy_since=unhealthy if settings.on_job_failure else None,
+                gang_unschedulable_since=gang_since,
+            )
+        )
+    if observed.job_failed and settings.on_job_failure:
         since = unhealthy if unhealthy is not None else now
         return _after_toleration(
             settings,
@@ -230,7 +279,64 @@ def judge(
             "ApplicationFailure",
             f"the job has been Failed in {cluster}",
         )
-    return Stay(CLEAR)
+    if observed.job_failed:
+        return Stay(CLEAR)
+    return _gang_start(settings, observed, timers, now, failovers, cluster)
+
+
+def gang_deadline(settings: FailoverSettings, job_timeout: float | None) -> float:
+    """How long a gang's pods may go refused by its member's scheduler before the copy is
+    stuck: the policy's `gangScheduleTimeoutSeconds`, else the gang scheduler's own timeout as
+    the job declares it, else `DEFAULT_GANG_SCHEDULE_TIMEOUT_SECONDS`."""
+    if settings.gang_schedule_timeout_seconds is not None:
+        return settings.gang_schedule_timeout_seconds
+    if job_timeout is not None:
+        return job_timeout
+    return DEFAULT_GANG_SCHEDULE_TIMEOUT_SECONDS
+
+
+def _gang_start(
+    settings: FailoverSettings,
+    observed: Observation,
+    timers: Timers,
+    now: float,
+    failovers: int,
+    cluster: str,
+) -> Verdict:
+    """A copy that neither failed nor runs, judged on its gang starting: while the member's
+    scheduler refuses some of its pods, the clock runs from the first refusal seen; past the
+    gang's deadline the copy is stuck (not Healthy), and `tolerationSeconds` later it fails over
+    (`GangUnschedulable`, counted against maxFailovers) where `failover.application` is on. A
+    gang with no pod refused (pods not created yet, all bound) or that runs clears the clock."""
+    if observed.gang_unschedulable is None or observed.job_running:
+        return Stay(CLEAR)
+    since = timers.gang_unschedulable_since if timers.gang_unschedulable_since is not None else now
+    kept = Timers(gang_unschedulable_since=since)
+    deadline = gang_deadline(settings, observed.gang_timeout_seconds)
+    stuck_at = since + deadline
+    if now < stuck_at:
+        return Stay(kept, recheck_at=stuck_at)
+    said = observed.gang_unschedulable
+    stuck = (
+        f"the gang has not started in {cluster} within its {deadline:.0f}s gang schedule "
+        f"timeout: {said}"
+    )
+    if not settings.on_job_failure:
+        return Stay(kept, stuck=stuck)
+    verdict = _after_toleration(
+        settings,
+        kept,
+        stuck_at,
+        settings.toleration_seconds,
+        now,
+        failovers,
+        "GangUnschedulable",
+        f"the gang has not started in {cluster} ({said}) and has been past its "
+        f"{deadline:.0f}s gang schedule timeout",
+    )
+    if isinstance(verdict, Stay):
+        return dataclasses.replace(verdict, stuck=stuck)
+    return verdict
 
 
 def _after_toleration(

@@ -43,6 +43,9 @@ class PodInfo:
     terminal: bool = False
     #: Which fleet placement this pod belongs to (value of the owner label), if any.
     owner_key: str | None = None
+    #: Why the member's scheduler did not place it: the message of its `PodScheduled=False`
+    #: condition while it is not bound to a node (None: bound, finished, or not refused yet).
+    unschedulable: str | None = None
 
     @property
     def holds_resources(self) -> bool:
@@ -90,9 +93,24 @@ def pod_from_k8s(obj: Mapping[str, Any], owner_label: str | None = None) -> PodI
             requests=EMPTY if terminal else pod_requests(spec, "spec"),
             terminal=terminal,
             owner_key=str(owner) if owner is not None else None,
+            unschedulable=None if terminal or spec.get("nodeName") else _refused(status),
         )
     except FieldError as err:
         raise ObjectError(f"Pod {namespace}/{name}", err.field, err.reason) from err
+
+
+def _refused(status: Mapping[str, Any]) -> str | None:
+    """The scheduler's word on a pod it did not place: its `PodScheduled=False` condition's
+    message (else its reason), as kube-scheduler, coscheduling, Koordinator and the native
+    gang plugin all write it; None when there is no such condition."""
+    for cond in status.get("conditions") or ():
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+        ):
+            return str(cond.get("message") or cond.get("reason") or "Unschedulable")
+    return None
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:

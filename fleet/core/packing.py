@@ -36,7 +36,8 @@ from fleet.core.assignment import Assignment, Slot
 from fleet.core.constraints import PodConstraints
 from fleet.core.fragmentation import WorkloadMix
 from fleet.core.resources import CPU, MEMORY, PODS, Resources
-from fleet.core.snapshot import ClusterSnapshot, ShapeGroup, Signature
+from fleet.core.shapes import ShapeGroup, Signature
+from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.workload import Gang
 
 

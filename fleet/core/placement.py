@@ -28,244 +28,67 @@ never modifies a snapshot. To hold the capacity until the member shows the pods,
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, cast
+from typing import cast
 
 from fleet.core.assignment import Assignment
+from fleet.core.decision import (
+    AFFINITY,
+    CODES,
+    DEPENDENCY_CONFLICT,
+    FAILED_OVER,
+    INSUFFICIENT,
+    KIND_MISSING,
+    NAMESPACE_NOT_OPEN,
+    NOT_READY,
+    OUTRANKED,
+    TAINTED,
+    Decision,
+    Placement,
+    Rejection,
+    _preferred_missed,
+    _versus,
+)
 from fleet.core.domains import screen as preferred_miss
 from fleet.core.domains import tightest_room
 from fleet.core.domainwait import WAITING_FOR_DOMAIN, DomainWait, wait_at, waiting_sentence
-from fleet.core.domainwait import summary as waiting_summary
 from fleet.core.estimate import NODES, SUM, Estimator
-from fleet.core.explain import Fact, Reason, Sentence, clip, facts_of
-from fleet.core.fragmentation import WorkloadMix, assignment_delta, estimated_delta
-from fleet.core.scoring import Score, Scorer, best_fit, fragmentation_text
-from fleet.core.selectors import LabelSelector, Requirement
+from fleet.core.explain import Reason, Sentence, clip
+from fleet.core.filters import ClusterAffinity, filter_rejection
+from fleet.core.fragmentation import WorkloadMix, estimated_delta
+from fleet.core.ranking import MEASURED_PER_ROUND, _choose_least_fragmenting, _MemoKey
+from fleet.core.scoring import Score, Scorer, best_fit
 from fleet.core.snapshot import ClusterSnapshot
-from fleet.core.taints import Taint, Toleration, untolerated
-from fleet.core.topology import level_word
+from fleet.core.taints import Taint, Toleration
 from fleet.core.workload import Gang
 
-NOT_READY = "NotReady"
-FAILED_OVER = "FailedOver"
-TAINTED = "TaintUntolerated"
-AFFINITY = "ClusterAffinity"
-#: The member does not run the job's kind (its CRD is not there, so no operator serves it).
-KIND_MISSING = "KindNotServed"
-#: The cluster refused the gang (a dependency there is not fleet's): the code it gave.
-DEPENDENCY_CONFLICT = "DependencyConflict"
-INSUFFICIENT = "Insufficient"
-OUTRANKED = "Outranked"
-#: Every rejection code, in the order the filters apply.
-CODES = (
-    NOT_READY,
-    KIND_MISSING,
-    DEPENDENCY_CONFLICT,
-    FAILED_OVER,
-    TAINTED,
-    AFFINITY,
-    INSUFFICIENT,
-    OUTRANKED,
-    WAITING_FOR_DOMAIN,
-)
+__all__ = [
+    "AFFINITY",
+    "CODES",
+    "DEPENDENCY_CONFLICT",
+    "FAILED_OVER",
+    "INSUFFICIENT",
+    "KIND_MISSING",
+    "MEASURED_PER_ROUND",
+    "NAMESPACE_NOT_OPEN",
+    "NOT_READY",
+    "OUTRANKED",
+    "TAINTED",
+    "WAITING_FOR_DOMAIN",
+    "AffinityGroup",
+    "ClusterAffinity",
+    "Decision",
+    "DomainWait",
+    "GroupDecision",
+    "Placement",
+    "Rejection",
+    "filter_rejection",
+    "place",
+    "place_in_groups",
+]
+
 _PURE = (NODES, SUM)
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterAffinity:
-    """Karmada's `placement.clusterAffinity`, already converted from the policy model."""
-
-    cluster_names: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    label_selector: LabelSelector | None = None
-    #: `fieldSelector.matchExpressions` over the cluster's provider / region / zone.
-    field_selector: tuple[Requirement, ...] = ()
-
-    def rejection(self, cluster: ClusterSnapshot) -> str | None:
-        if cluster.name in self.exclude:
-            return "excluded by clusterAffinity (listed in exclude)"
-        if self.label_selector is not None:
-            miss = self.label_selector.first_mismatch(cluster.labels)
-            if miss is not None:
-                return f"excluded by clusterAffinity (labelSelector needs {miss})"
-        for req in self.field_selector:
-            if not req.matches(cluster.fields):
-                return f"excluded by clusterAffinity (fieldSelector needs {req})"
-        if self.cluster_names and cluster.name not in self.cluster_names:
-            return "excluded by clusterAffinity (not in clusterNames)"
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """The chosen cluster, the replicas it gets, and the assignment that proves the fit."""
-
-    cluster: str
-    components: tuple[tuple[str, int], ...]
-    multi_role: bool
-    assignment: Assignment
-    score: Score
-    estimator: str
-    #: The next cluster in rank order and its score (None when no other cluster passed the
-    #: screen): what `why` compares the winner with.
-    runner_up: tuple[str, Score] | None = None
-    #: Fragmentation ranking: clusters passed over on their estimate alone (not packed).
-    unmeasured: int = 0
-
-    @property
-    def why(self) -> str:
-        """Why this cluster won, in numbers: `fragmentation +0.8 GPU vs +3.1 GPU on member-2`,
-        `hole fit 100% vs 50% on member-2`, or `the only cluster that may fit`; with a
-        topology, the domain first (`rack r7 holds the gang; hole fit ...`)."""
-        where = "; ".join(
-            f"{level_word(d.level)} {d.value} holds "
-            f"{'the gang' if not d.components else ' + '.join(d.components)}"
-            for d in self.assignment.domains
-        )
-        return f"{where}; {self._why}" if where else self._why
-
-    @property
-    def _why(self) -> str:
-        if self.runner_up is None:
-            if self.score.fragmentation is not None:
-                alone = (
-                    f"the only fit of the clusters measured ({self.unmeasured} more ranked "
-                    "lower by estimate)"
-                    if self.unmeasured
-                    else "the only cluster that fits"
-                )
-                return f"fragmentation {fragmentation_text(self.score.fragmentation)}; {alone}"
-            return "the only cluster that may fit"
-        other, score = self.runner_up
-        return f"{_versus(self.score, score, other)}"
-
-    @property
-    def replicas(self) -> int:
-        return sum(n for _, n in self.components)
-
-    def __str__(self) -> str:
-        """As ACK prints it: `{member-1:0,[{master 1} {worker 2}]}`; `{member-1:4}` for kinds
-        with a single pod template (Karmada's replica form)."""
-        if not self.multi_role:
-            return f"{{{self.cluster}:{self.replicas}}}"
-        inner = " ".join(f"{{{name} {n}}}" for name, n in self.components)
-        return f"{{{self.cluster}:0,[{inner}]}}"
-
-
-class Rejection(NamedTuple):
-    """Why one cluster was not chosen: a code for machines and a sentence for people. (A named
-    tuple: a decision over a thousand clusters makes a thousand of them.)"""
-
-    cluster: str
-    why: Reason
-    #: One of CODES: NotReady, FailedOver, TaintUntolerated, ClusterAffinity, Insufficient,
-    #: Outranked, WaitingForDomain.
-    category: str
-
-    @property
-    def reason(self) -> str:
-        """The sentence (formatted on first read), without the cluster name."""
-        return str(self.why)
-
-    @property
-    def facts(self) -> Mapping[str, Fact]:
-        """The numbers the sentence is made of (`resource`, `needed`, `free`, ...); empty for
-        the filters' rejections, whose code says everything."""
-        return facts_of(self.why)
-
-    def __str__(self) -> str:
-        return f"{self.cluster}: {self.why}"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    placement: Placement | None
-    rejections: tuple[Rejection, ...]
-    #: Not placed because the gang fits only spread and waits for one domain of its preferred
-    #: rule (`fleet.core.domainwait`): since and until when. None otherwise.
-    domain_wait: DomainWait | None = None
-
-    @property
-    def fits(self) -> bool:
-        return self.placement is not None
-
-    def sentences(self) -> list[str]:
-        """`member-2: needs ...`: one line per rejected cluster, sorted by cluster name."""
-        return [str(r) for r in self.rejections]
-
-    def closest(self, limit: int) -> tuple[Rejection, ...]:
-        """The `limit` rejected clusters that came closest to taking the gang: the furthest
-        along the order of work (outranked or waiting for a domain, then short of capacity,
-        then ruled out by the filters, the last filter first: CODES backwards; a code not in
-        CODES last), then by name."""
-        return tuple(sorted(self.rejections, key=_closeness)[: max(limit, 0)])
-
-    def counts(self) -> dict[str, int]:
-        """How many rejected clusters gave each code (every one of them), in CODES order (a
-        code not in CODES last)."""
-        counts = Counter(r.category for r in self.rejections)
-        return {code: counts[code] for code in sorted(counts, key=_code_order)}
-
-    def summary(self, limit: int = 1024) -> str:
-        """A message for an Event or condition: the result, or why no cluster fits."""
-        if self.placement is not None:
-            return f"Result: {self.placement}"
-        considered = len(self.rejections)
-        head = f"0/{considered} clusters can take the gang"
-        if self.domain_wait is not None:
-            head = waiting_summary(self.domain_wait)
-        return clip("; ".join([head, *self.sentences()]), limit)
-
-
-_ORDER = {code: i for i, code in enumerate(CODES)}
-
-
-def _code_order(code: str) -> tuple[int, str]:
-    """A code's place in the order of work (CODES); a code not in CODES after them."""
-    return (_ORDER.get(code, len(CODES)), code)
-
-
-def _closeness(rejection: Rejection) -> tuple[int, str]:
-    """Closer first: the furthest along the order of work (CODES backwards; a code not in
-    CODES after them), then by name."""
-    rank = _ORDER.get(rejection.category, -1)
-    return (-rank, rejection.cluster)
-
-
-def filter_rejection(
-    cluster: ClusterSnapshot,
-    *,
-    affinity: ClusterAffinity | None = None,
-    failed_over: Mapping[str, str] | None = None,
-    not_ready: Collection[str] | Mapping[str, str] = (),
-    taints: Mapping[str, Sequence[Taint]] | None = None,
-    tolerations: Sequence[Toleration] = (),
-) -> Rejection | None:
-    """The first filter (step 1 of the module docstring) that rules `cluster` out for a gang,
-    before any capacity is looked at; None when it may hold it. `place` applies it to every
-    cluster; a reclaim uses it to look for room only where the gang may go."""
-    name = cluster.name
-    if name in not_ready:
-        why = not_ready.get(name) if isinstance(not_ready, Mapping) else None
-        return Rejection(name, f"not ready ({why})" if why else "not ready", NOT_READY)
-    if failed_over and name in failed_over:
-        why = failed_over[name]
-        text = f"the job failed over from it ({why})" if why else "the job failed over from it"
-        return Rejection(name, clip(text), FAILED_OVER)
-    cluster_taints = (taints or {}).get(name)
-    if cluster_taints:
-        blocking = untolerated(tolerations, cluster_taints)
-        if blocking is not None:
-            text = f"has the taint {blocking}, which the policy does not tolerate"
-            return Rejection(name, clip(text), TAINTED)
-    if affinity is not None:
-        excluded = affinity.rejection(cluster)
-        if excluded is not None:
-            return Rejection(name, excluded, AFFINITY)
-    return None
 
 
 def place(
@@ -519,179 +342,8 @@ def _constraints_of(gang: Gang) -> tuple[object, ...]:
     return tuple(c.constraints for c, _ in gang.minimum)
 
 
-def _fragmentation_fit(
-    gang: Gang, cluster: ClusterSnapshot, mix: WorkloadMix, score: Score
-) -> tuple[Assignment | Reason, Score]:
-    """The gang packed with the mix, and its score with the fragmentation it adds. A
-    preferred topology is tried first (the choice then puts in-domain fits first)."""
-    result = NODES.check(gang, cluster, mix=mix, preferred=True)
-    if not isinstance(result, Assignment) and any(not r.required for r in gang.topology):
-        result = NODES.check(gang, cluster, mix=mix)
-    if not isinstance(result, Assignment):
-        return result, score
-    frees = []
-    for node, used in result.per_node().items():
-        assert node is not None
-        before = cluster.free(node)
-        assert before is not None
-        frees.append((before, before - used))
-    delta = round(assignment_delta(mix, frees, cluster.accelerator), 6) + 0.0
-    return result, Score(score.hole_fit, score.share, delta)
-
-
-#: At most this many clusters are packed (measured exactly) per round of the fragmentation
-#: ranking, in the order of their estimate; the next round runs only if none of them fits.
-#: Fleets this small or smaller are measured completely.
-MEASURED_PER_ROUND = 4
-
-
-def _choose_least_fragmenting(
-    gang: Gang,
-    candidates: list[tuple[tuple[float, float, float], str, Score, ClusterSnapshot]],
-    rejections: list[Rejection],
-    mix: WorkloadMix,
-    fit_key: _MemoKey,
-    explain_all: bool,
-) -> Decision:
-    """Rank by the estimate, pack the best `MEASURED_PER_ROUND` (more rounds while none fits,
-    all with `explain_all`), and choose the measured fit that adds least fragmentation; the
-    other fits are outranked with both exact figures, the unmeasured by their estimates."""
-    candidates.sort(key=lambda entry: (entry[0], entry[1]))
-    fits: list[tuple[tuple[int, float, float, float, float], str, Score, Assignment]] = []
-    done = 0
-    while done < len(candidates) and (not fits or explain_all):
-        for estimate, name, score, cluster in candidates[done : done + MEASURED_PER_ROUND]:
-            table = cluster.memo()
-            found = cast(tuple[Assignment | Reason, Score] | None, table.get(fit_key))
-            if found is None:
-                found = table[fit_key] = _fragmentation_fit(gang, cluster, mix, score)
-            result, exact = found
-            if isinstance(result, Assignment):
-                assert exact.fragmentation is not None
-                key = (
-                    _preferred_missed(gang, result),
-                    exact.fragmentation,
-                    -exact.hole_fit,
-                    -exact.share,
-                    estimate[0],
-                )
-                fits.append((key, name, exact, result))
-            else:
-                rejections.append(Rejection(name, result, INSUFFICIENT))
-        done += MEASURED_PER_ROUND
-    fits.sort(key=lambda entry: (entry[0], entry[1]))
-    chosen: Placement | None = None
-    if fits:
-        _, name, score, assignment = fits[0]
-        assert score.fragmentation is not None
-        unmeasured = candidates[done:]
-        chosen = Placement(
-            cluster=name,
-            components=tuple((c.name, c.replicas) for c in gang.components),
-            multi_role=gang.multi_role,
-            assignment=assignment,
-            score=score,
-            estimator=NODES.name,
-            runner_up=(fits[1][1], fits[1][2]) if len(fits) > 1 else None,
-            unmeasured=len(unmeasured),
-        )
-        for _, other, other_score, _ in fits[1:]:
-            mine = other_score.fragmentation
-            assert mine is not None
-            rejections.append(
-                Rejection(
-                    other,
-                    Sentence(
-                        _fits_too,
-                        chosen,
-                        other_score,
-                        facts={
-                            "fragmentation": f"{mine:.3f}",
-                            "chosen": name,
-                            "chosenFragmentation": f"{score.fragmentation:.3f}",
-                        },
-                    ),
-                    OUTRANKED,
-                )
-            )
-        best_estimate = min((e[0][0] for e in candidates[:done] if e[1] == name), default=math.nan)
-        for estimate, other, _, _ in unmeasured:
-            rejections.append(
-                Rejection(
-                    other,
-                    Sentence(_unmeasured, name, estimate[0], best_estimate),
-                    OUTRANKED,
-                )
-            )
-    rejections.sort(key=lambda r: r.cluster)
-    return Decision(chosen, tuple(rejections))
-
-
-def _preferred_missed(gang: Gang, assignment: Assignment) -> int:
-    """How many preferred topology rules `assignment` does not keep (0: all kept)."""
-    wanted = sum(1 for rule in gang.topology if not rule.required)
-    kept = sum(1 for domain in assignment.domains if not domain.required)
-    return wanted - kept
-
-
-def _unmeasured(chosen: str, estimate: float, chosen_estimate: float) -> str:
-    return (
-        f"not checked: ranks below {chosen} by estimated fragmentation "
-        f"({fragmentation_text(estimate)} vs {fragmentation_text(chosen_estimate)})"
-    )
-
-
-def _fits_too(chosen: Placement, score: Score) -> str:
-    return f"fits too, but {chosen.cluster} fits better ({_versus(score, chosen.score)})"
-
-
-class _MemoKey:
-    """An estimator and a gang's demand, hashed once per decision (a tuple would hash its
-    parts again for every cluster looked up)."""
-
-    __slots__ = ("_hash", "parts")
-
-    def __init__(self, estimator: str, demand: tuple[object, ...]) -> None:
-        self.parts = (estimator, demand)
-        self._hash = hash(self.parts)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _MemoKey) and (other is self or other.parts == self.parts)
-
-
 def _outranked(lead: str, chosen: Placement, score: Score) -> str:
     return f"{lead} {chosen.cluster} ({_versus(score, chosen.score)})"
-
-
-def _versus(mine: Score, best: Score, where: str | None = None) -> str:
-    """`mine` against `best`; with `where`, `best` is the other cluster's score (`... on
-    member-2`), else the winner's."""
-    at = f" on {where}" if where else ""
-    if mine.fragmentation is not None and best.fragmentation is not None:
-        if round(mine.fragmentation, 1) != round(best.fragmentation, 1):
-            return (
-                f"fragmentation {fragmentation_text(mine.fragmentation)} vs "
-                f"{fragmentation_text(best.fragmentation)}{at}"
-            )
-        if mine.fragmentation != best.fragmentation:
-            return (
-                f"fragmentation {mine.fragmentation:+.3f} GPU vs {best.fragmentation:+.3f} GPU{at}"
-            )
-        # Equal fragmentation: best fit decides, and the sentence says both.
-        same = f"fragmentation {fragmentation_text(mine.fragmentation)} on both"
-        return f"{same}, then {_best_fit_versus(mine, best, where, at)}"
-    return _best_fit_versus(mine, best, where, at)
-
-
-def _best_fit_versus(mine: Score, best: Score, where: str | None, at: str) -> str:
-    if mine.hole_fit != best.hole_fit:
-        return f"hole fit {mine.hole_fit:.0%} vs {best.hole_fit:.0%}{at}"
-    if mine.share != best.share:
-        return f"share of free capacity {mine.share:.0%} vs {best.share:.0%}{at}"
-    return f"same score as {where}; names break ties" if where else "same score; names break ties"
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,11 @@ resource, so a gang of 8-GPU workers only ever looks at groups with 8 GPUs free.
 per-cluster aggregates (total free, a histogram of free amounts per resource) that reject most
 clusters without touching a group.
 
+Where each concept lives: the signatures and shape groups in `fleet.core.shapes`; the topology
+index (per level, per domain: nodes, free totals, per-pod capacities, best-fit order) in
+`fleet.core.levels`; this module keeps them, the per-cluster aggregates and the in-flight
+reservations up to date.
+
 Every update (`upsert_node`, `remove_node`, `upsert_pod`, `remove_pod`) touches one node: O(1)
 in the size of the cluster. Pods may arrive before their node; their usage waits under the
 node's name.
@@ -38,11 +43,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fleet.core.assignment import Assignment
-from fleet.core.constraints import PodConstraints
 from fleet.core.histogram import Histogram
 from fleet.core.inventory import NodeInfo, PodInfo
+from fleet.core.levels import Level
 from fleet.core.resources import EMPTY, GPU, Resources
-from fleet.core.taints import Taint
+from fleet.core.shapes import ShapeGroup, Signature, _signature_key
 
 #: Labels that are unique per node; kept out of signatures so look-alike nodes still group.
 DEFAULT_IDENTITY_LABEL_KEYS = frozenset({"kubernetes.io/hostname"})
@@ -65,7 +70,6 @@ DEFAULT_TOPOLOGY_LABEL_KEYS = frozenset(
     }
 )
 
-_VERDICT_CACHE_LIMIT = 512
 #: Distinct resource vectors a snapshot remembers for sharing; cleared (not evicted) when full.
 _SHARE_LIMIT = 4096
 #: Few demands are in flight at once (a sweep is one); a small table keeps the garbage
@@ -76,62 +80,6 @@ _MEMO_LIMIT = 32
 #: How long a placement holds its capacity in a snapshot before the member shows the gang's pods
 #: bound (the controller's and the simulator's default in-flight reservation).
 DEFAULT_RESERVATION_SECONDS = 120.0
-
-
-def _signature_key(
-    labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool
-) -> tuple[object, ...]:
-    return (frozenset(labels.items()), taints, unschedulable)
-
-
-class Signature:
-    """The non-resource facts a pod's constraints are judged against, shared by many nodes."""
-
-    __slots__ = ("_verdicts", "buckets", "key", "labels", "nodes", "taints", "unschedulable")
-
-    def __init__(self, labels: Mapping[str, str], taints: tuple[Taint, ...], unschedulable: bool):
-        self.key = _signature_key(labels, taints, unschedulable)
-        self.labels = labels
-        self.taints = taints
-        self.unschedulable = unschedulable
-        self.nodes = 0
-        #: accelerator free amount -> free vector -> group
-        self.buckets: dict[int, dict[Resources, ShapeGroup]] = {}
-        self._verdicts: dict[PodConstraints, str | None] = {}
-
-    def rejection(self, constraints: PodConstraints) -> str | None:
-        """Why pods with `constraints` cannot use nodes of this signature (cached), or None."""
-        try:
-            return self._verdicts[constraints]
-        except KeyError:
-            pass
-        if len(self._verdicts) >= _VERDICT_CACHE_LIMIT:
-            self._verdicts.clear()
-        verdict = constraints.rejection(self.labels, self.taints, self.unschedulable)
-        self._verdicts[constraints] = verdict
-        return verdict
-
-    def __repr__(self) -> str:
-        cordon = self.unschedulable
-        return f"Signature(labels={dict(self.labels)}, taints={self.taints}, cordon={cordon})"
-
-
-class ShapeGroup:
-    """Nodes of one signature with exactly the same free vector."""
-
-    __slots__ = ("free", "nodes", "signature")
-
-    def __init__(self, signature: Signature, free: Resources) -> None:
-        self.signature = signature
-        self.free = free
-        #: node name -> its allocatable (shared between equal vectors); insertion-ordered.
-        self.nodes: dict[str, Resources] = {}
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    def __repr__(self) -> str:
-        return f"ShapeGroup({self.free!r} x{len(self.nodes)})"
 
 
 class _Pod(NamedTuple):
@@ -184,14 +132,9 @@ class ClusterSnapshot:
         #: Topology labels of the nodes that have any (one shared tuple per distinct set).
         self._topology: dict[str, tuple[tuple[str, str], ...]] = {}
         self._topology_shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
-        #: level -> value -> the domain's nodes (an insertion-ordered set of names).
-        self._levels: dict[str, dict[str, dict[str, None]]] = {}
-        #: level -> value -> free accelerators of the domain's nodes (all nodes, kept event by
-        #: event, so domains too small for a gang are skipped without looking at their nodes).
-        self._level_accel: dict[str, dict[str, int]] = {}
-        #: level -> value -> free accelerator amount -> how many of the domain's nodes have it
-        #: (nodes with none free are not counted).
-        self._level_slots: dict[str, dict[str, dict[int, int]]] = {}
+        #: level -> its domains, kept event by event (`fleet.core.levels`), so domains too
+        #: small for a gang are skipped without looking at their nodes.
+        self._levels: dict[str, Level] = {}
         #: Bumped on every change that can alter a decision.
         self.version = 0
         self._nodes: dict[str, ShapeGroup] = {}
@@ -319,20 +262,28 @@ class ClusterSnapshot:
         a signature label (`domains`)."""
         return level in self.topology_label_keys
 
+    def level(self, level: str) -> Level | None:
+        """For an indexed level: its domains, kept event by event (`fleet.core.levels`); None
+        when no node carries the label."""
+        return self._levels.get(level)
+
     def domain_nodes(self, level: str) -> Mapping[str, Mapping[str, None]]:
         """For an indexed level: its value -> the names of the nodes that carry it. O(1)."""
-        return self._levels.get(level, {})
+        found = self._levels.get(level)
+        return found.nodes if found is not None else {}
 
     def domain_accelerators(self, level: str) -> Mapping[str, int]:
         """For an indexed level: its value -> the free accelerators of its nodes (cordoned ones
         included; reservations on nodes subtracted). O(1)."""
-        return self._level_accel.get(level, {})
+        found = self._levels.get(level)
+        return found.accelerators if found is not None else {}
 
     def domain_slots(self, level: str) -> Mapping[str, Mapping[int, int]]:
         """For an indexed level: its value -> free accelerator amount -> nodes with that much
         free (nodes with none are left out). O(1): bounds how many pods a domain could take
         without looking at its nodes."""
-        return self._level_slots.get(level, {})
+        found = self._levels.get(level)
+        return found.slots if found is not None else {}
 
     def group_of(self, node: str) -> ShapeGroup | None:
         return self._nodes.get(node)
@@ -384,9 +335,10 @@ class ClusterSnapshot:
         return self._memo
 
     def per_version(self) -> dict[object, object]:
-        """Like `memo`, for the few answers per snapshot (a topology level's domain index) that
-        many demands share: emptied whenever the snapshot changes, never for being full. The
-        caller keeps its keys few."""
+        """Like `memo`, for answers per snapshot that many gangs share (per topology demand:
+        whether a domain holds it, the tightest that does; the domains of a level that is not
+        indexed): emptied whenever the snapshot changes, never for being full. The caller keeps
+        its keys few. (What is kept per domain lives in the level index, `level`.)"""
         if self._per_version_version != self.version:
             self._per_version.clear()
             self._per_version_version = self.version
@@ -611,16 +563,15 @@ class ClusterSnapshot:
         if old == topology:
             return
         for level, value in old:
-            members = self._levels[level][value]
-            del members[name]
-            if not members:
-                del self._levels[level][value]
-                self._level_accel[level].pop(value, None)
-                self._level_slots[level].pop(value, None)
+            index = self._levels[level]
+            index.remove_node(value, name)
+            if not index.nodes:
+                del self._levels[level]
         for level, value in topology:
-            self._levels.setdefault(level, {}).setdefault(value, {})[name] = None
-            self._level_accel.setdefault(level, {}).setdefault(value, 0)
-            self._level_slots.setdefault(level, {}).setdefault(value, {})
+            added = self._levels.get(level)
+            if added is None:
+                added = self._levels[level] = Level()
+            added.add_node(value, name)
         if topology:
             shared = self._topology_shared.get(topology)
             if shared is None:
@@ -671,10 +622,22 @@ class ClusterSnapshot:
         free = self._compute_free(name, allocatable)
         if free == group.free:
             return
-        self._detach(name, group)
-        self._attach(name, group.signature, allocatable, free)
+        old = group.free
+        self._detach(name, group, domains=False)
+        self._attach(name, group.signature, allocatable, free, domains=False)
+        accel = self.accelerator
+        for level, value in self._topology.get(name, ()):
+            self._levels[level].move(value, old, old.get(accel, 0), free, free.get(accel, 0))
 
-    def _attach(self, name: str, sig: Signature, allocatable: Resources, free: Resources) -> None:
+    def _attach(
+        self,
+        name: str,
+        sig: Signature,
+        allocatable: Resources,
+        free: Resources,
+        *,
+        domains: bool = True,
+    ) -> None:
         bucket_key = free.get(self.accelerator, 0)
         bucket = sig.buckets.get(bucket_key)
         if bucket is None:
@@ -685,10 +648,12 @@ class ClusterSnapshot:
         group.nodes[name] = allocatable
         self._nodes[name] = group
         self._account(group.free, not sig.unschedulable, +1)
-        self._account_domains(name, bucket_key, +1)
+        if domains:
+            self._account_domains(name, free, bucket_key, +1)
 
-    def _detach(self, name: str, group: ShapeGroup) -> None:
-        """Take `name` out of `group` (the caller rebinds or drops `_nodes[name]`)."""
+    def _detach(self, name: str, group: ShapeGroup, *, domains: bool = True) -> None:
+        """Take `name` out of `group` (the caller rebinds or drops `_nodes[name]`); its
+        domains too unless `domains` is False (the caller moves it there)."""
         del group.nodes[name]
         sig = group.signature
         if not group.nodes:
@@ -698,19 +663,14 @@ class ClusterSnapshot:
             if not bucket:
                 del sig.buckets[bucket_key]
         self._account(group.free, not sig.unschedulable, -1)
-        self._account_domains(name, group.free.get(self.accelerator, 0), -1)
+        if domains:
+            self._account_domains(name, group.free, group.free.get(self.accelerator, 0), -1)
 
-    def _account_domains(self, name: str, amount: int, sign: int) -> None:
-        if amount:
-            for level, value in self._topology.get(name, ()):
-                table = self._level_accel[level]
-                table[value] = table.get(value, 0) + sign * amount
-                slots = self._level_slots[level][value]
-                count = slots.get(amount, 0) + sign
-                if count:
-                    slots[amount] = count
-                else:
-                    del slots[amount]
+    def _account_domains(self, name: str, free: Resources, amount: int, sign: int) -> None:
+        """The node's free vector (`amount` free accelerators) comes (+1) or goes (-1): every
+        domain it is in changes."""
+        for level, value in self._topology.get(name, ()):
+            self._levels[level].account(value, free, amount, sign)
 
     def _account(self, free: Resources, schedulable: bool, sign: int) -> None:
         totals, sched, hists = self._free_all, self._free_schedulable, self._hist

@@ -111,6 +111,12 @@ class Gang:
         return sum(c.replicas for c in self.components)
 
     @cached_property
+    def derived(self) -> dict[object, object]:
+        """Answers that are pure functions of this gang alone (its topology rules' pods as
+        items, ...), kept with it so a decision works them out once, not once per member."""
+        return {}
+
+    @cached_property
     def minimum(self) -> tuple[tuple[Component, int], ...]:
         """(component, pods) of the minimum set, roles filled in declared order."""
         needed = self.min_member

@@ -77,6 +77,8 @@ def bring_up(demo: Demo, *, die_with_parent: bool = False) -> None:
                 member.labels,
                 context=member.name,
                 base=demo.kubeconfig.parent,
+                # The seeds' jobs live in `default`, which fleet did not create: opened to it.
+                open_namespaces=("default",),
             )
     start_controller(demo, die_with_parent=die_with_parent)
     for member in DEMO_CONFIG.members:

@@ -128,6 +128,7 @@ def plan_for(
     token_seconds: int = DEFAULT_TOKEN_SECONDS,
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
     viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS,
+    open_namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     endpoint = endpoint_of(client.connection)
     _check_stored(name, endpoint, cluster)
@@ -144,6 +145,7 @@ def plan_for(
         guarded=serves_admission_policies(client),
         native_gang=serves_native_gang(client),
         viewer_token_seconds=viewer_token_seconds,
+        open_namespaces=open_namespaces,
     )
 
 
@@ -171,6 +173,7 @@ def join_member(
     say: Callable[[str], None] = lambda _: None,
     fleet_id: str | None = None,
     force: bool = False,
+    rotate: bool = False,
     **options: Any,
 ) -> IssuedToken:
     """Join the member `config` (the user's kubeconfig, `context` in it) as `name`."""
@@ -185,4 +188,4 @@ def join_member(
             **options,
         )
         check_renewal_access(fleet, plan.secrets_namespace)
-        return join(fleet, client, plan, say=say, force=force)
+        return join(fleet, client, plan, say=say, force=force, rotate=rotate)

@@ -17,13 +17,14 @@ probe per policy, each a request and a pure verdict on its answer:
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import httpx
 
+from fleet.api import guardprobe
 from fleet.api.guard import admission_policy_name
+from fleet.api.guardprobe import GUARD_PROBE_PREFIX, GuardVerdict, guard_probe
 from fleet.api.membership import JoinPlan
 from fleet.api.schedulinggroup import scheduling_group_name
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
@@ -32,6 +33,7 @@ from fleet.kube import ApiError, KubeError, SyncKubeClient
 from fleet.kubeconfig import check_kubeconfig
 
 __all__ = [
+    "GUARD_PROBE_PREFIX",
     "IN_FORCE_WAIT",
     "PROBE_INTERVAL",
     "GuardVerdict",
@@ -59,8 +61,6 @@ PROBE_INTERVAL: Final = 0.25
 #: is a dry run.
 PROBE_POD_GROUP: Final = "fleet-join-probe"
 PROBE_IMAGE: Final = "registry.k8s.io/pause:3.10"
-#: The name the guard's probe ConfigMap is generated from. None is made: the probe is a dry run.
-GUARD_PROBE_PREFIX: Final = "fleet-join-guard-probe-"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,63 +208,22 @@ def token_client(
     return SyncKubeClient(resolved.connection, name=name, transport=transport)
 
 
-def guard_probe(namespace: str) -> dict[str, Any]:
-    """A create fleet's RBAC allows and the guard refuses, only ever sent as a dry run with
-    fleet's token: an empty ConfigMap without fleet's mark (`fleet.dev/managed-by`). A
-    ConfigMap because fleet's ClusterRole lets it create ConfigMaps in every member (a kind
-    `propagateDeps` copies), whatever else the member serves (core v1). In fleet's own member
-    namespace, which join has just made (a create in a missing namespace is refused before
-    admission) and which the guard also keeps fleet out of: it denies the probe twice over.
-    Harmless were a server to store it: it holds nothing."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"generateName": GUARD_PROBE_PREFIX, "namespace": namespace},
-    }
-
-
 def denied_by_guard(refusal: ApiError, policy_name: str) -> bool:
-    """Whether `refusal` is Kubernetes' denial by the guard `policy_name` and its binding (of
-    the same name): a ValidatingAdmissionPolicy answers 403 or 422 by its validation's reason
-    (the guard's are Forbidden: 403), and says `ValidatingAdmissionPolicy '<policy>' with
-    binding '<binding>' denied request: ...`."""
-    said = f"ValidatingAdmissionPolicy '{policy_name}' with binding '{policy_name}' denied request"
-    return refusal.status in (403, 422) and said in refusal.message
+    """Whether `refusal` is the guard's denial (fleet.api.guardprobe, the one rule)."""
+    return guardprobe.denied_by_guard(refusal.status, refusal.message, policy_name)
 
 
 def refused_by_rbac(refusal: ApiError) -> bool:
-    """Whether `refusal` is RBAC's (`User "..." cannot create resource ...`): a 403 that names
-    no admission policy. Right after join, the authorizer may not have loaded fleet's new
-    ClusterRoleBinding yet."""
-    return (
-        refusal.status == 403
-        and "cannot create resource" in refusal.message
-        and "ValidatingAdmissionPolicy" not in refusal.message
-    )
-
-
-class GuardVerdict(enum.Enum):
-    """What an answer to the guard's probe says."""
-
-    #: Denied by the guard, naming it: the guard is in force for fleet's token.
-    IN_FORCE = "in force"
-    #: The dry run was admitted: the API server has not loaded the guard yet.
-    NOT_LOADED = "not loaded"
-    #: Refused by RBAC: the API server has not loaded fleet's ClusterRoleBinding yet.
-    RBAC_NOT_LOADED = "RBAC not loaded"
-    #: Refused by something else (an admission webhook, another policy): the probe cannot tell.
-    UNKNOWN = "unknown"
+    """Whether `refusal` is RBAC's (fleet.api.guardprobe, the one rule)."""
+    return guardprobe.refused_by_rbac(refusal.status, refusal.message)
 
 
 def guard_verdict(refusal: ApiError | None, policy_name: str) -> GuardVerdict:
-    """The verdict on one answer to the guard's probe (`refusal`: None when it was admitted)."""
+    """The verdict on one answer to the guard's probe (`refusal`: None when it was admitted),
+    by fleet.api.guardprobe's rule."""
     if refusal is None:
-        return GuardVerdict.NOT_LOADED
-    if denied_by_guard(refusal, policy_name):
-        return GuardVerdict.IN_FORCE
-    if refused_by_rbac(refusal):
-        return GuardVerdict.RBAC_NOT_LOADED
-    return GuardVerdict.UNKNOWN
+        return guardprobe.guard_verdict(None, "", policy_name)
+    return guardprobe.guard_verdict(refusal.status, refusal.message, policy_name)
 
 
 def guard_in_force(fleets: SyncKubeClient, plan: JoinPlan) -> InForceProbe:

@@ -27,6 +27,8 @@ import yaml
 from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.access import (
+    RENEWER_ROLE,
+    RENEWER_SERVICE_ACCOUNT,
     SERVICE_ACCOUNT,
     VIEWER_SECRETS_ROLE,
     VIEWER_SERVICE_ACCOUNT,
@@ -34,9 +36,11 @@ from fleet.api.access import (
     viewer_cluster_role,
     viewer_nodes_role,
 )
-from fleet.api.guard import ADMISSION_API_VERSION, admission_policy_name
+from fleet.api.guard import ADMISSION_API_VERSION, admission_policy_name, token_policy_name
 from fleet.api.membership import (
     KUBECONFIG_KEY,
+    REDACTED,
+    RENEWER_TOKEN_SECRET,
     TOKEN_SECRET,
     VIEWER_TOKEN_SECRET,
     IssuedToken,
@@ -50,7 +54,12 @@ from fleet.api.membership import (
 from fleet.api.schedulinggroup import MUTATING_API_VERSION, scheduling_group_name
 from fleet.controller.members.connection import GANG_SCHEDULER_KINDS, gang_scheduler_of
 from fleet.join.errors import JoinError
-from fleet.join.in_force import wait_guard_in_force, wait_scheduling_group_in_force
+from fleet.join.in_force import (
+    IN_FORCE_WAIT,
+    PROBE_INTERVAL,
+    wait_guard_in_force,
+    wait_scheduling_group_in_force,
+)
 from fleet.join.viewer import grant_viewer_secret, viewer_secrets_role, viewer_token
 from fleet.kube import ApiError, Connection, KubeError, NotFound, SyncKubeClient
 
@@ -66,6 +75,8 @@ __all__ = [
     "join",
     "made_by",
     "previous_join",
+    "request_token",
+    "secret_token",
 ]
 
 MEMBER_CLUSTER = (c.FLEET_API_VERSION, "MemberCluster")
@@ -73,6 +84,10 @@ MEMBER_CLUSTER = (c.FLEET_API_VERSION, "MemberCluster")
 FIELD_MANAGER = "fleet-join"
 #: How long a long-lived token Secret may take to be filled by the member's token controller.
 TOKEN_SECRET_WAIT = 30.0
+#: The Role (and RoleBinding) of joins before the renewer, letting the dispatch identity request
+#: its own tokens: deleted by a re-join (`_forget_previous`).
+OLD_TOKEN_ROLE = "fleet-token"
+_RBAC = "rbac.authorization.k8s.io/v1"
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -143,16 +158,31 @@ class _Run:
 
 def request_token(
     member: SyncKubeClient,
+    plan: JoinPlan,
     account: str,
-    namespace: str,
     seconds: int,
     now: Callable[[], float],
+    sleep: Callable[[float], None],
 ) -> IssuedToken:
-    """A bound token of `namespace/account`, asked for with the user's credentials."""
-    issued = now()
-    answer = member.create_subresource(
-        "v1", "ServiceAccount", account, "token", token_request(seconds), namespace
-    )
+    """A bound token of `account` in fleet's namespace of the member, lasting `seconds`,
+    requested with the user's credentials. A refusal by the token policy
+    (fleet.api.guard.token_policy, the dispatch identity's only) just written with a new lifetime
+    is asked again while the API server has not loaded it yet (a re-join with a longer
+    --token-expiration), for IN_FORCE_WAIT at most."""
+    waited = 0.0
+    while True:
+        issued = now()
+        try:
+            answer = member.create_subresource(
+                "v1", "ServiceAccount", account, "token", token_request(seconds), plan.namespace
+            )
+            break
+        except ApiError as e:
+            loading = plan.guarded and token_policy_name(plan.namespace) in e.message
+            if not loading or waited >= IN_FORCE_WAIT:
+                raise
+        sleep(PROBE_INTERVAL)
+        waited += PROBE_INTERVAL
     status = answer.get("status") or {}
     expires = status.get("expirationTimestamp")
     return IssuedToken(
@@ -162,33 +192,59 @@ def request_token(
     )
 
 
-def _bound_token(member: SyncKubeClient, plan: JoinPlan, now: Callable[[], float]) -> IssuedToken:
-    return request_token(member, plan.service_account, plan.namespace, plan.token_seconds, now)
-
-
-def read_secret_token(
-    member: SyncKubeClient, name: str, namespace: str, sleep: Callable[[float], None]
+def _bound_token(
+    member: SyncKubeClient,
+    plan: JoinPlan,
+    now: Callable[[], float],
+    sleep: Callable[[float], None],
 ) -> IssuedToken:
-    """The token the member's token controller puts into the service-account-token Secret."""
+    """A token of the dispatch identity, lasting what join was asked for."""
+    return request_token(member, plan, plan.service_account, plan.token_seconds, now, sleep)
+
+
+def secret_token(
+    member: SyncKubeClient,
+    plan: JoinPlan,
+    sleep: Callable[[float], None],
+    name: str = TOKEN_SECRET,
+) -> IssuedToken:
+    """The token the member's token controller filled into the service-account-token Secret
+    `name` of fleet's namespace there."""
     deadline = time.monotonic() + TOKEN_SECRET_WAIT
     while True:
-        secret = member.get("v1", "Secret", name, namespace) or {}
+        secret = member.get("v1", "Secret", name, plan.namespace) or {}
         token = (secret.get("data") or {}).get("token")
         if token:
             return IssuedToken(base64.b64decode(token).decode())
         if time.monotonic() > deadline:
             raise JoinError(
-                f"secret/{name} -n {namespace} in {member.name} got no token within "
-                f"{TOKEN_SECRET_WAIT:.0f}s: is the member's token controller running? "
-                "(or use --token-type bound)"
+                f"secret/{name} -n {plan.namespace} in {member.name} got no token within "
+                f"{TOKEN_SECRET_WAIT:.0f}s: is the member's token controller running?"
+                + (" (or use --token-type bound)" if name == TOKEN_SECRET else "")
             )
         sleep(0.5)
 
 
-def _secret_token(
-    member: SyncKubeClient, plan: JoinPlan, sleep: Callable[[float], None]
-) -> IssuedToken:
-    return read_secret_token(member, TOKEN_SECRET, plan.namespace, sleep)
+def _rotate(member: SyncKubeClient, plan: JoinPlan, say: Callable[[str], None]) -> None:
+    """`fleet join --rotate`: every token issued so far is made worthless by deleting the
+    ServiceAccounts they belong to (and their token Secrets) before the plan makes them again
+    with new UIDs: a bound token names its ServiceAccount's UID, a Secret's token its Secret.
+    The viewer's too: join issues it a new token anyway, and the RoleBindings the controller made
+    for it name it, not its UID, so they hold for the new one.
+    Only this fleet's are deleted (`_check_member_side` has refused another fleet's)."""
+    for kind, name in (
+        ("Secret", TOKEN_SECRET),
+        ("Secret", RENEWER_TOKEN_SECRET),
+        ("Secret", VIEWER_TOKEN_SECRET),
+        ("ServiceAccount", SERVICE_ACCOUNT),
+        ("ServiceAccount", RENEWER_SERVICE_ACCOUNT),
+        ("ServiceAccount", VIEWER_SERVICE_ACCOUNT),
+    ):
+        found = member.get("v1", kind, name, plan.namespace)
+        if found is None or not made_by(found, plan.fleet_id):
+            continue
+        member.delete("v1", kind, name, plan.namespace)
+        say(f"member {plan.name}: {kind.lower()}/{name} -n {plan.namespace} deleted (--rotate)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,17 +318,19 @@ def identity_objects(namespace: str) -> list[tuple[str, str, str, str | None]]:
     role = member_cluster_role(namespace)
     viewer, viewer_cluster = viewer_cluster_role(namespace), viewer_nodes_role(namespace)
     guard = admission_policy_name(namespace)
+    tokens = token_policy_name(namespace)
     groups = scheduling_group_name(namespace)
-    rbac = "rbac.authorization.k8s.io/v1"
     return [
-        (rbac, "ClusterRoleBinding", role, None),
-        (rbac, "ClusterRoleBinding", viewer, None),
-        (rbac, "ClusterRoleBinding", viewer_cluster, None),
-        (rbac, "ClusterRole", role, None),
-        (rbac, "ClusterRole", viewer, None),
-        (rbac, "ClusterRole", viewer_cluster, None),
+        (_RBAC, "ClusterRoleBinding", role, None),
+        (_RBAC, "ClusterRoleBinding", viewer, None),
+        (_RBAC, "ClusterRoleBinding", viewer_cluster, None),
+        (_RBAC, "ClusterRole", role, None),
+        (_RBAC, "ClusterRole", viewer, None),
+        (_RBAC, "ClusterRole", viewer_cluster, None),
         (MUTATING_API_VERSION, "MutatingAdmissionPolicyBinding", groups, None),
         (MUTATING_API_VERSION, "MutatingAdmissionPolicy", groups, None),
+        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", tokens, None),
+        (ADMISSION_API_VERSION, "ValidatingAdmissionPolicy", tokens, None),
         (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", guard, None),
         (ADMISSION_API_VERSION, "ValidatingAdmissionPolicy", guard, None),
         ("v1", "Namespace", namespace, None),
@@ -310,7 +368,16 @@ def _check_identity(fleet: SyncKubeClient, plan: JoinPlan) -> None:
 
 def _check_member_side(member: SyncKubeClient, plan: JoinPlan) -> None:
     """Another fleet's identity in the same member namespace is never taken over: each fleet
-    keeps its own, so one fleet's unjoin never deletes the other's."""
+    keeps its own, so one fleet's unjoin never deletes the other's. A namespace to open
+    (`--namespaces`) must exist: join opens namespaces, it does not make them (one fleet
+    creates is fleet's already)."""
+    missing = [n for n in plan.open_namespaces if member.get("v1", "Namespace", n) is None]
+    if missing:
+        raise JoinError(
+            f"{plan.name}: --namespaces {','.join(missing)}: no such namespace in "
+            f"{member.name}; create it first (kubectl create namespace), or leave it out: "
+            "fleet creates a job's namespace it does not find, and may dispatch there"
+        )
     account = member.get("v1", "ServiceAccount", SERVICE_ACCOUNT, plan.namespace)
     if account is not None and not made_by(account, plan.fleet_id):
         labels = (account.get("metadata") or {}).get("labels") or {}
@@ -351,11 +418,17 @@ def _check_previous(
 
 
 def _forget_previous(
-    member: SyncKubeClient, plan: JoinPlan, previous: Previous | None, say: Callable[[str], None]
+    fleet: SyncKubeClient,
+    member: SyncKubeClient,
+    plan: JoinPlan,
+    previous: Previous | None,
+    say: Callable[[str], None],
 ) -> None:
     """What the previous join of this cluster left that this one does not use: the old
     namespace's identity (a new --member-namespace), the long-lived token Secret (a switch to
-    bound tokens). Only objects of this fleet's are deleted."""
+    bound tokens), the renewer (a switch to a long-lived token), the Role that let the dispatch
+    identity request its own tokens (a join before the renewer). Only objects of this fleet's
+    are deleted."""
     if previous is None or previous.identity is None:
         return
     if not same_cluster(previous, plan.cluster_id, plan.endpoint.server):
@@ -364,11 +437,27 @@ def _forget_previous(
     stale: list[tuple[str, str, str, str | None]] = []
     if old_namespace != plan.namespace:
         stale = identity_objects(old_namespace)
-    elif previous.token_type == c.TOKEN_TYPE_SECRET and plan.token_type != "secret":
+    else:
         stale = [
-            ("v1", "Secret", TOKEN_SECRET, plan.namespace),
-            ("v1", "Secret", VIEWER_TOKEN_SECRET, plan.namespace),
+            (_RBAC, "RoleBinding", OLD_TOKEN_ROLE, plan.namespace),
+            (_RBAC, "Role", OLD_TOKEN_ROLE, plan.namespace),
         ]
+        if previous.token_type == c.TOKEN_TYPE_SECRET and plan.token_type != "secret":
+            stale.append(("v1", "Secret", TOKEN_SECRET, plan.namespace))
+            stale.append(("v1", "Secret", VIEWER_TOKEN_SECRET, plan.namespace))
+        if not plan.renews:
+            stale += [
+                (_RBAC, "RoleBinding", RENEWER_ROLE, plan.namespace),
+                (_RBAC, "Role", RENEWER_ROLE, plan.namespace),
+                ("v1", "Secret", RENEWER_TOKEN_SECRET, plan.namespace),
+                ("v1", "ServiceAccount", RENEWER_SERVICE_ACCOUNT, plan.namespace),
+            ]
+    if not plan.renews:
+        # The fleet side of a renewer no longer used.
+        old = fleet.get("v1", "Secret", plan.renewer_secret_name, plan.secrets_namespace)
+        if old is not None and made_by(old, plan.fleet_id):
+            fleet.delete("v1", "Secret", plan.renewer_secret_name, plan.secrets_namespace)
+            say(f"fleet: old secret/{plan.renewer_secret_name} deleted (no longer used)")
     for api_version, kind, name, namespace in stale:
         try:
             found = member.get(api_version, kind, name, namespace)
@@ -401,6 +490,7 @@ def join(
     now: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     force: bool = False,
+    rotate: bool = False,
     timeout: float = 300.0,
     token_transport: httpx.BaseTransport | None = None,
 ) -> IssuedToken:
@@ -411,7 +501,9 @@ def join(
     the guard, proven with the new token itself (`wait_guard_in_force`; `token_transport`
     replaces the network of that token's client, in tests); on a native-gang member, the
     scheduling-group policy (`wait_scheduling_group_in_force`). A cluster another
-    MemberCluster already is (its spec.id) is refused before anything is written."""
+    MemberCluster already is (its spec.id) is refused before anything is written. `rotate`
+    first deletes fleet's ServiceAccounts in the member (`_rotate`): every token issued before
+    is refused from then on."""
     _check_identity(fleet, plan)
     previous = previous_join(fleet, plan.name)
     moved = _check_previous(
@@ -428,17 +520,22 @@ def join(
     run = _Run(say)
     side = f"member {plan.name}"
     try:
+        if rotate:
+            _rotate(member, plan, say)
         for obj in plan.member:
             run.apply(member, side, obj)
         if plan.native_gang:
             # Before the MemberCluster exists: the controller dispatches to it at once.
             wait_scheduling_group_in_force(member, plan, say, sleep)
         if plan.token_type == "bound":
-            token = _bound_token(member, plan, now)
+            token = _bound_token(member, plan, now, sleep)
         else:
-            token = _secret_token(member, plan, sleep)
+            token = secret_token(member, plan, sleep)
         if not token.token:
             raise JoinError(f"{member.name} issued an empty token for {plan.service_account_ref}")
+        renewer = (
+            secret_token(member, plan, sleep, RENEWER_TOKEN_SECRET).token if plan.renews else None
+        )
         if plan.guarded:
             # Before the fleet side too: the controller acts with the token at once.
             wait_guard_in_force(member, plan, token.token, say, sleep, token_transport)
@@ -446,7 +543,7 @@ def join(
         if not viewer.token:
             raise JoinError(f"{member.name} issued an empty token for {plan.viewer_ref}")
         side = "fleet"
-        for obj in plan.fleet_objects(token):
+        for obj in plan.fleet_objects(token, renewer):
             run.apply(fleet, side, obj)
         run.apply(fleet, side, plan.viewer_secret(viewer))
         if grant_viewer_secret(fleet, plan.secrets_namespace, plan.name):
@@ -466,11 +563,14 @@ def join(
         )
         refused = f"the {side} refused: {e}" if isinstance(e, ApiError) else str(e)
         raise JoinError(one_line(f"{plan.name}: {refused}{undone}")) from None
-    _forget_previous(member, plan, previous, say)
+    _forget_previous(fleet, member, plan, previous, say)
     _record_gang_scheduler(fleet, member, plan.name, say)
     if token.expires is not None:
         hours = (token.expires - (token.issued or now())) / 3600
-        say(f"token: bound, expires in {hours:.1f} h, renewed by the controller")
+        say(
+            f"token: bound, expires in {hours:.1f} h, renewed by the controller as "
+            f"{plan.namespace}/{RENEWER_SERVICE_ACCOUNT}"
+        )
     else:
         say("token: long-lived (service-account-token Secret), not renewed")
     if viewer.expires is not None:
@@ -535,7 +635,10 @@ def dry_run(plan: JoinPlan) -> str:
         )
     docs += [
         "# fleet\n" + yaml.safe_dump(redacted(obj), sort_keys=False)
-        for obj in (*plan.fleet_objects(placeholder), plan.viewer_secret(placeholder))
+        for obj in (
+            *plan.fleet_objects(placeholder, REDACTED if plan.renews else None),
+            plan.viewer_secret(placeholder),
+        )
     ]
     docs.append(
         f"# fleet: role/{VIEWER_SECRETS_ROLE} -n {plan.secrets_namespace} also names "

@@ -21,6 +21,7 @@ from typing import Any
 
 from fleet.api import constants as c
 from fleet.api.access import viewer_secret_name
+from fleet.api.guard import open_label
 from fleet.core.gangmarks import KUBERNETES
 from fleet.join.join import (
     MEMBER_CLUSTER,
@@ -143,7 +144,7 @@ def _left_note(name: str, made: list[str], why: str | None) -> str:
     """What was left in the member and the kubectl command that removes it."""
     because = f" ({why})" if why else ""
     listed = ", ".join(
-        f"{obj} (ServiceAccount, token Role and RoleBinding)"
+        f"{obj} (ServiceAccounts, the renewer's Role, RoleBinding and token Secret)"
         if obj.startswith("namespace/")
         else obj
         for obj in made
@@ -218,6 +219,10 @@ def unjoin(
     if secret is not None:
         fleet.delete("v1", "Secret", ref["name"], ref.get("namespace"))
         say(f"fleet: secret/{ref['name']} -n {ref.get('namespace')} deleted")
+        annotations = (secret.get("metadata") or {}).get("annotations") or {}
+        renewer = annotations.get(c.RENEWER_SECRET_ANNOTATION)
+        if renewer and fleet.delete("v1", "Secret", renewer, ref.get("namespace")):
+            say(f"fleet: secret/{renewer} -n {ref.get('namespace')} deleted (the renewer's token)")
     if ref.get("namespace"):
         _forget_viewer(fleet, name, str(ref["namespace"]), say)
     reach = f"{name} could not be reached ({lost})" if lost else ""
@@ -259,6 +264,19 @@ def unjoin(
             return _note(reach, copies, _left_note(name, made, f"{type(e).__name__}: {e}"))
         state = "deleted" if gone else "already gone"
         say(f"member {name}: {kind.lower()}/{obj_name} {state}")
+        labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+        fleet_id = fleet_id or labels.get(c.FLEET_ID_LABEL)
+    if fleet_id:
+        try:
+            _close_namespaces(member_client, name, fleet_id, say)
+        except KubeError as e:
+            label = open_label(fleet_id)
+            return _note(
+                reach,
+                copies,
+                f"the label {label} was left on namespaces of {name} ({e}); remove it with: "
+                f"kubectl --context <{name}> label namespace -l {label} {label}-",
+            )
     return _note(reach, copies)
 
 
@@ -270,6 +288,19 @@ def _forget_viewer(
     if fleet.delete("v1", "Secret", secret, namespace):
         say(f"fleet: secret/{secret} -n {namespace} deleted")
     forget_viewer_secret(fleet, namespace, name)
+
+
+def _close_namespaces(
+    member_client: SyncKubeClient, name: str, fleet_id: str, say: Callable[[str], None]
+) -> None:
+    """Take off every namespace the label `fleet join --namespaces` opened it to this fleet
+    with: what join wrote goes with the identity."""
+    label = open_label(fleet_id)
+    listed = member_client.list("v1", "Namespace", label_selector=label)
+    for ns in listed.get("items") or []:
+        ns_name = ns["metadata"]["name"]
+        member_client.patch("v1", "Namespace", ns_name, {"metadata": {"labels": {label: None}}})
+        say(f"member {name}: namespace/{ns_name} no longer open to fleet {fleet_id}")
 
 
 def _check_same_cluster(member_client: SyncKubeClient, previous: Any) -> str | None:

@@ -127,12 +127,12 @@ def viewer_token(
 ) -> IssuedToken:
     """A token of the viewer, requested with the user's credentials (nothing fleet holds may
     request one): bound, or, with `--token-type secret`, read from its long-lived Secret."""
-    from fleet.join.join import read_secret_token, request_token
+    from fleet.join.join import request_token, secret_token
 
     if plan.token_type == "secret":
-        return read_secret_token(member, VIEWER_TOKEN_SECRET, plan.namespace, sleep)
+        return secret_token(member, plan, sleep, VIEWER_TOKEN_SECRET)
     return request_token(
-        member, VIEWER_SERVICE_ACCOUNT, plan.namespace, plan.viewer_token_seconds, now
+        member, plan, VIEWER_SERVICE_ACCOUNT, plan.viewer_token_seconds, now, sleep
     )
 
 

@@ -87,32 +87,36 @@ class KubeClient:
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def _send(self, call: Call) -> Any:
+    async def _send(self, call: Call, auth: httpx.Auth | None = None) -> Any:
         self.requests[(call.verb, resource_of(call.path))] += 1
         if self.rate_limit is not None:
             await self.rate_limit.acquire()
         started = time.monotonic()
         try:
-            response = await self._http.send(call.build(self._http))
+            response = await self._http.send(
+                call.build(self._http), auth=auth if auth is not None else httpx.USE_CLIENT_DEFAULT
+            )
         except httpx.TransportError as e:
             raise unreachable(call, e, self.name) from e
         finally:
             self.busy_seconds += time.monotonic() - started
         return decode(call, response, self.name)
 
-    async def _execute(self, call: Call) -> Any:
+    async def _execute(self, call: Call, auth: httpx.Auth | None = None) -> Any:
         if not call.retry:
-            return await self._send(call)
+            return await self._send(call, auth)
         async for attempt in AsyncRetrying(sleep=self._sleep, **retry_policy(self._retries)):
             with attempt:
-                return await self._send(call)
+                return await self._send(call, auth)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _run(self, op: Op[T]) -> T:
+    async def _run(self, op: Op[T], auth: httpx.Auth | None = None) -> T:
+        """Send `op`'s requests; with `auth`, every one of them (its discovery too) as that
+        identity instead of the connection's."""
         step = resume(op)
         while not isinstance(step, Done):
             try:
-                answer = await self._execute(step)
+                answer = await self._execute(step, auth)
             except KubeError as e:
                 step = resume(op, error=e)
             else:
@@ -197,10 +201,13 @@ class KubeClient:
         subresource: str,
         body: Mapping[str, Any],
         namespace: str | None = None,
+        *,
+        auth: httpx.Auth | None = None,
     ) -> Obj:
-        return await self._run(
-            self._requests.create_subresource(api_version, kind, name, subresource, body, namespace)
-        )
+        """POST to an object's subresource; with `auth`, as that identity (a token renewer)
+        rather than the connection's."""
+        request = self._requests.create_subresource
+        return await self._run(request(api_version, kind, name, subresource, body, namespace), auth)
 
     async def apply(
         self,

@@ -760,7 +760,8 @@ class Simulation:
 
     def sync_holds(self, holds: dict[str, Hold]) -> None:
         """Make the views hold exactly the queue's holds (`hold.sync`): a hold that ended gives
-        its room back to everyone; a new one is reserved under its own key until its bound."""
+        its room back to everyone; a new one is reserved under its own key until it ends (no
+        expiry: a hold has no clock of its own, it ends with its claimant's placement timeout)."""
         present = {hold.key: claimant for claimant, hold in self._held.items()}
         release, reserve = sync(present, holds)
         for key in release:
@@ -769,7 +770,7 @@ class Simulation:
                 self._freed = True
         for hold in reserve:
             self._held[hold.claimant] = hold
-            self.views[hold.cluster].reserve(hold.key, hold.assignment(), hold.until)
+            self.views[hold.cluster].reserve(hold.key, hold.assignment(), math.inf)
 
     def _purge(self, copy: Copy) -> None:
         """The binding's eviction for this copy decides, as in the controller: no eviction

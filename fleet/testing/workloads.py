@@ -229,6 +229,7 @@ def gang_policy(
     max_failovers: int | None = None,
     grace_period_seconds: int | None = None,
     cluster_names: list[str] | None = None,
+    gang_schedule_timeout_seconds: int | None = None,
 ) -> dict[str, Any]:
     """A PropagationPolicy shaped like the seeds' (Gang, Divided, failover on application)."""
     replica_scheduling: dict[str, Any] = {
@@ -256,6 +257,8 @@ def gang_policy(
             application["maxFailovers"] = max_failovers
         if grace_period_seconds is not None:
             application["gracePeriodSeconds"] = grace_period_seconds
+        if gang_schedule_timeout_seconds is not None:
+            application["gangScheduleTimeoutSeconds"] = gang_schedule_timeout_seconds
         spec["failover"] = {"application": application}
     return {
         "apiVersion": "policy.one.alibabacloud.com/v1alpha1",

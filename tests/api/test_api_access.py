@@ -40,7 +40,10 @@ def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else
         assert _grants(rules, "", access.plural(kind)) == {"create", "patch", "delete"}, kind
     # Read-only where fleet only reads; no update, no deletecollection, no wildcard anywhere.
     assert _grants(rules, "", "nodes") == {"list", "watch"}
-    assert _grants(rules, "", "namespaces") == {"get", "create"}
+    # patch: a ServiceAccount fleet copied is listed on a namespace fleet created (the guard
+    # lets it change only its own namespaces, never their labels). No list: people list them
+    # through the viewer.
+    assert _grants(rules, "", "namespaces") == {"get", "create", "patch"}
     every_verb = {v for r in rules for v in r.verbs}
     assert every_verb <= {"get", "list", "watch", "create", "patch", "delete", "bind"}
     assert all("*" not in r.resources and r.group != "*" for r in rules)
@@ -56,13 +59,13 @@ def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else
 
 def test_the_dispatch_identity_reads_only_what_the_controller_reads():
     """People read through the viewer: the dispatch token reads no log, no event, no pod by
-    name, no namespace but kube-system (the member's cluster id), and watches no Reservation."""
+    name, lists no namespace (it gets one: kube-system, the member's cluster id, and those it
+    created, before listing a ServiceAccount on them), and watches no Reservation."""
     rules = access.member_rules()
     assert _grants(rules, "", "pods") == {"list", "watch"}
     assert _grants(rules, "", "pods/log") == set()
     assert _grants(rules, "", "events") == set()
-    (get_ns,) = [r for r in rules if r.resources == ("namespaces",) and "get" in r.verbs]
-    assert get_ns.resource_names == ("kube-system",)
+    assert "list" not in _grants(rules, "", "namespaces")
     assert _grants(rules, access.RESERVATION_GROUP, "reservations") == {"create", "list", "delete"}
 
 
@@ -90,8 +93,8 @@ def test_the_viewer_secrets_role_never_has_an_empty_name_list():
         access.viewer_secrets_rules([])
 
 
-def test_the_token_role_lets_fleet_request_its_own_tokens_only():
-    (rule,) = access.token_rules("fleet")
+def test_the_renewer_role_requests_tokens_of_the_dispatch_identity_only():
+    (rule,) = access.renewer_rules("fleet")
     assert rule.as_policy_rule() == {
         "apiGroups": [""],
         "resources": ["serviceaccounts/token"],
@@ -103,7 +106,7 @@ def test_the_token_role_lets_fleet_request_its_own_tokens_only():
 def test_each_verb_says_why():
     for rule in (
         *access.member_rules(),
-        *access.token_rules(),
+        *access.renewer_rules(),
         *access.fleet_rules(),
         *access.fleet_namespaced_rules(),
     ):
@@ -238,3 +241,16 @@ def test_the_dashboards_informer_may_watch_reservations_through_the_viewer():
     lists, then watches (a watch refused 403 left the Reservations view empty)."""
     granted = _grants(access.viewer_cluster_rules(), access.RESERVATION_GROUP, "reservations")
     assert granted == {"list", "watch"}
+
+
+def test_the_dashboard_and_amc_users_reach_no_dispatch_or_renewer_secret():
+    """The dashboard reads Secrets only through the Role fleet-viewer-kubeconfigs, whose names
+    are the viewer kubeconfigs: never `<member>-kubeconfig` (the dispatch token) nor
+    `<member>-renewer` (the renewer's)."""
+    assert _grants(access.dashboard_rules(), "", "secrets") == set()
+    (rule,) = access.viewer_secrets_rules(["m", "m-renewer"])
+    assert rule.resource_names == ("m-renewer-viewer-kubeconfig", "m-viewer-kubeconfig")
+    assert all(n.endswith("-viewer-kubeconfig") for n in rule.resource_names)
+    chart = (REPO / "helm/fleet/templates/dashboard-rbac.yaml").read_text()
+    assert "secrets" not in chart
+    assert f"kind: Role, name: {access.VIEWER_SECRETS_ROLE}" in chart

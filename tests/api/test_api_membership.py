@@ -36,19 +36,23 @@ def test_the_member_side_is_the_identity_and_its_roles_from_the_rules():
     assert kinds == [
         ("Namespace", "fleet-a"),
         ("ServiceAccount", "fleet"),
+        ("ServiceAccount", "fleet-renewer"),
         ("ValidatingAdmissionPolicy", "fleet-a.fleet.dev"),
         ("ValidatingAdmissionPolicyBinding", "fleet-a.fleet.dev"),
+        ("ValidatingAdmissionPolicy", "token.fleet-a.fleet.dev"),
+        ("ValidatingAdmissionPolicyBinding", "token.fleet-a.fleet.dev"),
         ("ClusterRole", "fleet:fleet-a"),
         ("ClusterRoleBinding", "fleet:fleet-a"),
-        ("Role", "fleet-token"),
-        ("RoleBinding", "fleet-token"),
         # The people's read-only identity: bound per namespace by the controller.
         ("ServiceAccount", "fleet-viewer"),
         ("ClusterRole", "fleet:fleet-a:viewer"),
         ("ClusterRole", "fleet:fleet-a:viewer-cluster"),
         ("ClusterRoleBinding", "fleet:fleet-a:viewer-cluster"),
+        ("Role", "fleet-renewer"),
+        ("RoleBinding", "fleet-renewer"),
+        ("Secret", "fleet-renewer-token"),
     ]
-    role = plan.member[4]
+    role = plan.member[7]
     assert role["rules"] == access.as_policy_rules(access.member_rules("fleet-a"))
     labels = {c.JOINED_BY_LABEL: c.JOINED_BY, c.FLEET_ID_LABEL: "fleet-x"}
     assert all(o["metadata"]["labels"] == labels for o in plan.member)

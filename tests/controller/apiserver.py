@@ -62,6 +62,7 @@ CORE_KINDS = [
     Kind("v1", "Namespace", "namespaces", namespaced=False),
     Kind("v1", "Secret", "secrets", status_subresource=False),
     Kind("v1", "ConfigMap", "configmaps", status_subresource=False),
+    Kind("v1", "ServiceAccount", "serviceaccounts", status_subresource=False),
     Kind("v1", "Event", "events", status_subresource=False),
     Kind("v1", "Node", "nodes", namespaced=False),
     Kind("v1", "Pod", "pods"),

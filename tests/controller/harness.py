@@ -27,6 +27,7 @@ from fleet.controller.members import Member, MemberRegistry
 from fleet.controller.members.connection import MemberConnection
 from fleet.controller.members.feed import apply_node_event
 from fleet.controller.members.health import Health
+from fleet.controller.members.registry import _MemberEvents
 from fleet.controller.metrics import Metrics
 from fleet.controller.policies import PolicyIndex
 from fleet.controller.queue.kubequeue import KubeQueue
@@ -328,6 +329,11 @@ class World:
             self.triggers.job_changed(fake.name, event, obj)
 
         return deliver
+
+    def pod_event(self, fake: FakeMember, event: str, pod: Obj) -> None:
+        """What the member's pod watch reports, through the registry's handler of it (the
+        snapshot, the refused pods of fleet's gangs, and the listener)."""
+        _MemberEvents(self.registry, fake.member).pod_event(event, pod)
 
     def rejoin(self, old: FakeMember, name: str) -> FakeMember:
         """The cluster behind `old` joined again as MemberCluster `name` (same identity), after

@@ -33,6 +33,7 @@ class Listener:
         self.health: list[tuple[str, bool]] = []
         self.capacity: list[str] = []
         self.jobs: list[tuple[str, str]] = []
+        self.refused: list[tuple[str, str]] = []
         #: Set by `Members`: a member that turns Ready is fenced at once, as the collector would
         #: fence a member with nothing of fleet's to delete (these tests run no collector).
         self.registry: MemberRegistry | None = None
@@ -42,6 +43,9 @@ class Listener:
 
     def job_changed(self, member: str, event: str, obj: Obj) -> None:
         self.jobs.append((member, event))
+
+    def gang_pods_refused(self, member: str, uid: str) -> None:
+        self.refused.append((member, uid))
 
     def health_changed(self, member: str, ready: bool) -> None:
         self.health.append((member, ready))

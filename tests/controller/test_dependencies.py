@@ -659,3 +659,60 @@ async def test_a_cluster_back_under_another_name_loses_the_old_copys_dependencie
     assert first.api.get(*CONFIGMAP, "cfg", NAMESPACE) is None
     clusters = [r["cluster"] for r in binding_status(world, key)["dependencies"]]
     assert clusters == ["member-2"]
+
+
+async def test_a_dependency_created_just_before_a_crash_is_on_record_and_goes_with_the_job():
+    """The ledger names everything fleet may have written in a member: a dependency is recorded
+    (`creating`) before it is created, so a controller that dies right after the create leaves
+    no object of fleet's that no record names (fleet cannot list ConfigMaps in a member to find
+    one). The job deleted next: the dependency goes with it."""
+    world = World()
+    only = member(world, "member-1")
+    world.fleet_api.put(config_map("cfg", "fleet"))
+    world.apply_policy(policy("Abort"))
+    key = world.submit(job_using("job", config_maps=("cfg",)))
+
+    def crash(request: httpx.Request) -> httpx.Response | None:
+        if request.method == "POST" and "pytorchjobs" in request.url.path:
+            raise httpx.ConnectError("the controller died here", request=request)
+        return None
+
+    only.api.interceptors.append(crash)
+    with pytest.raises(Exception):  # noqa: B017 (whatever the crash looks like)
+        await world.reconcile(key)
+    only.api.interceptors.remove(crash)  # "restarted"
+    assert only.api.get(*CONFIGMAP, "cfg", NAMESPACE) is not None  # created before the crash
+    (record,) = binding_status(world, key)["dependencies"]
+    assert (record["name"], record.get("creating")) == ("cfg", True)
+
+    await world.delete(key)
+    await world.reconcile(key)
+
+    assert world.workload(key) is None
+    assert only.api.get(*CONFIGMAP, "cfg", NAMESPACE) is None
+
+
+async def test_a_dependency_recorded_before_a_crash_is_recorded_with_its_uid_on_the_next_write():
+    world = World()
+    only = member(world, "member-1")
+    world.fleet_api.put(config_map("cfg", "fleet"))
+    world.apply_policy(policy("Abort"))
+    key = world.submit(job_using("job", config_maps=("cfg",)))
+
+    def crash(request: httpx.Request) -> httpx.Response | None:
+        if request.method == "POST" and "pytorchjobs" in request.url.path:
+            raise httpx.ConnectError("the controller died here", request=request)
+        return None
+
+    only.api.interceptors.append(crash)
+    with pytest.raises(Exception):  # noqa: B017
+        await world.reconcile(key)
+    only.api.interceptors.remove(crash)
+
+    await world.reconcile(key)
+
+    assert only.copy("job") is not None
+    (record,) = binding_status(world, key)["dependencies"]
+    made = only.api.get(*CONFIGMAP, "cfg", NAMESPACE)
+    assert made is not None and record["uid"] == made["metadata"]["uid"]
+    assert not record.get("creating")

@@ -2,8 +2,10 @@
 fake clock: team A borrows the whole member, team B's job reclaims 4 GPUs of it. The room the
 victim frees is reserved in the member's view for B (a gang outside the queue that would fit it
 is refused it, and B gets it), recorded on B's unit and rebuilt by a restart; the hold ends on
-every exit (placed, deleted, backed off, member lost, expired) with its reservation and record
-removed and a HoldReleased Event saying why.
+every exit (placed, deleted, backed off, member lost) with its reservation and record removed
+and a HoldReleased Event saying why. One clock: it has no bound of its own; it outlives a victim
+whose pods take long to stop, and ends at the latest with B's placement timeout, counted from
+when those pods are gone.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleet.api import constants as c
@@ -21,6 +23,7 @@ from fleet.controller.members.health import Health
 from fleet.controller.queue.holds import MEMBER_LOST_SECONDS
 from fleet.controller.queue.units import key_of_job
 from fleet.controller.reserving import RESERVATION
+from fleet.core.admission import DEQUEUED, TIMEOUT_BACKOFF
 from fleet.core.admission.hold import hold_key
 from fleet.core.inventory import PodInfo
 from fleet.core.resources import Resources
@@ -100,6 +103,9 @@ async def test_the_room_freed_goes_to_the_claimant_not_to_a_gang_that_would_fit_
     assert sum(s["pods"] * s["requests"][GPU] for s in held["slots"]) == 4
     (event,) = world.events("RoomHeld", b)
     assert "member-1" in event["message"] and key_of_job(victim) in event["message"]
+    assert "held while their pods leave, however long" in event["message"]
+    assert "placement timeout (300 s) at most" in event["message"]
+    assert held["freed"] is None  # its victim still there: B's clock waits
 
     await victim_leaves(world, victim)
     x = outsider(world)
@@ -177,15 +183,175 @@ async def test_the_hold_ends_at_once_when_its_member_leaves_the_fleet():
     ]
 
 
-async def test_the_hold_ends_at_its_bound_when_the_victims_never_leave():
+#: Longer than the hold's old bound of its own (360 s from the eviction decision): a victim
+#: whose pods checkpoint on SIGTERM within a terminationGracePeriodSeconds of an hour.
+SLOW = 3600.0
+
+
+async def copy_deleted(world: World, victim: WorkloadKey) -> None:
+    """The grace period is over: the victim's copy is deleted; its pods are still stopping."""
+    world.clock.advance(31)
+    await world.reconcile(victim)
+    assert world.members["member-1"].copy(victim.name) is None
+    assert evicting(world, victim)
+
+
+def evicting(world: World, victim: WorkloadKey) -> bool:
+    """The victim's binding still records its eviction (its copy or pods still there)."""
+    binding = world.binding(victim) or {}
+    return bool(binding.get("spec", {}).get("gracefulEvictionTasks"))
+
+
+async def slow_pods(world: World, victim: WorkloadKey, b: WorkloadKey) -> None:
+    """An hour of passes while the victim's pods stop: the hold stands all along."""
+    claimant = key_of_job(b)
+    await copy_deleted(world, victim)
+    for _ in range(int(SLOW // 300)):
+        world.clock.advance(300)
+        await world.reconcile(victim)  # still deleting: its eviction stays on its binding
+        await world.kube_queue.run_pass()
+        await work(world)
+        held = world.kube_queue.admission.hold_of(claimant)
+        assert held is not None and held.freed is None
+        assert hold_key(claimant) in reserved(world) and record(world, b) is not None
+        assert world.kube_queue.admission.phase(claimant) == DEQUEUED
+    assert not released(world, b) and evicting(world, victim)
+
+
+async def room_freed(world: World, victim: WorkloadKey, b: WorkloadKey) -> float:
+    """The victim's pods go; its reconcile sees them gone and the pass starts B's clock."""
+    pods_gone(world, victim)
+    await world.reconcile(victim)
+    await work(world)
+    assert not evicting(world, victim)
+    freed = world.clock.now()
+    held = record(world, b)
+    assert held is not None and held["freed"] == freed  # on record: a restart keeps it
+    return freed
+
+
+async def test_the_hold_outlives_a_victim_whose_pods_take_longer_than_the_old_bound_to_stop():
     world = await reclaim_world()
-    _, b = await reclaimed(world)
-    world.clock.advance(world.kube_queue.admission.settings.hold_seconds + 1)
+    victim, b = await reclaimed(world)
+    await slow_pods(world, victim, b)
+    x = outsider(world)
+    pods_gone(world, victim)
+    await world.reconcile(x)  # the room is free on the member, and still B's
+    assert placed_on(world, x) is None
+    await room_freed(world, victim, b)
+    world.clock.advance(world.settings.queue_placement_timeout - 1)
+    await world.kube_queue.run_pass()
+    await work(world)
+    assert world.kube_queue.admission.hold_of(key_of_job(b)) is not None
+    await world.reconcile(b)
+    assert placed_on(world, b) == "member-1" and phase(world, b) == "Running"
+    await work(world)
+    assert hold_key(key_of_job(b)) not in reserved(world) and record(world, b) is None
+    assert released(world, b) == ["room held in member-1 released: the claimant was placed"]
+
+
+async def test_after_slow_victims_the_hold_ends_with_the_timeout_counted_from_their_pods_gone():
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+    await slow_pods(world, victim, b)
+    freed = await room_freed(world, victim, b)
+    block(world, b)  # a member-local pod takes a node of the room: B fits nowhere
+    await world.reconcile(b)
+    assert placed_on(world, b) is None
+    timeout = world.settings.queue_placement_timeout
+    world.clock.advance(timeout - 1)
+    await world.kube_queue.run_pass()
+    await work(world)
+    assert world.kube_queue.admission.hold_of(claimant) is not None and not released(world, b)
+    world.clock.advance(2)
+    await world.kube_queue.run_pass()
+    await work(world)
+    assert world.clock.now() > freed + timeout
+    assert world.kube_queue.admission.phase(claimant) == TIMEOUT_BACKOFF
+    assert hold_key(claimant) not in reserved(world) and record(world, b) is None
+    assert released(world, b) == [
+        "room held in member-1 released: the claimant's placement timed out (backed off)"
+    ]
+
+
+async def test_a_restart_while_the_victims_pods_stop_keeps_the_hold_and_its_clock():
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+    await copy_deleted(world, victim)
+    world.clock.advance(SLOW)  # long past the old bound: its pods still stopping
+    await restart(world)
     await work(world)
     await world.kube_queue.run_pass()
-    assert world.kube_queue.admission.hold_of(key_of_job(b)) is None
-    assert hold_key(key_of_job(b)) not in reserved(world) and record(world, b) is None
-    assert released(world, b) == ["room held in member-1 released: the hold's bound ran out"]
+    held = world.kube_queue.admission.hold_of(claimant)
+    assert held is not None and held.freed is None
+    assert hold_key(claimant) in reserved(world) and record(world, b) is not None
+    assert not released(world, b)
+    freed = await room_freed(world, victim, b)
+    world.clock.advance(100)
+    await restart(world)  # the room was freed before this one: its moment is on record
+    await work(world)
+    held = world.kube_queue.admission.hold_of(claimant)
+    assert held is not None and held.freed == freed
+    block(world, b)
+    world.clock.advance(world.settings.queue_placement_timeout - 101)
+    await world.kube_queue.run_pass()
+    assert world.kube_queue.admission.hold_of(claimant) is not None
+    world.clock.advance(2)
+    await world.kube_queue.run_pass()
+    await work(world)
+    assert world.kube_queue.admission.phase(claimant) == TIMEOUT_BACKOFF
+    assert released(world, b) == [
+        "room held in member-1 released: the claimant's placement timed out (backed off)"
+    ]
+
+
+async def test_a_victim_deleted_while_its_pods_stop_keeps_the_claimant_waiting_and_held():
+    """Its user deletes the evicted job while its pods still stop: its unit goes at once, but
+    the room is not free until those pods are gone; until then B's clock does not run."""
+    world = await reclaim_world()
+    victim, b = await reclaimed(world)
+    claimant = key_of_job(b)
+    await copy_deleted(world, victim)
+    await world.delete(victim)
+    await world.reconcile(victim)  # its quota and unit released; its pods still there
+    assert world.workload(victim) is not None  # fleet's finalizer waits for them
+    world.clock.advance(SLOW)
+    await world.kube_queue.run_pass()
+    await work(world)
+    held = world.kube_queue.admission.hold_of(claimant)
+    assert held is not None and held.freed is None and not released(world, b)
+    assert world.kube_queue.admission.phase(claimant) == DEQUEUED
+    pods_gone(world, victim)
+    await world.reconcile(victim)  # gone: the finalizer goes, and B's clock starts
+    await work(world)
+    held = world.kube_queue.admission.hold_of(claimant)
+    assert held is not None and held.freed == world.clock.now()
+    await world.reconcile(b)
+    assert placed_on(world, b) == "member-1"
+
+
+async def test_a_pass_before_the_victims_record_does_not_start_the_claimants_clock():
+    """Decided, not yet on the victim's binding: its pods are there, B still waits for them."""
+    world = await reclaim_world()
+    _, second = await borrowed_fleet(world)
+    world.clock.advance(3600)
+    b = await start(world, "b1", "b")
+    assert world.kube_queue.eviction_for(key_of_job(second)) is not None
+    world.clock.advance(5)
+    await world.kube_queue.run_pass()
+    held = world.kube_queue.admission.hold_of(key_of_job(b))
+    assert held is not None and held.freed is None
+
+
+def block(world: World, b: WorkloadKey) -> None:
+    """A member-local pod takes one node of B's held room."""
+    snapshot = world.members["member-1"].member.snapshot
+    held = world.kube_queue.admission.hold_of(key_of_job(b))
+    assert held is not None
+    node = next(slot.node for slot in held.assignment() if slot.node is not None)
+    snapshot.upsert_pod(PodInfo("local", "default", "local", node, Resources({GPU: 2})))
 
 
 async def test_the_hold_ends_when_the_claimant_backs_off():
@@ -267,9 +433,14 @@ async def test_on_a_koordinator_member_the_held_room_is_reserved_for_the_claiman
     assert made == {f"fleet-{uid}-master-0", f"fleet-{uid}-worker-0"}
     assert placed_on(world, b) is None
 
-    # The hold runs out (the victim never left): the Reservations go with it.
-    world.clock.advance(world.kube_queue.admission.settings.hold_seconds + 1)
+    # Long past the old bound (the victim's pods still there): the Reservations stay.
+    world.clock.advance(SLOW)
     await world.kube_queue.run_pass()
+    await work(world)
+    assert world.kube_queue.admission.hold_of(key_of_job(b)) is not None
+    assert reservations(world) == made
+    # B is deleted: the hold ends, and the Reservations go with it.
+    await world.kube_queue.forget(key_of_job(b))
     await work(world)
     assert world.kube_queue.admission.hold_of(key_of_job(b)) is None
     assert reservations(world) == set()
@@ -290,7 +461,19 @@ async def test_the_claimant_placed_on_its_koordinator_member_keeps_the_reservati
     assert released(world, b) == ["room held in member-1 released: the claimant was placed"]
 
 
-STEPS = ("pass", "restart", "leave", "place", "delete", "lose", "back", "time")
+STEPS = (
+    "pass",
+    "restart",
+    "leave",
+    "settle",
+    "kill",
+    "place",
+    "delete",
+    "lose",
+    "back",
+    "time",
+    "slow",
+)
 
 
 async def restart(world: World) -> None:
@@ -308,35 +491,66 @@ async def _orders(steps: list[str]) -> None:
     world = await reclaim_world()
     victim, b = await reclaimed(world)
     claimant = key_of_job(b)
+    timeout = world.settings.queue_placement_timeout
     fake = world.members["member-1"]
+    deleted = lost = False
+    settled: float | None = None  # when the queue heard the victim's pods were gone
     for step in steps:
         if step == "restart":
             await restart(world)
-        elif step == "leave":
-            await victim_leaves(world, victim)
+        elif step == "leave" and world.workload(victim) is not None:
+            world.clock.advance(31)
+            await world.reconcile(victim)  # its copy deleted after the grace period
+            if world.workload(victim) is not None:  # (deleted, it may be gone by now)
+                pods_gone(world, victim)
+        elif step == "settle":
+            await world.reconcile(victim)  # sees its copy and pods gone, or not yet
+        elif step == "kill" and world.workload(victim) is not None:
+            await world.delete(victim)  # its user deletes it, its pods perhaps still there
+            await world.reconcile(victim)
         elif step == "place":
             await world.reconcile(b)
         elif step == "delete":
             await world.delete(b)
             await world.reconcile(b)
+            deleted = True
         elif step == "lose":
             fake.set_ready(False)
             world.triggers.health_changed("member-1", False)
+            lost = True
         elif step == "back":
             fake.set_ready(True)
         elif step == "time":
             world.clock.advance(120)
+        elif step == "slow":
+            world.clock.advance(SLOW / 6)  # past the old bound of 360 s at one go
         await work(world)
         await world.kube_queue.run_pass()
         await work(world)
+        if settled is None and (world.workload(victim) is None or not evicting(world, victim)):
+            settled = world.clock.now()
         # The hold stands exactly where the queue says it does: in the view, on record.
         held = world.kube_queue.admission.hold_of(claimant)
         assert (hold_key(claimant) in reserved(world)) == (held is not None), step
         if world.kube_queue.units.get(claimant) is not None:
             assert (record(world, b) is not None) == (held is not None), step
         if held is not None:
-            assert held.until > world.clock.now() and fake.member.ready
-            assert placed_on(world, b) is None
+            assert fake.member.ready and placed_on(world, b) is None
+            assert held.freed == settled, step  # one clock: the moment the pods were gone
+        # It ends by an exit only, never while B still waits for the room: the one clock is
+        # B's placement timeout, which runs only from the moment its victim's pods are gone.
+        phase_now = world.kube_queue.admission.phase(claimant)
+        if phase_now == DEQUEUED and not (deleted or lost) and not released(world, b):
+            assert held is not None, f"hold lost while B waits, after {step}"
+        for message in released(world, b):
+            if "backed off" in message:
+                assert settled is not None and world.clock.now() >= settled + timeout, step
+            elif "NotReady" in message:
+                assert lost, step
+            elif "deleted or ended" in message:
+                assert deleted, step
+            else:
+                assert "the claimant was placed" in message, f"{message}, after {step}"
 
 
 @settings(
@@ -344,6 +558,10 @@ async def _orders(steps: list[str]) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(st.lists(st.sampled_from(STEPS), max_size=7))
+@given(st.lists(st.sampled_from(STEPS), max_size=9))
+@example(["slow"])  # the victim's pods take long to stop: past the old bound of 360 s
+@example(["leave", "slow", "settle", "slow"])  # pods gone, then heard: the timeout from then
+@example(["kill", "restart", "slow"])  # a deleted victim's pods, across a restart
+@example(["kill", "leave", "settle", "restart", "time", "time", "time"])
 def test_the_hold_stands_exactly_until_one_of_its_exits_whatever_the_order(steps: list[str]):
     asyncio.run(_orders(steps))

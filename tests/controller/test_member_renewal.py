@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from fleet.api.membership import (
     MemberEndpoint,
     kubeconfig_secret,
     member_kubeconfig,
+    renewer_secret,
 )
 from fleet.controller.events import EventRecorder
 from fleet.controller.members.renewal import RenewableToken
@@ -36,6 +38,11 @@ class TokenMember:
     def __init__(self, members: Members, clock_now: Any) -> None:
         self.api = members.server(URL)
         self.valid = {"token-0"}
+        #: Tokens of the renewer: they may request tokens of fleet's ServiceAccount, nothing
+        #: else (its Role), and tokens of fleet's may request none (it has no Role).
+        self.renewers: set[str] = set()
+        #: Each TokenRequest's expirationSeconds.
+        self.asked_seconds: list[int] = []
         #: The token each TokenRequest was authenticated with.
         self.requested_with: list[str] = []
         self.now = clock_now
@@ -43,10 +50,20 @@ class TokenMember:
 
     def __call__(self, request: httpx.Request) -> httpx.Response | None:
         token = request.headers.get("authorization", "").removeprefix("Bearer ")
-        if token not in self.valid:
+        asks_token = request.method == "POST" and request.url.path.endswith(
+            "/serviceaccounts/fleet/token"
+        )
+        if token in self.renewers and not asks_token and request.url.path.startswith("/api"):
+            if request.url.path.rstrip("/") in ("/api", "/api/v1"):
+                return None  # discovery: every authenticated identity may
+            return httpx.Response(403, json={"kind": "Status", "code": 403})
+        if token not in self.valid and token not in self.renewers:
             return httpx.Response(401, json={"kind": "Status", "code": 401})
-        if request.method == "POST" and request.url.path.endswith("/serviceaccounts/fleet/token"):
+        if asks_token and self.renewers and token not in self.renewers:
+            return httpx.Response(403, json={"kind": "Status", "code": 403})
+        if asks_token:
             self.requested_with.append(token)
+            self.asked_seconds.append(json.loads(request.content)["spec"]["expirationSeconds"])
             new = f"token-{len(self.requested_with)}"
             self.valid.add(new)
             expires = format_time(self.now() + LIFETIME)
@@ -79,9 +96,17 @@ class RenewingMembers(Members):
         return client
 
 
-def _joined_secret(members: Members, issued: float) -> dict[str, Any]:
+def _joined_secret(
+    members: Members, issued: float, *, renewer: str | None = None
+) -> dict[str, Any]:
+    """The Secrets `fleet join` writes: the kubeconfig with token-0 and, with `renewer` (its
+    token), the renewer's Secret it names."""
     config = member_kubeconfig("m1", MemberEndpoint(URL), "fleet-member/fleet", "token-0")
     token = IssuedToken("token-0", issued=issued, expires=issued + LIFETIME)
+    if renewer is not None:
+        members.fleet_api.put(
+            renewer_secret("m1-renewer", SECRET_NAMESPACE, renewer, "fleet-member/fleet-renewer")
+        )
     secret = kubeconfig_secret(
         "m1-kubeconfig",
         SECRET_NAMESPACE,
@@ -89,6 +114,8 @@ def _joined_secret(members: Members, issued: float) -> dict[str, Any]:
         token_type="bound",
         service_account="fleet-member/fleet",
         token=token,
+        renewer="m1-renewer" if renewer is not None else "",
+        seconds=int(LIFETIME) if renewer is not None else None,
     )
     return members.fleet_api.put(secret)
 
@@ -143,6 +170,79 @@ async def test_the_leader_renews_with_its_current_token_and_the_member_stays_rea
         before = len(member_api.api.asked("GET", "/version"))
         await members.until(lambda: len(member_api.api.asked("GET", "/version")) > before + 2)
         assert member.ready
+    finally:
+        await members.stop()
+
+
+async def test_the_renewer_renews_and_the_dispatch_token_asks_for_nothing():
+    """The TokenRequest is sent as the renewer (its token read from its own Secret), for the
+    lifetime join chose; the dispatch token, which the member would refuse it, never asks."""
+    members = RenewingMembers()
+    registry = members.registry
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
+    registry.writes_enabled = True
+    member_api = TokenMember(members, members.clock.now)
+    member_api.renewers = {"renewer-0"}
+    try:
+        _joined_secret(members, issued=members.clock.now() - 40, renewer="renewer-0")
+        mc = members.member_cluster("m1")
+        await registry.sync(mc)
+        member = registry.get("m1")
+        assert member is not None
+        await members.until(lambda: _stored_token(members) == "token-1")
+        await registry.sync(mc)
+        assert member_api.requested_with == ["renewer-0"]
+        assert member_api.asked_seconds == [int(LIFETIME)]
+        auth = members.connected[0][1].connection.auth
+        assert isinstance(auth, RenewableToken) and auth.token() == "token-1"
+        await members.until(lambda: member.ready)
+        # The renewer's token never reaches the kubeconfig Secret.
+        secret = members.fleet_api.get("v1", "Secret", "m1-kubeconfig", SECRET_NAMESPACE) or {}
+        assert b"renewer-0" not in base64.b64decode(secret["data"]["kubeconfig"])
+    finally:
+        await members.stop()
+
+
+async def test_a_dispatch_token_that_expired_while_the_controller_was_down_is_renewed():
+    """A controller down longer than the token's lifetime: the member refuses the stored token
+    (401, NotReady), and the renewer gets a new one: the member is Ready again, no re-join."""
+    members = RenewingMembers()
+    registry = members.registry
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
+    registry.writes_enabled = True
+    member_api = TokenMember(members, members.clock.now)
+    member_api.renewers = {"renewer-0"}
+    member_api.valid = set()  # token-0 expired
+    try:
+        _joined_secret(members, issued=members.clock.now() - 2 * LIFETIME, renewer="renewer-0")
+        await registry.sync(members.member_cluster("m1"))
+        member = registry.get("m1")
+        assert member is not None
+        await members.until(lambda: member.ready)
+        assert member_api.requested_with == ["renewer-0"]
+        assert _stored_token(members) == "token-1"
+        assert len(members.connected) == 1
+    finally:
+        await members.stop()
+
+
+async def test_a_missing_renewer_secret_is_said_in_the_condition():
+    members = RenewingMembers()
+    registry = members.registry
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 60.0
+    registry.writes_enabled = True
+    member_api = TokenMember(members, members.clock.now)
+    member_api.renewers = {"renewer-0"}
+    registry.start()
+    try:
+        _joined_secret(members, issued=members.clock.now() - 40, renewer="renewer-0")
+        members.fleet_api.remove("v1", "Secret", "m1-renewer", SECRET_NAMESPACE)
+        await registry.sync(members.member_cluster("m1"))
+        await members.until(lambda: _condition(members, "TokenRenewed").get("status") == "False")
+        condition = _condition(members, "TokenRenewed")
+        assert condition["reason"] == "RenewerUnavailable"
+        assert f"{SECRET_NAMESPACE}/m1-renewer" in condition["message"]
+        assert member_api.requested_with == []
     finally:
         await members.stop()
 

@@ -1,8 +1,9 @@
 """Never twice, on every path: join, re-join, unjoin --move and --leave, a member lost and back,
-a MemberCluster deleted under a running gang, a failed copy. Walked in random orders through
-the reconciler (in-memory API servers, a fake clock), asserting after every step that at most
-one member holds a copy fleet can see of the job, and that a member released with its gang
-never gets company.
+a MemberCluster deleted under a running gang, a failed copy, a cluster registered twice, and
+the leader dying mid-reconcile at one of its writes while another replica takes over. Walked
+in random orders through the reconciler (in-memory API servers, a fake clock), asserting after
+every step that at most one member holds a copy fleet can see of the job, and that a member
+released with its gang never gets company.
 
 A member that cannot be reached is the one place two copies can exist for a while (Karmada's
 cluster failover): its copy is fenced, deleted before anything else once it answers again, so
@@ -14,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleet.api import constants as c
 from fleet.controller import collector
+from fleet.core.identity import Claim, holder
 from fleet.core.taints import Taint
 from fleet.kube import KubeError
 from fleet.testing.workloads import gang_policy, pytorchjob
@@ -37,6 +40,8 @@ STEPS = (
     "refuse",
     "allow",
     "restart",
+    "twin",
+    "cut",
 )
 PURGE_MODES = ("Immediately", "Gracefully", "Never")
 UNJOINING = Taint(c.UNJOINING_TAINT_KEY, "NoExecute")
@@ -89,6 +94,63 @@ async def _settle(world: World, key: object) -> None:
             await world.reconcile(key)  # type: ignore[arg-type]
 
 
+def _restart(world: World) -> None:
+    """The controller restarts, or another replica takes the lead: its caches are empty until
+    the watches fill them again, and every member it connects to is fenced again before
+    anything is placed there."""
+    for cache in (world.triggers.workloads, world.triggers.bindings):
+        for key, _ in cache.items():
+            cache.drop(key)
+    for member in world.registry.members.values():
+        member.fenced = False
+
+
+class _Cut:
+    """The leader loses its lease mid-reconcile: armed by the step `cut`, its `writes`-th write
+    after that (to the fleet or to any member, during the next step's work) never happens,
+    nor anything after it in that reconcile, and another replica takes over (`_restart`)."""
+
+    def __init__(self, world: World, writes: int) -> None:
+        self.world, self.writes, self.sent, self.fired = world, writes, 0, False
+        self.apis = [world.fleet_api, *(fake.api for fake in world.members.values())]
+        for api in self.apis:
+            api.interceptors.append(self.die)
+
+    def die(self, request: httpx.Request) -> httpx.Response | None:
+        if self.fired or request.method not in ("POST", "PUT", "PATCH", "DELETE"):
+            return None
+        self.sent += 1
+        if self.sent < self.writes:
+            return None
+        self.fired = True
+        raise httpx.ConnectError("the leader lost its lease here", request=request)
+
+    def disarm(self) -> bool:
+        """Whether it fired (then the next replica takes over); it never fires again."""
+        for api in self.apis:
+            with contextlib.suppress(ValueError):
+                api.interceptors.remove(self.die)
+        if self.fired:
+            _restart(self.world)
+        return self.fired
+
+
+def _twin(world: World, fake: FakeMember) -> None:
+    """The cluster behind `fake` is registered a second time, under another name (a GitOps
+    copy of its MemberCluster, join bypassed): the registry refuses the later one as
+    `DuplicateCluster` (fleet.core.identity: the one created first holds the cluster)."""
+    name = f"{fake.name}-twin"
+    if name in world.members or fake.name not in world.registry.members:
+        return
+    twin = world.add_member(
+        name, api=fake.api, cluster_id=fake.member.cluster_id, kinds=fake.watched
+    )
+    first = holder([Claim(fake.name, 1.0), Claim(name, 2.0)])
+    assert first == fake.name
+    twin.member.duplicate_of = first
+    twin.set_ready(False)
+
+
 def _step(world: World, step: str, fake: FakeMember, removed: set[str]) -> None:
     name = fake.name
     if step == "lose":
@@ -113,13 +175,9 @@ def _step(world: World, step: str, fake: FakeMember, removed: set[str]) -> None:
     elif step == "refuse" and name in world.registry.members:
         fake.refuse()  # up, but refuses fleet's credentials: not a lost member
     elif step == "restart":
-        # The controller restarts: its caches are empty until the watches fill them again, and
-        # every member it connects to is fenced again before anything is placed there.
-        for cache in (world.triggers.workloads, world.triggers.bindings):
-            for key, _ in cache.items():
-                cache.drop(key)
-        for member in world.registry.members.values():
-            member.fenced = False
+        _restart(world)
+    elif step == "twin":
+        _twin(world, fake)
     elif step == "allow" and fake.refusal is not None:
         fake.set_ready(True)
         fake._stop_refusing()
@@ -134,10 +192,17 @@ async def _walk(steps: list[tuple[str, str]], purge_mode: str = "Immediately") -
     await _settle(world, key)
     removed: set[str] = set()
     released_in: str | None = None
+    cut: _Cut | None = None
     for step, name in steps:
         fake = world.members.get(f"{name}-again") or world.members[name]
+        if step == "cut":
+            cut = _Cut(world, MEMBERS.index(name) + 1 if name in MEMBERS else 1)
+            continue
         _step(world, step, fake, removed)
         await _settle(world, key)
+        if cut is not None and cut.disarm():
+            await _settle(world, key)
+        cut = None
         holding = _clusters_holding(world)
         # Every copy that exists is on record (the ledger is complete), whatever happened.
         # (A copy fleet let go, unmarked, is no longer fleet's: --leave, or Never on unjoin.)
@@ -213,6 +278,14 @@ def _unreachable_ids(world: World) -> set[str]:
 @example([("refuse", "member-1"), ("allow", "member-1")], "Immediately")
 # Path 3: purgeMode Never with unjoin --move: the kept copy is let go with its member, said.
 @example([("move", "member-1")], "Never")
+# A second registration of a cluster holding the gang, then the first lost: the twin is the
+# same cluster, refused, and never counted as a place to fail over to.
+@example([("twin", "member-1"), ("lose", "member-1"), ("restore", "member-1")], "Immediately")
+# The leader dies mid-reconcile at one of its first writes while the gang moves (off a lost,
+# failed or unjoining member), and another replica takes over.
+@example([("cut", "member-1"), ("lose", "member-1"), ("restore", "member-1")], "Immediately")
+@example([("cut", "member-2"), ("fail", "member-1")], "Immediately")
+@example([("cut", "member-3"), ("move", "member-1")], "Gracefully")
 # Path 2: Gracefully's overlap is on record while it lasts.
 @example([("fail", "member-1"), ("lose", "member-2")], "Gracefully")
 def test_every_copy_is_on_record_and_never_two_unless_shown(

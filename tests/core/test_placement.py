@@ -312,3 +312,42 @@ def test_grouped_and_ungrouped_nodes_give_the_same_decisions(
             chosen = next(s for s in snaps if s.name == decision.placement.cluster)
             assert_valid(chosen, gang, decision.placement.assignment)
             assert exists_assignment(chosen, gang)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 120), min_size=0, max_size=40),
+    st.integers(20, 400),
+)
+def test_a_summary_puts_into_words_only_what_shows_before_its_cut(lengths, limit):
+    from fleet.core.decision import INSUFFICIENT, Decision, Rejection
+    from fleet.core.explain import Sentence, clip
+
+    rendered: list[int] = []
+
+    def words(i: int, n: int) -> str:
+        rendered.append(i)
+        return "x" * n
+
+    rejections = tuple(
+        Rejection(f"member-{i:03d}", Sentence(words, i, n), INSUFFICIENT)
+        for i, n in enumerate(lengths)
+    )
+    decision = Decision(None, rejections)
+    summary = decision.summary(limit)
+    head = f"0/{len(lengths)} clusters can take the gang"
+    assert summary == clip("; ".join([head, *(str(r) for r in rejections)]), limit)
+    rendered.clear()
+    Decision(
+        None,
+        tuple(
+            Rejection(r.cluster, Sentence(words, i, n), r.category)
+            for i, (r, n) in enumerate(zip(rejections, lengths, strict=True))
+        ),
+    ).summary(limit)
+    # Nothing after the first sentence that starts past the cut is put into words.
+    shown = len(head)
+    for i, n in enumerate(lengths):
+        if shown > limit:
+            assert i not in rendered
+        shown += 2 + len(f"member-{i:03d}: ") + n

@@ -18,7 +18,7 @@ import yaml
 from fleet import cli
 from fleet.api import access
 from fleet.api import constants as c
-from fleet.api.guard import written_resources
+from fleet.api.guard import open_label, written_resources
 from fleet.api.membership import IssuedToken, MemberEndpoint, plan_join
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.join import JoinError, dry_run, in_force, join, serves_native_gang, unjoin
@@ -46,11 +46,33 @@ IDENTITY = [
     ("v1", "ServiceAccount", "fleet", "fleet-member"),
     (ADMISSION, "ValidatingAdmissionPolicy", "fleet-member.fleet.dev", None),
     (ADMISSION, "ValidatingAdmissionPolicyBinding", "fleet-member.fleet.dev", None),
+    (ADMISSION, "ValidatingAdmissionPolicy", "token.fleet-member.fleet.dev", None),
+    (ADMISSION, "ValidatingAdmissionPolicyBinding", "token.fleet-member.fleet.dev", None),
     (RBAC, "ClusterRole", "fleet:fleet-member", None),
     (RBAC, "ClusterRoleBinding", "fleet:fleet-member", None),
-    (RBAC, "Role", "fleet-token", "fleet-member"),
-    (RBAC, "RoleBinding", "fleet-token", "fleet-member"),
+    ("v1", "ServiceAccount", "fleet-renewer", "fleet-member"),
+    (RBAC, "Role", "fleet-renewer", "fleet-member"),
+    (RBAC, "RoleBinding", "fleet-renewer", "fleet-member"),
+    ("v1", "Secret", "fleet-renewer-token", "fleet-member"),
 ]
+
+
+class TokenController:
+    """The member's token controller: fills each service-account-token Secret with
+    `long-lived-<its ServiceAccount>`."""
+
+    def __init__(self, api: MemoryApi) -> None:
+        self.api = api
+        api.watchers.append(self)
+
+    def __call__(self, event: str, obj: dict[str, Any]) -> None:
+        if obj.get("type") != "kubernetes.io/service-account-token" or event != "ADDED":
+            return
+        meta = obj["metadata"]
+        account = meta["annotations"]["kubernetes.io/service-account.name"]
+        key = ("v1", "Secret", meta["namespace"], meta["name"])
+        token = f"long-lived-{account}".encode()
+        self.api.objects[key]["data"] = {"token": base64.b64encode(token).decode()}
 
 
 class TokenIssuer:
@@ -135,6 +157,7 @@ def _member_api(kinds: list[Kind], **guard: Any) -> MemoryApi:
     """A member that issues tokens and enforces join's guard (`GuardAdmission(**guard)`)."""
     api = MemoryApi(kinds, server=ENDPOINT.server)
     TokenIssuer(api)
+    TokenController(api)
     GuardAdmission(api, **guard)
     return api
 
@@ -185,8 +208,31 @@ def test_join_makes_fleets_identity_in_the_member_and_stores_only_its_token(flee
         assert member.get(api_version, kind, name, namespace) is not None, (kind, name)
     role = member.get(RBAC, "ClusterRole", "fleet:fleet-member")
     assert role is not None and role["rules"] == access.as_policy_rules(access.member_rules())
-    token_role = member.get(RBAC, "Role", "fleet-token", "fleet-member")
-    assert token_role is not None and token_role["rules"][0]["resourceNames"] == ["fleet"]
+    # The renewer, alone, may request tokens, of the dispatch ServiceAccount only; no Role binds
+    # the dispatch identity (it cannot extend its own token).
+    renewer_role = member.get(RBAC, "Role", "fleet-renewer", "fleet-member")
+    assert renewer_role is not None
+    assert renewer_role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["serviceaccounts/token"],
+            "verbs": ["create"],
+            "resourceNames": ["fleet"],
+        }
+    ]
+    renewer_binding = member.get(RBAC, "RoleBinding", "fleet-renewer", "fleet-member")
+    assert renewer_binding is not None and renewer_binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "fleet-renewer", "namespace": "fleet-member"}
+    ]
+    bound = [
+        b
+        for b in member.list(RBAC, "RoleBinding", "fleet-member")
+        if any(s["name"] == "fleet" for s in b["subjects"])
+    ]
+    assert bound == []
+    cap = member.get(ADMISSION, "ValidatingAdmissionPolicy", "token.fleet-member.fleet.dev")
+    assert cap is not None
+    assert "<= 86400" in cap["spec"]["validations"][0]["expression"]
     binding = member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member")
     assert binding is not None and binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "fleet", "namespace": "fleet-member"}
@@ -205,6 +251,13 @@ def test_join_makes_fleets_identity_in_the_member_and_stores_only_its_token(flee
     assert annotations[c.TOKEN_TYPE_ANNOTATION] == "bound"
     assert annotations[c.SERVICE_ACCOUNT_ANNOTATION] == "fleet-member/fleet"
     assert annotations[c.TOKEN_EXPIRES_ANNOTATION] == "2030-01-02T00:00:00Z"
+    assert annotations[c.TOKEN_SECONDS_ANNOTATION] == "86400"
+    # The renewer's token: in a Secret of its own, never in the kubeconfig Secret.
+    assert annotations[c.RENEWER_SECRET_ANNOTATION] == "member-1-renewer"
+    renewer = fleet.get("v1", "Secret", "member-1-renewer", "fleet-system")
+    assert renewer is not None
+    assert base64.b64decode(renewer["data"]["token"]) == b"long-lived-fleet-renewer"
+    assert b"long-lived" not in base64.b64decode(secret["data"]["kubeconfig"])
     mc = fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1")
     assert mc is not None and mc["metadata"]["labels"] == {"region": "east"}
     assert mc["spec"]["kubeconfigSecretRef"]["name"] == "member-1-kubeconfig"
@@ -265,21 +318,19 @@ def test_a_cluster_joined_under_one_name_is_refused_under_another_naming_it(flee
 
 
 def test_a_long_lived_token_secret_when_asked(fleet, member):
-    def token_controller(event: str, obj: dict[str, Any]) -> None:
-        if obj.get("type") == "kubernetes.io/service-account-token" and event == "ADDED":
-            key = ("v1", "Secret", obj["metadata"]["namespace"], obj["metadata"]["name"])
-            member.objects[key]["data"] = {"token": base64.b64encode(b"long-lived").decode()}
-
-    member.watchers.append(token_controller)
     _join(fleet, member, token_type="secret")
 
-    assert _stored_kubeconfig(fleet)["users"][0]["user"] == {"token": "long-lived"}
+    assert _stored_kubeconfig(fleet)["users"][0]["user"] == {"token": "long-lived-fleet"}
     secret = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
     assert secret is not None
     annotations = secret["metadata"]["annotations"]
     assert annotations[c.TOKEN_TYPE_ANNOTATION] == "secret"
     assert c.TOKEN_EXPIRES_ANNOTATION not in annotations  # nothing to renew
     assert not member.asked("POST", "/token")
+    # Nothing to renew, so no renewer on either side.
+    assert c.RENEWER_SECRET_ANNOTATION not in annotations
+    assert fleet.get("v1", "Secret", "member-1-renewer", "fleet-system") is None
+    assert member.get("v1", "ServiceAccount", "fleet-renewer", "fleet-member") is None
 
 
 def test_a_member_refusing_rbac_leaves_nothing_behind(fleet, member):
@@ -320,27 +371,33 @@ def test_a_dry_run_prints_every_object_of_either_side_and_no_token():
     assert kinds == [
         "Namespace",
         "ServiceAccount",
+        "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
         "ClusterRole",
         "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
         "ServiceAccount",
         "ClusterRole",
         "ClusterRole",
         "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Secret",
         "TokenRequest",
         "TokenRequest",
         "Namespace",
         "Secret",
+        "Secret",
         "MemberCluster",
         "Secret",
     ]
-    for secret in (docs[15], docs[17]):
+    assert docs[19]["stringData"] == {"token": "<redacted>"}  # the renewer's
+    for secret in (docs[20], docs[22]):
         stored = yaml.safe_load(secret["stringData"]["kubeconfig"])
         assert stored["users"][0]["user"] == {"token": "<redacted>"}
-    assert docs[17]["metadata"]["name"] == "member-1-viewer-kubeconfig"
+    assert docs[22]["metadata"]["name"] == "member-1-viewer-kubeconfig"
 
 
 # -- unjoin ---------------------------------------------------------------------------------
@@ -365,10 +422,99 @@ def test_unjoin_removes_both_sides(fleet, member):
     notes = unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
 
     assert notes == []
-    for api_version, kind, name, namespace in IDENTITY[:1] + IDENTITY[2:4]:
+    for api_version, kind, name, namespace in IDENTITY[:1] + IDENTITY[2:8]:
         assert member.get(api_version, kind, name, namespace) is None, kind
     assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
     assert fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system") is None
+    assert fleet.get("v1", "Secret", "member-1-renewer", "fleet-system") is None
+
+
+def _uids(member: MemoryApi) -> dict[str, str]:
+    return {
+        name: (member.get("v1", "ServiceAccount", name, "fleet-member") or {})["metadata"]["uid"]
+        for name in ("fleet", "fleet-renewer", "fleet-viewer")
+    }
+
+
+def test_rotate_replaces_the_service_accounts_so_every_earlier_token_is_refused(fleet, member):
+    """Bound tokens carry their ServiceAccount's UID, a Secret's token its Secret: new
+    ServiceAccounts (new UIDs) and new token Secrets make every earlier token worthless: the
+    dispatch identity's, the renewer's and the viewer's (people's)."""
+    _join(fleet, member)
+    before = _uids(member)
+    renewer_secret = member.get("v1", "Secret", "fleet-renewer-token", "fleet-member") or {}
+
+    said: list[str] = []
+    join(
+        fleet.sync_client("fleet"),
+        member.sync_client("member-1"),
+        plan_join("member-1", ENDPOINT, labels={"region": "east"}),
+        say=said.append,
+        rotate=True,
+        token_transport=member.sync_transport(),
+    )
+
+    after = _uids(member)
+    assert all(after[name] != before[name] for name in before), (before, after)
+    renewed = member.get("v1", "Secret", "fleet-renewer-token", "fleet-member") or {}
+    assert renewed["metadata"]["uid"] != renewer_secret["metadata"]["uid"]
+    deleted = [line for line in said if "(--rotate)" in line]
+    # The three ServiceAccounts and the renewer's token Secret.
+    assert len(deleted) == 4, said
+    # token-1 and token-2 were the first join's dispatch and viewer tokens.
+    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-3"
+    assert _viewer_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-4"
+    # Without --rotate a re-join keeps them (and so every token issued before stays valid).
+    _join(fleet, member)
+    assert _uids(member) == after
+
+
+def test_a_rejoin_removes_the_role_that_let_the_dispatch_identity_renew_itself(fleet, member):
+    """A member joined before the renewer holds Role fleet-token (the dispatch identity's own
+    TokenRequest): joined again, it is gone."""
+    meta = {
+        "namespace": "fleet-member",
+        "labels": {c.JOINED_BY_LABEL: c.JOINED_BY},
+    }
+    _join(fleet, member)
+    member.put(
+        {
+            "apiVersion": RBAC,
+            "kind": "Role",
+            "metadata": {"name": "fleet-token", **meta},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["serviceaccounts/token"],
+                    "verbs": ["create"],
+                    "resourceNames": ["fleet"],
+                }
+            ],
+        }
+    )
+    member.put(
+        {
+            "apiVersion": RBAC,
+            "kind": "RoleBinding",
+            "metadata": {"name": "fleet-token", **meta},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "x"},
+            "subjects": [{"kind": "ServiceAccount", "name": "fleet", "namespace": "fleet-member"}],
+        }
+    )
+    _join(fleet, member)
+    assert member.get(RBAC, "Role", "fleet-token", "fleet-member") is None
+    assert member.get(RBAC, "RoleBinding", "fleet-token", "fleet-member") is None
+
+
+def test_a_switch_to_a_long_lived_token_removes_the_renewer_on_both_sides(fleet, member):
+    _join(fleet, member)
+    assert fleet.get("v1", "Secret", "member-1-renewer", "fleet-system") is not None
+    _join(fleet, member, token_type="secret")
+    assert fleet.get("v1", "Secret", "member-1-renewer", "fleet-system") is None
+    for name in ("fleet-renewer", "fleet-renewer-token"):
+        assert member.get("v1", "ServiceAccount", name, "fleet-member") is None
+        assert member.get("v1", "Secret", name, "fleet-member") is None
+    assert member.get(RBAC, "Role", "fleet-renewer", "fleet-member") is None
 
 
 def test_unjoin_refuses_while_jobs_are_bound_naming_them(fleet, member):
@@ -601,13 +747,32 @@ def test_the_command_line_says_one_line_and_exits_1_when_the_member_refuses(
     out, err = capsys.readouterr()
     (line,) = err.splitlines()
     assert line.startswith("fleet: error: join member-1: the member member-1 refused: ")
-    assert "clusterrolebindings" in line and "token" not in out
+    assert "clusterrolebindings" in line and "token:" not in out
     for api_version, kind, name, namespace in IDENTITY:
         assert member.get(api_version, kind, name, namespace) is None, kind
 
     dry = ["join", "member-1", "--dry-run", "--member-kubeconfig", argv[3]]
     assert cli.main([*dry, "--kubeconfig", str(tmp_path / "fleet")]) == 0
     assert "ClusterRoleBinding" in capsys.readouterr().out
+
+
+def test_the_command_lines_rotate_reaches_join(monkeypatch, tmp_path, fleet, member):
+    from fleet import join as join_module
+    from fleet import kube as kube_module
+
+    pem = make_pem()
+    (tmp_path / "fleet").write_text(yaml.safe_dump(inline_kubeconfig(pem)))
+    (tmp_path / "member").write_text(yaml.safe_dump(inline_kubeconfig(pem, ENDPOINT.server)))
+    monkeypatch.setattr(kube_module, "SyncKubeClient", lambda *a, **kw: fleet.sync_client("fleet"))
+    monkeypatch.setattr(
+        join_module, "SyncKubeClient", lambda *a, **kw: member.sync_client("member-1")
+    )
+    asked: list[bool] = []
+    monkeypatch.setattr(join_module, "join", lambda *a, rotate, **kw: asked.append(rotate))
+    argv = ["join", "member-1", "--member-kubeconfig", str(tmp_path / "member")]
+    for flags in ([], ["--rotate"]):
+        assert cli.main([*argv, *flags, "--kubeconfig", str(tmp_path / "fleet")]) == 0
+    assert asked == [False, True]
 
 
 def test_join_names_the_members_gang_scheduler_on_the_member_cluster_at_once(fleet):
@@ -1149,6 +1314,7 @@ def test_join_makes_a_read_only_viewer_whose_secret_alone_people_may_read(fleet,
 def test_the_viewer_secrets_role_names_each_joined_member_and_goes_with_the_last(fleet, member):
     other = MemoryApi(MEMBER_KINDS, server="https://member-2.example:6443")
     TokenIssuer(other)
+    TokenController(other)
     GuardAdmission(other)
     _join(fleet, member)
     join(
@@ -1198,9 +1364,58 @@ def test_a_member_without_the_guard_binds_the_viewer_cluster_wide_and_lets_fleet
 def test_the_viewer_token_lives_as_long_as_asked_and_too_short_is_refused(fleet):
     member = MemoryApi(MEMBER_KINDS, server=ENDPOINT.server)
     issuer = TokenIssuer(member)
+    TokenController(member)
     GuardAdmission(member)
     said = _join(fleet, member, token_seconds=3600, viewer_token_seconds=7 * 86400)
     assert issuer.issued == [3600, 7 * 86400]  # the dispatch token's, then the viewer's
     assert any(line.startswith("viewer token: read only, expires in") for line in said)
     with pytest.raises(ValueError, match="--viewer-token-expiration 60"):
         plan_join("m", ENDPOINT, viewer_token_seconds=60)
+
+
+# -- --namespaces: the namespaces the joining user opens to fleet --------------------------------
+
+
+def _ns(api: MemoryApi, name: str, **labels: str) -> None:
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+
+
+def test_join_opens_the_namespaces_it_is_given_and_unjoin_closes_them(fleet, member):
+    _ns(member, "default", owner="team")
+    _ns(member, "research")
+    _ns(member, "other", **{open_label("another-fleet"): "true"})
+    said = _join(fleet, member, fleet_id="f", open_namespaces=("default", "research"))
+
+    for name in ("default", "research"):
+        labels = member.get("v1", "Namespace", name)["metadata"]["labels"]
+        assert labels[open_label("f")] == "true", name
+    assert member.get("v1", "Namespace", "default")["metadata"]["labels"]["owner"] == "team"
+    assert "member member-1: namespace/research configured" in said
+
+    notes = unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+    assert notes == []
+    for name in ("default", "research"):
+        labels = member.get("v1", "Namespace", name)["metadata"].get("labels") or {}
+        assert open_label("f") not in labels, name
+    # Another fleet's opening is not this fleet's to take back.
+    assert member.get("v1", "Namespace", "other")["metadata"]["labels"] == {
+        open_label("another-fleet"): "true"
+    }
+    assert member.get("v1", "Namespace", "default")["metadata"]["labels"] == {"owner": "team"}
+
+
+def test_join_opens_no_namespace_that_does_not_exist_and_never_a_system_one(fleet, member):
+    with pytest.raises(JoinError, match="--namespaces research: no such namespace"):
+        _join(fleet, member, fleet_id="f", open_namespaces=("research",))
+    assert member.get("v1", "Namespace", "research") is None
+    assert fleet.get(c.FLEET_API_VERSION, "MemberCluster", "member-1") is None
+    for system in ("kube-system", "fleet-member"):
+        with pytest.raises(ValueError, match="never writes in the system namespaces"):
+            plan_join("member-1", ENDPOINT, fleet_id="f", open_namespaces=(system,))
+
+
+def test_a_member_name_whose_dispatch_secret_would_be_another_members_viewer_secret_is_refused():
+    """`x-viewer-kubeconfig` is member x's people's Secret (readable through the Role
+    fleet-viewer-kubeconfigs): a member named x-viewer may not keep its dispatch token there."""
+    with pytest.raises(ValueError, match="may not end in -viewer"):
+        plan_join("x-viewer", ENDPOINT)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Protocol
 
 from fleet.api import constants as c
@@ -86,6 +86,9 @@ class MemberConnection:
         probe_interval: float,
         crd_retry: float = 30.0,
         job_kinds: Iterable[tuple[str, str]] = JOB_KINDS,
+        guard_check: Callable[[], Awaitable[None]] | None = None,
+        guard_interval: float = 60.0,
+        guard_check_first: bool = False,
     ) -> None:
         self.member = member
         self.client = client
@@ -107,6 +110,11 @@ class MemberConnection:
         self._version: str | None = None
         #: Probes sent (a member whose watches speak is not asked again, see `_probe_loop`).
         self.probes = 0
+        #: Asks the member whether its guard is in force (the registry's, through the member's
+        #: writer), every `guard_interval`; the first time at once with `guard_check_first`.
+        self._guard_check = guard_check
+        self._guard_interval = guard_interval
+        self._guard_check_first = guard_check_first
 
     # -- reports, dropped once the connection is closed ----------------------------------------
 
@@ -161,6 +169,8 @@ class MemberConnection:
             asyncio.create_task(self._watch_jobs(), name=f"member-{name}-jobs"),
             asyncio.create_task(self._detect_gang_scheduler(), name=f"member-{name}-gang"),
         ]
+        if self._guard_check is not None:
+            self.tasks.append(asyncio.create_task(self._guard_loop(), name=f"member-{name}-guard"))
 
     async def close(self) -> None:
         self.alive = False
@@ -229,6 +239,20 @@ class MemberConnection:
                 self._guard(self._events.kinds_found)()
             if pending:
                 await asyncio.sleep(self._crd_retry)  # a CRD installed later is found then
+
+    # -- the guard ------------------------------------------------------------------------------
+
+    async def _guard_loop(self) -> None:
+        """Ask whether the member's guard is in force, every guard interval, for as long as the
+        connection lives (the check reports to the member itself; a closed connection's task
+        is cancelled first)."""
+        assert self._guard_check is not None
+        if not self._guard_check_first:
+            await asyncio.sleep(self._guard_interval)
+        while True:
+            if self.alive:
+                await self._guard_check()
+            await asyncio.sleep(self._guard_interval)
 
     # -- reachability ----------------------------------------------------------------------------
 

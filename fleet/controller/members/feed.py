@@ -12,6 +12,7 @@ from fleet.api import constants as c
 from fleet.core.errors import ObjectError
 from fleet.core.inventory import node_from_k8s, pod_from_k8s
 from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.unscheduled import UnscheduledPods
 from fleet.kube import Obj
 
 log = logging.getLogger(__name__)
@@ -30,15 +31,24 @@ def apply_node_event(snapshot: ClusterSnapshot, event: str, obj: Obj) -> bool:
     return True
 
 
-def apply_pod_event(snapshot: ClusterSnapshot, event: str, obj: Obj) -> bool:
+def apply_pod_event(
+    snapshot: ClusterSnapshot,
+    event: str,
+    obj: Obj,
+    unscheduled: UnscheduledPods | None = None,
+) -> tuple[bool, str | None]:
     """Apply one Pod event; a pod carrying the fleet-UID label consumes its gang's in-flight
-    reservation (fleet.core.snapshot)."""
+    reservation (fleet.core.snapshot), and one the member's scheduler refused is noted in
+    `unscheduled` (fleet.core.unscheduled). Returns whether the object was usable, and the
+    fleet UID of the gang whose refused pods changed (None: none did)."""
     if event == "DELETED":
-        snapshot.remove_pod((obj.get("metadata") or {}).get("uid") or "")
-        return True
+        uid = (obj.get("metadata") or {}).get("uid") or ""
+        snapshot.remove_pod(uid)
+        return True, unscheduled.remove(uid) if unscheduled is not None else None
     try:
-        snapshot.upsert_pod(pod_from_k8s(obj, owner_label=c.FLEET_UID_LABEL))
+        pod = pod_from_k8s(obj, owner_label=c.FLEET_UID_LABEL)
     except ObjectError as e:
         log.warning("%s: ignoring pod: %s", snapshot.name, e)
-        return False
-    return True
+        return False, None
+    snapshot.upsert_pod(pod)
+    return True, unscheduled.upsert(pod) if unscheduled is not None else None

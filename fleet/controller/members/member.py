@@ -13,6 +13,7 @@ from fleet.controller.members.writer import MemberWriter
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.taints import Taint
+from fleet.core.unscheduled import UnscheduledPods
 from fleet.kube import KubeClient, Obj
 
 #: Why a member that answers is not placeable yet (Ready=False reason Fencing, and the pending
@@ -37,6 +38,8 @@ class Member:
         self.name = name
         self.taints: tuple[Taint, ...] = tuple(taints)
         self.snapshot = ClusterSnapshot(name, dict(labels), fields=dict(fields))
+        #: The pods of fleet's gangs the member's scheduler refused (from the same pod watch).
+        self.unscheduled = UnscheduledPods()
         self.connection: MemberConnection | None = None
         self.health = Health()
         self.version: str | None = None
@@ -80,6 +83,12 @@ class Member:
         self.viewer: str | None = None
         #: The namespaces where that RoleBinding is known to exist (since this connection).
         self.viewer_bound: set[str] = set()
+        #: fleet's identity namespace in the member (the kubeconfig Secret's ServiceAccount):
+        #: where the guard's probe is sent.
+        self.identity_namespace: str | None = None
+        #: Why the guard is not in force any more, as the last probe found (None: in force, or
+        #: not known to be missing). Nothing new is placed in the member meanwhile.
+        self.guard_missing: str | None = None
         #: The cluster this member is (its kube-system namespace's UID): the MemberCluster's
         #: spec.id, else what its kubeconfig reached when last asked (`reached_id`); None: not
         #: known yet. MemberRegistry.by_identity finds a member by it.
@@ -109,6 +118,12 @@ class Member:
         return self.health.ready
 
     @property
+    def unguarded(self) -> bool:
+        """Whether the member answers but its guard was found gone: not placeable (like a
+        member still fencing), while its gangs stay."""
+        return bool(self.guard) and self.guard_missing is not None
+
+    @property
     def known(self) -> bool:
         """Whether we have heard from the member since connecting (ready or not)."""
         return self.health.known
@@ -130,6 +145,7 @@ class Member:
         self.snapshot = ClusterSnapshot(
             self.name, self.snapshot.labels, fields=self.snapshot.fields
         )
+        self.unscheduled = UnscheduledPods()
         self.namespaces = set()
         self.viewer_bound = set()
 

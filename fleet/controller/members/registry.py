@@ -24,6 +24,7 @@ from fleet.api import cluster_fields, format_time
 from fleet.api import constants as c
 from fleet.api._time import parse_time, to_epoch
 from fleet.api.access import FLEET_SECRETS_NAMESPACE
+from fleet.api.guardprobe import GuardVerdict, guard_probe, guard_verdict
 from fleet.api.membership import cluster_id_of, identity_of
 from fleet.controller.clock import Clock
 from fleet.controller.events import EventRecorder
@@ -81,6 +82,8 @@ class MemberListener(Protocol):
 
     def job_changed(self, member: str, event: str, obj: Obj) -> None: ...
 
+    def gang_pods_refused(self, member: str, uid: str) -> None: ...
+
     def health_changed(self, member: str, ready: bool) -> None: ...
 
 
@@ -96,6 +99,7 @@ class MemberRegistry:
         clock: Clock,
         probe_interval: float = 3.0,
         status_interval: float = 10.0,
+        guard_check_interval: float = 60.0,
         source_grace: float = 15.0,
         resync_after_error: float = 5.0,
         connect: Connect = connect_with_kubeconfig,
@@ -113,6 +117,8 @@ class MemberRegistry:
         self.clock = clock
         self.probe_interval = probe_interval
         self.status_interval = status_interval
+        #: How often each guarded member is asked whether its guard is in force.
+        self.guard_check_interval = guard_check_interval
         self.source_grace = source_grace
         self.resync_after_error = resync_after_error
         self.connect = connect
@@ -232,6 +238,8 @@ class MemberRegistry:
         for name, m in self.members.items():
             if m.ready and not m.fenced:
                 out[name] = f"{c.REASON_FENCING}: {FENCING_MESSAGE}"
+            elif m.ready and m.unguarded:
+                out[name] = f"{c.REASON_GUARD_MISSING}: {m.guard_missing}"
         return out
 
     def fenced(self, member: Member) -> None:
@@ -402,6 +410,7 @@ class MemberRegistry:
         identity = identity_of(secret)
         viewer_role = annotations.get(c.VIEWER_ROLE_ANNOTATION)
         member.viewer = identity[0] if viewer_role and identity is not None else None
+        member.identity_namespace = identity[0] if identity is not None else None
         key = ref.get("key") or "kubeconfig"
         fingerprint = hashlib.sha256(
             json.dumps([secret.get("data"), secret.get("stringData"), key], sort_keys=True).encode()
@@ -686,12 +695,17 @@ class MemberRegistry:
         }
         member.health = Health(since=now)  # Connecting: no verdict until it answers
         member.fenced = False  # the collector looks at fleet's objects there first
+        guarded = bool(member.guard) and bool(member.identity_namespace)
         member.connection = MemberConnection(
             member.name,
             client,
             _MemberEvents(self, member),
             fleet_id=self.fleet_id,
             probe_interval=self.probe_interval,
+            guard_check=(lambda: self.check_guard(member)) if guarded else None,
+            guard_interval=self.guard_check_interval,
+            # Found gone before: asked at once (a re-join has just put it back, say).
+            guard_check_first=member.guard_missing is not None,
         )
         member.connection.start()
 
@@ -730,6 +744,56 @@ class MemberRegistry:
         task: asyncio.Task[None] = asyncio.create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    # -- the guard ---------------------------------------------------------------------------
+
+    async def check_guard(self, member: Member) -> None:
+        """Ask the member, with fleet's token, the guard's probe as `fleet join` does
+        (fleet.api.guardprobe: a dry-run create the guard must refuse). Admitted: the guard is
+        gone or no longer refuses (GuardMissing); refused by it: in force. Any other answer (no
+        answer, fleet's token refused, another webhook) tells nothing and changes nothing."""
+        policy, namespace = member.guard, member.identity_namespace
+        if not policy or not namespace or member.connection is None:
+            return
+        status: int | None = None
+        message = ""
+        try:
+            await member.writer.create(guard_probe(namespace), dry_run=True)
+        except ApiError as e:
+            status, message = e.status, e.message
+        except Unreachable:
+            return
+        verdict = guard_verdict(status, message, policy)
+        if verdict is GuardVerdict.IN_FORCE:
+            self._guard_seen(member, None)
+        elif verdict is GuardVerdict.NOT_LOADED:
+            self._guard_seen(
+                member,
+                f"ValidatingAdmissionPolicy {policy} no longer refuses fleet's token (a ConfigMap "
+                f"without fleet's mark, created in {namespace} as a dry run, was admitted): the "
+                "policy or its binding was deleted or changed in the member; fleet's identity "
+                f"there is limited by RBAC alone and no new gang is placed there. `fleet join "
+                f"{member.name}` again installs it",
+            )
+        else:
+            log.debug("member %s: guard probe inconclusive: %s %s", member.name, status, message)
+
+    def _guard_seen(self, member: Member, missing: str | None) -> None:
+        before, member.guard_missing = member.guard_missing, missing
+        if (before is None) == (missing is None):
+            return
+        self._write_status_soon(member)
+        if missing is not None:
+            log.warning("member %s: %s", member.name, missing)
+            self._member_event(member, c.REASON_GUARD_MISSING, missing, warning=True)
+        else:
+            self._member_event(
+                member,
+                c.REASON_GUARD_IN_FORCE,
+                f"ValidatingAdmissionPolicy {member.guard} refuses fleet's token again: "
+                f"{member.name} takes new gangs",
+            )
+            self.listener.capacity_changed(member.name)
 
     # -- health ------------------------------------------------------------------------------
 
@@ -799,8 +863,11 @@ class _MemberEvents:
             self.registry.listener.capacity_changed(self.member.name)
 
     def pod_event(self, event: str, obj: Obj) -> None:
-        if apply_pod_event(self.member.snapshot, event, obj):
+        usable, gang = apply_pod_event(self.member.snapshot, event, obj, self.member.unscheduled)
+        if usable:
             self.registry.listener.capacity_changed(self.member.name)
+        if gang is not None:
+            self.registry.listener.gang_pods_refused(self.member.name, gang)
 
     def job_event(self, event: str, obj: Obj) -> None:
         self.registry.listener.job_changed(self.member.name, event, obj)

@@ -1,10 +1,15 @@
 """Renewing a joined member's bound token before it expires, with no human step.
 
-`fleet join` stores a TokenRequest token of fleet's ServiceAccount in the member, with when it
-was issued and when it expires (annotations on the kubeconfig Secret). Before it expires
+`fleet join` stores a TokenRequest token of fleet's dispatch ServiceAccount in the member, with
+when it was issued and when it expires (annotations on the kubeconfig Secret). Before it expires
 (`fleet.core.tokens.renew_at`), the leading controller asks the member for a new one,
-authenticated by the current one (the ServiceAccount's Role allows exactly that), and writes it
-into the Secret. The Secret's watch takes it in like any rotation, but a change of the token
+authenticated as the renewer (a second ServiceAccount whose Role allows exactly that; its token
+is in a Secret of its own that the kubeconfig Secret names, `Renewal.renewer`), and writes it
+into the Secret. The dispatch token cannot request tokens, so whoever holds it cannot extend
+it; and an expired dispatch token (a controller down longer than its lifetime) is renewed all
+the same, so the member recovers with no `fleet join`. A Secret of a join before the renewer
+names none: its token is renewed with itself, as then (its old Role allows it), until the
+member is joined again. The Secret's watch takes it in like any rotation, but a change of the token
 alone is swapped into the live client (`RenewableToken`): the member's watches, its snapshot
 and its health go on untouched, so a renewal never makes a Ready member blink.
 
@@ -21,6 +26,7 @@ which a renewal in flight must not overwrite with one issued from the old Secret
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -86,6 +92,10 @@ def shape(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(stripped, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class RenewerUnavailable(ValueError):
+    """The renewer's Secret the kubeconfig Secret names is missing or holds no token."""
+
+
 class Superseded(Exception):
     """The Secret changed since the renewal read it (a re-join wrote a new token): the renewal
     leaves it alone; the Secret's watch takes the new one in and renews that one."""
@@ -116,6 +126,8 @@ def failure_reason(error: Exception) -> str:
         return error.reason or f"HTTP{error.status}"
     if isinstance(error, Unreachable):
         return "Unreachable"
+    if isinstance(error, RenewerUnavailable):
+        return "RenewerUnavailable"
     return "InvalidAnswer"
 
 
@@ -130,9 +142,18 @@ class Renewal:
     service_account: str
     issued: float
     expires: float
+    #: The Secret (in the kubeconfig Secret's namespace) holding the renewer's token; None: a
+    #: join before the renewer, whose token renews itself.
+    renewer: str | None = None
+    #: The lifetime `fleet join` chose (None: a join that did not record it).
+    seconds: int | None = None
 
     @property
     def lifetime(self) -> int:
+        """What each renewal asks for: the lifetime join chose (the member's token policy
+        refuses more), else the last token's."""
+        if self.seconds is not None:
+            return self.seconds
         return max(round(self.expires - self.issued), 600)
 
     def due(self, now: float, renew_before: float | None) -> float:
@@ -157,14 +178,46 @@ def renewal_of(secret: Mapping[str, Any], key: str, config: Mapping[str, Any]) -
         )
         return None
     namespace, account = identity
-    return Renewal(secret, key, config, namespace, account, issued, expires)
+    renewer = str(annotations.get(c.RENEWER_SECRET_ANNOTATION) or "") or None
+    seconds = str(annotations.get(c.TOKEN_SECONDS_ANNOTATION) or "")
+    return Renewal(
+        secret,
+        key,
+        config,
+        namespace,
+        account,
+        issued,
+        expires,
+        renewer,
+        int(seconds) if seconds.isdigit() else None,
+    )
+
+
+async def renewer_auth(fleet: KubeClient, renewal: Renewal) -> BearerToken | None:
+    """The renewer's token, read from its Secret on the fleet at each renewal (None: a Secret
+    of a join before the renewer). RenewerUnavailable when it is missing or holds none."""
+    if renewal.renewer is None:
+        return None
+    namespace = (renewal.secret.get("metadata") or {}).get("namespace")
+    found = await fleet.get("v1", "Secret", renewal.renewer, namespace)
+    raw = ((found or {}).get("data") or {}).get(c.RENEWER_TOKEN_KEY)
+    token = base64.b64decode(raw).decode() if raw else ""
+    if not token:
+        state = "not found" if found is None else f"has no {c.RENEWER_TOKEN_KEY!r} key"
+        raise RenewerUnavailable(
+            f"Secret {namespace}/{renewal.renewer} (the renewer's token, named by the "
+            f"kubeconfig Secret's {c.RENEWER_SECRET_ANNOTATION}) {state}: the token cannot be "
+            "renewed; `fleet join` again writes it"
+        )
+    return BearerToken(token)
 
 
 async def renew(
     member: MemberWriter, fleet: KubeClient, renewal: Renewal, now: float
 ) -> tuple[IssuedToken, Obj]:
-    """Request a new token with the current one and write it into the fleet's Secret, if the
-    Secret is still the one `renewal` read; the token and the Secret as written.
+    """Request a new token as the renewer (or, for a join before it, with the current token)
+    and write it into the fleet's Secret, if the Secret is still the one `renewal` read; the
+    token and the Secret as written.
 
     Superseded: the Secret's kubeconfig changed meanwhile (nothing was written)."""
     answer = await member.create_subresource(
@@ -174,6 +227,7 @@ async def renew(
         "token",
         token_request(renewal.lifetime),
         renewal.namespace,
+        auth=await renewer_auth(fleet, renewal),
     )
     status = answer.get("status") or {}
     stamp = status.get("expirationTimestamp")

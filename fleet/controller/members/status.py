@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fleet.api import constants as c
 from fleet.api import format_time
@@ -85,6 +85,24 @@ def token_condition(
     )
 
 
+def guarded(member: Member) -> tuple[Literal["True", "False"], str, str]:
+    """The Guarded condition's (status, reason, message) of a member `fleet join` made."""
+    if not member.guard:
+        return (
+            "False",
+            "NoAdmissionPolicy",
+            "the member serves no ValidatingAdmissionPolicy (Kubernetes < 1.30): fleet's "
+            "identity there is limited by RBAC alone (docs/security.md)",
+        )
+    if member.guard_missing is not None:
+        return "False", c.REASON_GUARD_MISSING, member.guard_missing
+    return (
+        "True",
+        c.REASON_GUARD_IN_FORCE,
+        f"ValidatingAdmissionPolicy {member.guard} narrows fleet's identity there",
+    )
+
+
 class MemberStatusWriter:
     """Writes Ready (with reason), version, node count and resources; skips unchanged status."""
 
@@ -101,27 +119,28 @@ class MemberStatusWriter:
         # Ready means placeable: a member that answers is not Ready until the collector has
         # fenced it (every object of fleet's there that no binding wants deleted).
         fencing = member.ready and not member.fenced
+        # Nor is one whose guard was found gone (its gangs stay; nothing new goes there).
+        unguarded = member.ready and not fencing and member.unguarded
+        reason, message = member.health.reason, member.health.message
+        if fencing:
+            reason, message = c.REASON_FENCING, FENCING_MESSAGE
+        elif unguarded:
+            reason, message = c.REASON_GUARD_MISSING, str(member.guard_missing)
         conditions = upsert_condition(
             status.get("conditions"),
             c.CONDITION_READY,
-            "True" if member.ready and not fencing else "False",
-            c.REASON_FENCING if fencing else member.health.reason,
-            FENCING_MESSAGE if fencing else member.health.message,
+            "True" if member.ready and not fencing and not unguarded else "False",
+            reason,
+            message,
             now,
             observed_generation=member.generation,
         )
         conditions = watch_condition(conditions, member.secret_watch, now)
         if member.guard is not None:
-            guarded = bool(member.guard)
             conditions = upsert_condition(
                 conditions,
                 c.CONDITION_GUARDED,
-                "True" if guarded else "False",
-                "AdmissionPolicy" if guarded else "NoAdmissionPolicy",
-                f"ValidatingAdmissionPolicy {member.guard} narrows fleet's identity there"
-                if guarded
-                else "the member serves no ValidatingAdmissionPolicy (Kubernetes < 1.30): "
-                "fleet's identity there is limited by RBAC alone (docs/security.md)",
+                *guarded(member),
                 now,
                 observed_generation=member.generation,
             )

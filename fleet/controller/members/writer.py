@@ -15,6 +15,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import httpx
+
 from fleet.kube import KubeClient, Obj
 
 if TYPE_CHECKING:
@@ -42,10 +44,14 @@ class MemberWriter:
             where,
         )
 
-    async def create(self, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+    async def create(
+        self, obj: Mapping[str, Any], namespace: str | None = None, *, dry_run: bool = False
+    ) -> Obj:
+        """`dry_run`: admitted and answered as a real create, never stored (the guard probe)."""
         meta = obj.get("metadata") or {}
-        self._count("create", str(obj.get("kind")), meta.get("name", ""), meta.get("namespace"))
-        return await self.client.create(obj, namespace)
+        verb = "create (dry run)" if dry_run else "create"
+        self._count(verb, str(obj.get("kind")), meta.get("name", ""), meta.get("namespace"))
+        return await self.client.create(obj, namespace, dry_run=dry_run)
 
     async def create_subresource(
         self,
@@ -55,10 +61,13 @@ class MemberWriter:
         subresource: str,
         body: Mapping[str, Any],
         namespace: str | None = None,
+        *,
+        auth: httpx.Auth | None = None,
     ) -> Obj:
+        """`auth`: sent as that identity instead of the connection's (the token renewer)."""
         self._count(f"create {subresource}", kind, name, namespace)
         return await self.client.create_subresource(
-            api_version, kind, name, subresource, body, namespace
+            api_version, kind, name, subresource, body, namespace, auth=auth
         )
 
     async def apply(self, obj: Mapping[str, Any], *, field_manager: str) -> Obj:

@@ -12,7 +12,9 @@ decision is written on the unit. The reconciler calls:
 * `placed` after placement chose a cluster: the unit is Running.
 * `observe` after the member's state is mirrored: a job that succeeded, failed for good or gave
   up releases its quota at once.
-* `release` when the job is deleted or gone: its quota is released and its unit removed.
+* `release` when the job is deleted or gone: its quota is released and its unit removed;
+  `victim_leaving` / `victim_gone` around it: a deleted job the queue evicted for another gang
+  keeps that gang waiting for its room until its copies' pods are gone.
 
 Every decision is the core's (`fleet.core.admission`); this module reads and writes.
 """
@@ -220,6 +222,25 @@ async def release(shell: Shell, key: WorkloadKey) -> None:
     await shell.kube_queue.forget(key_of_job(key))
 
 
+def victim_leaving(shell: Shell, key: WorkloadKey, life: lifecycle.Binding | None) -> None:
+    """The job is being deleted (before `release`): if the queue evicted it for another gang
+    (recorded on its binding, or decided and not yet recorded), that gang goes on waiting for
+    the room, its placement timeout and its hold stopped, until the job is gone with its copies
+    and their pods (`victim_gone`): their grace period may be long."""
+    kq = shell.kube_queue
+    unit = key_of_job(key)
+    pending = [e for e in lifecycle.queue_evictions(life) if e.evicted_for] if life else []
+    decided = kq.eviction_for(unit)
+    claimant = pending[-1].evicted_for if pending else decided.by if decided else None
+    if claimant:
+        kq.copy_pending(unit, claimant)
+
+
+def victim_gone(shell: Shell, key: WorkloadKey) -> None:
+    """The job is gone, its copies and their pods with it: a gang it made room for has it."""
+    shell.kube_queue.copy_gone(key_of_job(key))
+
+
 # -- helpers -----------------------------------------------------------------------------------
 
 
@@ -362,4 +383,6 @@ __all__ = [
     "queued",
     "refresh",
     "release",
+    "victim_gone",
+    "victim_leaving",
 ]

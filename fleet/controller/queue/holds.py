@@ -7,21 +7,25 @@ failed write is simply made again by the next pass, and nothing depends on seein
 * **the members' views**: each hold is reserved in its member's snapshot under
   `hold_key(claimant)` (`hold.sync` says what to reserve and release, as in the simulator), so
   every placement but the claimant's sees that room taken; a member whose snapshot was rebuilt
-  (reconnect) gets its holds again. The claimant's own placement takes the room out
-  (`hold.place_claimant`, in `placing`);
+  (reconnect) gets its holds again. The reservation has no deadline of its own (a hold has
+  none: it ends with its claimant's placement timeout, counted from when its victims' pods are
+  gone): it goes when the admission ends the hold. The claimant's own placement takes the room
+  out (`hold.place_claimant`, in `placing`);
 * **the record**: `Hold.record()` as JSON in the claimant's QueueUnit annotation
-  `fleet.dev/hold`, beside the victims' eviction records on their bindings; a restart reads the
-  annotations back (`hold.restore`, `Admission.restore_holds`), and a hold that ended has its
-  annotation removed;
+  `fleet.dev/hold`, beside the victims' eviction records on their bindings, written again when
+  the room is freed (`Hold.freed`, the moment the claimant's timeout starts again); a restart
+  reads the annotations back (`hold.restore`, `Admission.restore_holds`), and a hold that ended
+  has its annotation removed;
 * **the Events** on the claimant's job and unit: `RoomHeld` (the member and the victims) when
-  the record is written, `HoldReleased` (why: Placed, Gone, BackedOff, MemberLost, Expired) when
-  it is removed.
+  the record is written, `HoldReleased` (why: Placed, Gone, BackedOff, MemberLost) when it is
+  removed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -34,7 +38,6 @@ from fleet.core.admission.hold import (
     HOLD_PREFIX,
     Hold,
     HoldEnd,
-    ended,
     restore,
     sync,
 )
@@ -56,7 +59,6 @@ WHY: Mapping[str, str] = {
     "MemberLost": (
         f"the member has been NotReady for {MEMBER_LOST_SECONDS:.0f} s or left the fleet"
     ),
-    "Expired": "the hold's bound ran out",
 }
 
 
@@ -74,10 +76,10 @@ def record_of(unit: Mapping[str, Any]) -> dict[str, Any] | None:
     return dict(record)
 
 
-def restored(units: Iterable[Mapping[str, Any]], now: float) -> dict[str, Hold]:
-    """The holds the units' records keep that are still in force (a restart)."""
+def restored(units: Iterable[Mapping[str, Any]]) -> dict[str, Hold]:
+    """The holds the units' records keep (a restart)."""
     records = [r for r in (record_of(unit) for unit in units) if r is not None]
-    return restore(records, now)
+    return restore(records)
 
 
 class Holds:
@@ -89,8 +91,11 @@ class Holds:
         events: EventRecorder,
         clock: Clock,
         members: MemberRegistry | None = None,
+        placement_timeout: float = 300.0,
     ) -> None:
         self.units = units
+        #: The claimants' placement timeout: a hold's end at the latest, from its room freed.
+        self.placement_timeout = placement_timeout
         self.events = events
         self.clock = clock
         self.members = members
@@ -117,9 +122,10 @@ class Holds:
         self.ended.clear()
         self._jobs.clear()
 
-    def restored(self, units: Iterable[Obj], held: Mapping[str, Hold], now: float) -> None:
+    def restored(self, units: Iterable[Obj]) -> None:
         """After a restart: every record on the units is on record already; those the
-        admission did not take back (`held`) are removed, with why, by the next `follow`."""
+        admission did not take back are removed by the next `follow` (they ended while the
+        controller was away)."""
         for unit in units:
             record = record_of(unit)
             if record is None:
@@ -127,9 +133,6 @@ class Holds:
             hold = Hold.from_record(record)
             self.saved[hold.claimant] = hold
             self._jobs[hold.claimant] = involved(unit)
-            why = ended(hold, now)
-            if hold.claimant not in held and why is not None:
-                self.ended[hold.claimant] = why
 
     def taken(self, claimant: str) -> None:
         """The claimant's placement took its held room out of the view and then failed to
@@ -173,10 +176,15 @@ class Holds:
         """Make the views, records and Events follow `holds` (`Admission.room_held()`)."""
         self._views(holds)
         for claimant, hold in sorted(holds.items()):
-            if self.saved.get(claimant) != hold:
-                if claimant in self.saved:  # an earlier hold ended, and a new one was made
-                    await self._remove(claimant)
-                await self._save(hold)
+            saved = self.saved.get(claimant)
+            if saved == hold:
+                continue
+            if saved is not None and saved.same(hold):  # its clock moved: the room was freed
+                await self._clock(hold)
+                continue
+            if saved is not None:  # an earlier hold ended, and a new one was made
+                await self._remove(claimant)
+            await self._save(hold)
         for claimant in sorted(set(self.saved) - set(holds)):
             await self._remove(claimant)
 
@@ -191,12 +199,12 @@ class Holds:
         for key in release:
             hold, snapshot = self.reserved.pop(key[len(HOLD_PREFIX) :])
             snapshot.release(key)
-        now, monotonic = self.clock.now(), self.clock.monotonic()
         for hold in reserve:
             view = self.snapshot_of(hold.cluster)
             if view is None:
                 continue  # the member is gone: `lost` ends the hold
-            view.reserve(hold.key, hold.assignment(), monotonic + max(hold.until - now, 0))
+            # No expiry: the hold has no clock of its own, `sync` releases it when it ends.
+            view.reserve(hold.key, hold.assignment(), math.inf)
             self.reserved[hold.claimant] = (hold, view)
 
     async def _save(self, hold: Hold) -> None:
@@ -207,12 +215,30 @@ class Holds:
         await self._annotate(unit, json.dumps(hold.record(), sort_keys=True))
         self.saved[hold.claimant] = hold
         message = (
-            f"room held in {hold.cluster} for this gang until it is placed (at most "
-            f"{hold.until - hold.since:g} s): what its victims ({', '.join(hold.victims)}) free "
-            "there goes to no other gang"
+            f"room held in {hold.cluster} for this gang until it is placed: what its victims "
+            f"({', '.join(hold.victims)}) free there goes to no other gang; held while their "
+            f"pods leave, however long, then for its placement timeout "
+            f"({self.placement_timeout:g} s) at most"
         )
         log.info("%s: %s", hold.claimant, message)
         await self._tell(hold.claimant, unit, "RoomHeld", message)
+
+    async def _clock(self, hold: Hold) -> None:
+        """The room was freed (or its victims are leaving again): the record follows, no
+        Event (the hold goes on)."""
+        unit = self.units.get(hold.claimant)
+        if unit is None:
+            return  # gone: the next pass ends the hold
+        await self._annotate(unit, json.dumps(hold.record(), sort_keys=True))
+        self.saved[hold.claimant] = hold
+        if hold.freed is not None:
+            log.info(
+                "%s: the room held in %s is free (its victims' pods are gone): placed within "
+                "%g s, or the hold ends with its placement timeout",
+                hold.claimant,
+                hold.cluster,
+                self.placement_timeout,
+            )
 
     async def _remove(self, claimant: str) -> None:
         hold = self.saved[claimant]

@@ -42,6 +42,7 @@ from fleet.controller.queue.units import (
     involved,
     job_of,
     key_of,
+    key_of_job,
     placed_copy,
     queue_evictions_of,
     spec_of,
@@ -113,7 +114,9 @@ class KubeQueue:
         self.units = Units(fleet)
         self.passes = Passes(self.units, events, jobs, self.queues.name_of, metrics)
         #: The room reclaims hold for their claimants: views, records, Events.
-        self.holds = Holds(self.units, events, clock, members)
+        self.holds = Holds(
+            self.units, events, clock, members, placement_timeout=settings.queue_placement_timeout
+        )
         #: PriorityClass name -> value, and Namespace name -> labels (its opt-out of reclaim):
         #: kept current by their watches (and by the gate's reads of ones not seen yet), so a
         #: unit's priority and opt-out follow them (the gate's `refresh`).
@@ -227,8 +230,10 @@ class KubeQueue:
             self.holds.ending(self.admission.member_lost(cluster, now).unhold)
         if again is not None:
             self.work.add_after(self.PASS, again)
-        # A gang whose victims are still leaving keeps its quota past the placement timeout.
-        self.admission.awaiting_room(set(self._in_flight.values()), now)
+        # A gang whose victims are still leaving keeps its quota (and its hold) past the
+        # placement timeout: until their pods are gone (their bindings keep the eviction until
+        # then), and evictions decided but not yet on record are victims still there too.
+        self.admission.awaiting_room(self._awaiting_room(), now)
         delay = await self.passes.run(self.admission, now)
         if delay is not None:
             self.work.add_after(self.PASS, delay)
@@ -279,7 +284,7 @@ class KubeQueue:
             self._running(now),
             self._gangs.get,
             members_for,
-            in_flight=set(self._in_flight.values()),
+            in_flight=self._awaiting_room(),
         )
         if plan.wake_at is not None:  # a dequeued gang may claim once its reclaim delay ends
             self.work.add_after(self.PASS, plan.wake_at - now + WAKE_SLACK_SECONDS)
@@ -290,6 +295,13 @@ class KubeQueue:
             log.info("%s: %s", evict.key, evict.message)
         self.passes.evicting(plan)
         await self.passes.save(self.admission, now)
+
+    def _awaiting_room(self) -> set[str]:
+        """The claimants whose victims are still leaving: named by an eviction on a victim's
+        binding (kept until its copy and pods are gone from the member's view), or decided and
+        not on record yet."""
+        pending = {evict.by for evict in self.passes.evictions.values()}
+        return set(self._in_flight.values()) | pending
 
     def _running(self, now: float) -> dict[str, Placed]:
         """What a reclaim knows of each Running unit's copy (`placed_copy`): where it runs,
@@ -439,9 +451,10 @@ class KubeQueue:
             self.request_pass()
 
     async def forget(self, key: str) -> None:
-        """The job is deleted or gone: its quota is released at once and its unit removed."""
+        """The job is deleted or gone: its quota is released at once and its unit removed. An
+        eviction of it still in flight is the caller's to end (`copy_gone`): a deleted victim's
+        pods may still hold the room its claimant waits for."""
         self.passes.forget(key)
-        self._in_flight.pop(key, None)
         self._gangs.pop(key, None)
         if self.admission.remove(key):
             self.request_pass()
@@ -574,10 +587,19 @@ class KubeQueue:
             for eviction in queue_evictions_of(self.bindings.get(job_of(unit))):
                 if eviction.evicted_for:
                     self._in_flight[key_of(unit)] = eviction.evicted_for
+        # A victim being deleted has no unit any more, and its pods may still hold the room
+        # its claimant waits for (`gate.victim_leaving`; its reconcile says so again).
+        for job, binding in self.bindings.items():
+            workload = self.workloads.get(job)
+            if not ((workload or {}).get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            for eviction in queue_evictions_of(binding):
+                if eviction.evicted_for:
+                    self._in_flight[key_of_job(job)] = eviction.evicted_for
         # The claimants' holds, from their records (`hold.restore`); a record whose hold
         # ended while the controller was down is removed by the next pass.
-        self.admission.restore_holds(restored_holds(units, now).values(), now)
-        self.holds.restored(units, self.admission.room_held(), now)
+        self.admission.restore_holds(restored_holds(units).values(), now)
+        self.holds.restored(units)
         in_force = self.trees.in_force
         log.info(
             "queue restored: %d units (%d holding quota, %d holding room), tree %s",

@@ -295,7 +295,6 @@ class Admission(Claims):
         plan = Plan()
         self._expire_backoffs(now, plan)
         self._expire_timeouts(now, plan)
-        self._expire_holds(now)
         if self._tree_known:
             self._bypass(now, plan)
             self._pass(now, plan)
@@ -303,7 +302,7 @@ class Admission(Claims):
             plan.notices = list(self._notices.values())
             self._notices.clear()
         self._flush_holds(plan)
-        plan.wake_at = _earliest(self._next_wake(), self._next_hold_end())
+        plan.wake_at = self._next_wake()  # a hold ends with its claimant's timeout: no clock
         return plan
 
     # --- Holds (module `hold`) ----------------------------------------------------------------
@@ -318,7 +317,7 @@ class Admission(Claims):
     def member_lost(self, cluster: str, now: float) -> Plan:
         """Member `cluster` is lost (not Ready, or left the fleet): the holds in it end."""
         for key, hold in list(self._holds.items()):
-            if ended(hold, now, lost_members=(cluster,)) is not None:
+            if ended(hold, lost_members=(cluster,)) is not None:
                 self._end_hold(key, "MemberLost")
         plan = Plan()
         self._flush_holds(plan)
@@ -326,21 +325,21 @@ class Admission(Claims):
 
     def restore_holds(self, holds: Iterable[Hold], now: float) -> None:
         """After a restart: the holds the shell persisted (`Hold.record`), for units that are
-        still Dequeued (any other one ended while the controller was down: dropped)."""
+        still Dequeued (any other one ended while the controller was down: dropped), with
+        their clock: a hold whose room was freed gives its claimant's placement timeout that
+        moment to count from (`Hold.freed`); one whose victims were still leaving keeps the
+        timeout waiting until the shell's next `awaiting_room` says they are gone (from then:
+        the whole timeout)."""
         for hold in holds:
             unit = self._units.get(hold.claimant)
-            if unit is None or unit.phase != DEQUEUED or ended(hold, now) is not None:
+            if unit is None or unit.phase != DEQUEUED:
                 continue
             self._holds[hold.claimant] = hold
             self._claimed.add(hold.claimant)
-
-    def _expire_holds(self, now: float) -> None:
-        for key, hold in list(self._holds.items()):
-            if ended(hold, now) is not None:
-                self._end_hold(key, "Expired")
-
-    def _next_hold_end(self) -> float | None:
-        return min((h.until for h in self._holds.values()), default=None)
+            if hold.freed is None:
+                self._awaiting_room.add(hold.claimant)
+            else:
+                self._room_freed[hold.claimant] = hold.freed
 
     def _flush_holds(self, plan: Plan) -> None:
         if self._unheld:
@@ -378,7 +377,7 @@ class Admission(Claims):
                 continue
             self._release(unit)
             self._set_phase(unit, TIMEOUT_BACKOFF)
-            self._end_hold(key, "BackedOff")
+            self._end_hold(key, "BackedOff")  # the hold's one deadline: this timeout
             self._claimed.discard(key)
             attempts = max(unit.attempts, 1)
             until = now + self.settings.backoff(attempts)
@@ -567,7 +566,3 @@ class Admission(Claims):
             if reason is not None:
                 out[key] = reason
         return out
-
-
-def _earliest(*times: float | None) -> float | None:
-    return min((t for t in times if t is not None), default=None)

@@ -8,6 +8,7 @@ finds the claims, hands each to it and applies the choice, as part of `Admission
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Iterator, Mapping
 
@@ -145,17 +146,31 @@ class Claims(Books):
         return min(due, default=None)
 
     def awaiting_room(self, keys: Collection[str], now: float) -> None:
-        """The units whose victims' copies are still being deleted (the shell reads them from
-        the victims' bindings before every pass): their placement does not time out until
-        the room they evicted for is free, and from then on has its whole `placement_timeout`
-        again. A copy's deletion is not yet the room: the member takes a moment to stop its
-        pods, and a claimant timed out in that moment gave its held room to another gang and
-        evicted a second victim for itself (seen on a loaded clean-clone run)."""
+        """The units whose victims are still leaving: their evictions are not finished, or not
+        even recorded yet (the shell reads them from the victims' bindings, which keep an
+        eviction until its copy *and its pods* are gone from the member's view, before every
+        pass). Their placement does not time out until the room they evicted for is free, and
+        from then on has its whole `placement_timeout` again; their hold (module `hold`) lasts
+        as long, and records the moment (`Hold.freed`), so a restart keeps the same clock. A
+        victim's pods may take long to stop (a long `terminationGracePeriodSeconds`, a job
+        that checkpoints on SIGTERM): a claimant timed out meanwhile gave its held room to
+        another gang and evicted a second victim for itself (seen on a loaded clean-clone
+        run). A unit named again after its room was freed (a record the shell saw late, a
+        restart) waits again, its clock stopped."""
         waiting = {k for k in keys if k in self._units}
         for key in self._awaiting_room - waiting:
             if key in self._units:
                 self._room_freed[key] = now
+                self._clock_hold(key, now)
+        for key in waiting - self._awaiting_room:
+            self._room_freed.pop(key, None)
+            self._clock_hold(key, None)
         self._awaiting_room = waiting
+
+    def _clock_hold(self, key: str, freed: float | None) -> None:
+        hold = self._holds.get(key)
+        if hold is not None and hold.freed != freed:
+            self._holds[key] = dataclasses.replace(hold, freed=freed)
 
     def waiting_units(self) -> bool:
         """Whether any unit waits in a line or is dequeued (cheap: a reclaim needs one)."""
@@ -298,7 +313,6 @@ class Claims(Books):
                 choice.assignment,
                 (v.key for v in choice.victims),
                 now,
-                self.settings.hold_seconds,
             )
             self._holds[choice.claim] = hold
             plan.hold.append(hold)

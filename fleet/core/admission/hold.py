@@ -19,17 +19,23 @@ claimant's proven assignment takes there. Until it ends:
 * on a member that takes Koordinator Reservations the shell reserves the same assignment there
   for the claimant, so member-local pods do not take it either.
 
-It ends (`ended`, and the `Admission` events that call it) on every exit: the claimant is placed,
-deleted or ends, backs off (its placement timed out: it gave up for now), its member is lost, or
-the bound runs out (`until`: the victims' copies never left, or the room never became the
-claimant's). A hold is plain values (`record` / `from_record`): the shell persists it beside
-the victims' eviction records, and a restart rebuilds the same holds (`restore`).
+**One clock.** A hold has no deadline of its own: it lasts exactly as long as its claimant
+legitimately waits for the room. It ends (`ended`, and the `Admission` events that call it) on
+every exit: the claimant is placed, deleted or ends, backs off, or its member is lost. The
+claimant's placement timeout does not run while its victims leave (until their pods are gone
+from the member's view, `Admission.awaiting_room`), and from that moment (`Hold.freed`) it has
+its whole `placement_timeout` again: so the hold ends, at the latest, when that timeout backs the
+claimant off, `placement_timeout` after the room was freed. A victim whose pods never leave keeps
+its claimant waiting, and the hold with it (docs/queue.md, "The hold"). A hold is plain values
+(`record` / `from_record`, `freed` included): the shell persists it beside the victims' eviction
+records, and a restart rebuilds the same holds and the same clock (`restore`,
+`Admission.restore_holds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeVar
 
 from fleet.core.assignment import Assignment, Slot
@@ -41,13 +47,13 @@ T = TypeVar("T")
 #: Owner key of a hold's reservation in the fleet's view of a member (never a pod's owner).
 HOLD_PREFIX: Final = "hold/"
 
-#: Why a hold ended.
-HoldEnd = Literal["Placed", "Gone", "BackedOff", "MemberLost", "Expired"]
+#: Why a hold ended (there is no other way: a hold has no clock of its own).
+HoldEnd = Literal["Placed", "Gone", "BackedOff", "MemberLost"]
 
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """Room held in `cluster` for `claimant` from `since` until `until` at the latest."""
+    """Room held in `cluster` for `claimant` since `since` (see the module docstring)."""
 
     claimant: str
     cluster: str
@@ -56,7 +62,10 @@ class Hold:
     victims: tuple[str, ...]
     """The units evicted for it (what the shell's records name)."""
     since: float
-    until: float
+    """When the eviction was decided."""
+    freed: float | None = None
+    """When its victims' pods were gone from the member's view, the moment its claimant's
+    placement timeout starts again (None: they are still leaving, and the timeout waits)."""
 
     @property
     def key(self) -> str:
@@ -77,12 +86,15 @@ class Hold:
             ],
             "victims": list(self.victims),
             "since": self.since,
-            "until": self.until,
+            "freed": self.freed,
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Hold:
-        """The hold `record()` wrote (a restart)."""
+        """The hold `record()` wrote (a restart). A record an older controller wrote (with an
+        `until` of its own and no `freed`) reads as victims still leaving: the next pass of the
+        queue says whether they are (`Admission.awaiting_room`)."""
+        freed = record.get("freed")
         return cls(
             str(record["claimant"]),
             str(record["cluster"]),
@@ -97,8 +109,18 @@ class Hold:
             ),
             tuple(str(v) for v in record["victims"]),
             float(record["since"]),
-            float(record["until"]),
+            None if freed is None else float(freed),
         )
+
+    def same(self, other: Hold) -> bool:
+        """The same hold, its clock aside (`freed` set since): a record to update, not a hold
+        that ended and a new one."""
+        return replace(other, freed=self.freed) == self
+
+    def deadline(self, placement_timeout: float) -> float | None:
+        """When the hold ends at the latest, with the claimant's placement timeout: that long
+        after the room was freed (None: its victims are still leaving, no end in sight)."""
+        return None if self.freed is None else self.freed + placement_timeout
 
 
 def hold_key(claimant: str) -> str:
@@ -112,16 +134,15 @@ def hold_for(
     assignment: Assignment,
     victims: Iterable[str],
     now: float,
-    bound: float,
 ) -> Hold:
-    """The hold made at an eviction decision: the claimant's proof of fit, for `bound` seconds."""
+    """The hold made at an eviction decision: the claimant's proof of fit, its victims still
+    leaving."""
     return Hold(
         claimant,
         cluster,
         tuple((slot.component, slot.node, slot.pods, slot.requests) for slot in assignment),
         tuple(victims),
         now,
-        now + bound,
     )
 
 
@@ -161,14 +182,14 @@ def place_claimant(
 
 def ended(
     hold: Hold,
-    now: float,
     *,
     placed: bool = False,
     gone: bool = False,
     backed_off: bool = False,
     lost_members: Iterable[str] = (),
 ) -> HoldEnd | None:
-    """Whether (and why) the hold ends now; None: it holds on."""
+    """Whether (and why) the hold ends now; None: it holds on. No clock: `backed_off` is the
+    claimant's placement timeout, the hold's only deadline."""
     if placed:
         return "Placed"
     if gone:
@@ -177,8 +198,6 @@ def ended(
         return "BackedOff"
     if hold.cluster in set(lost_members):
         return "MemberLost"
-    if now >= hold.until:
-        return "Expired"
     return None
 
 
@@ -193,13 +212,13 @@ def sync(present: Iterable[str], holds: Mapping[str, Hold]) -> tuple[list[str], 
     return release, reserve
 
 
-def restore(records: Iterable[Mapping[str, Any]], now: float) -> dict[str, Hold]:
-    """The holds still in force after a restart, by claimant (expired ones are dropped)."""
+def restore(records: Iterable[Mapping[str, Any]]) -> dict[str, Hold]:
+    """The holds the records keep after a restart, by claimant (`Admission.restore_holds`
+    takes back those whose claimant still waits)."""
     out: dict[str, Hold] = {}
     for record in records:
         hold = Hold.from_record(record)
-        if ended(hold, now) is None:
-            out[hold.claimant] = hold
+        out[hold.claimant] = hold
     return out
 
 

@@ -37,10 +37,9 @@ class AdmissionSettings:
     within the placement timeout (300 s), which does not run while the victims leave."""
     hold: bool = True
     """The room an eviction frees is held for its claimant (module `hold`) until it is placed or
-    gives up, so no other gang of the fleet takes it."""
-    hold_seconds: float = 360.0
-    """A hold ends after this long at the latest (victims that never leave, room that never
-    becomes the claimant's): the grace period plus the placement timeout, by default."""
+    gives up, so no other gang of the fleet takes it. No bound of its own: it ends, at the
+    latest, with the claimant's placement timeout, which counts from when its victims' pods
+    are gone (one clock)."""
     reclaim_worth: bool = False
     """An eviction is made only when it is worth its cost (module `worth`): the work the
     victims lose since their last checkpoint against the claimant's wait it saves. Off by
@@ -69,8 +68,6 @@ class AdmissionSettings:
             raise ValueError(f"placement_timeout must be positive, got {self.placement_timeout}")
         if self.backoff_seconds < 0 or self.backoff_limit < self.backoff_seconds:
             raise ValueError("need 0 <= backoff_seconds <= backoff_limit")
-        if not self.hold_seconds > 0:
-            raise ValueError(f"hold_seconds must be positive, got {self.hold_seconds}")
         if not self.reclaim_loss_per_gpu > 0:
             raise ValueError(
                 f"reclaim_loss_per_gpu must be positive, got {self.reclaim_loss_per_gpu}"

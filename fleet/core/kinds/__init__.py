@@ -60,6 +60,23 @@ def supported() -> list[str]:
     return [str(a) for a in ADAPTERS]
 
 
+def pod_spec_paths() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(API group, kind) -> where its pod specs are (`KindAdapter.pod_spec_paths`), for every
+    kind fleet writes pods of in a member: the kinds it dispatches and what they take along
+    (a TrainJob's runtimes). The member's admission policy checks each (fleet.api.guard)."""
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for a in ADAPTERS:
+        out[(_group(a.api_version), a.kind)] = a.pod_spec_paths
+        for api_version, kind in a.needs_kinds:
+            if kind in a.needs_pod_spec_paths:
+                out[(_group(api_version), kind)] = a.needs_pod_spec_paths[kind]
+    return out
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
 def kinds_table() -> str:
     """The docs' table of supported kinds (docs/kinds.md holds a copy, checked by a test)."""
     rows = [
@@ -124,5 +141,6 @@ __all__ = [
     "adapter_for",
     "gang_from_workload",
     "kinds_table",
+    "pod_spec_paths",
     "supported",
 ]

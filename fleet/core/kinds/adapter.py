@@ -158,6 +158,9 @@ class KindAdapter:
     #: The spec field that declares the most seconds a run may take (`activeDeadlineSeconds`
     #: or the kind's equivalent), if the kind has one (`run_limit_seconds`).
     run_limit_field: ClassVar[str | None] = None
+    #: Where the job declares its gang scheduler's timeout in seconds (the training operator
+    #: writes it into the PodGroup's scheduleTimeoutSeconds), if the kind has such a field.
+    gang_timeout_field: ClassVar[str | None] = None
     #: Conditions that decide the state word, strongest first.
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = ()
     #: Member status fields copied to the fleet object as they are (besides conditions).
@@ -189,6 +192,16 @@ class KindAdapter:
     #: templates, so that they can consume the Reservations fleet makes for them on a
     #: Koordinator member (a kind whose templates are not in the object cannot: TrainJob).
     reservable: ClassVar[bool] = True
+    #: Where every pod spec of the kind's object is, one path each, for the member's admission
+    #: policy (fleet.api.guard builds its CEL from them): dotted fields, `*` for every value of
+    #: a map (`spec.pytorchReplicaSpecs.*.template.spec`), `[]` for every item of a list
+    #: (`spec.replicatedJobs[].template.spec.template.spec`), at most one of either per path
+    #: (`specs_at` reads them). Every pod the member's operator makes from the object is made
+    #: from one of these (tests/core/test_kinds_pod_spec_paths.py holds each kind to it).
+    pod_spec_paths: tuple[str, ...] = ()
+    #: The same for the objects of `needs_kinds` fleet writes in members with propagateDeps
+    #: (a TrainJob's runtimes): kind -> paths.
+    needs_pod_spec_paths: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     doc_gang: str = ""
     doc_dropped: str = "nothing"
     doc_added: str = "nothing"
@@ -516,6 +529,18 @@ class KindAdapter:
             return None
         return float(value)
 
+    def gang_timeout_seconds(self, obj: Mapping[str, Any]) -> float | None:
+        """The gang scheduler's timeout the job declares (`gang_timeout_field`): how long its
+        pods may go refused in the member before its copy is stuck, unless the policy says
+        (`fleet.core.failover.gang_deadline`). None when the kind has no such field, or the job
+        does not set it to a positive integer."""
+        if self.gang_timeout_field is None:
+            return None
+        value = at(obj, self.gang_timeout_field)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            return None
+        return float(value)
+
     def charge(self, gang: Gang) -> Resources:
         """What the job's queue unit asks of its quota: every replica of every role."""
         total = EMPTY
@@ -576,6 +601,36 @@ def pod_group_labels(template: dict[str, Any], name: str, min_member: int) -> No
         return
     labels.setdefault(gangmarks.POD_GROUP_NAME_LABEL, name)
     labels.setdefault(gangmarks.POD_GROUP_MIN_AVAILABLE_LABEL, str(min_member))
+
+
+def path_steps(path: str) -> list[str]:
+    """The steps of a pod-spec path (`KindAdapter.pod_spec_paths`): field names, `*` (every
+    value of a map) and `[]` (every item of a list); ValueError on more than one of those."""
+    steps: list[str] = []
+    for part in path.split("."):
+        if part.endswith("[]"):
+            steps += [part[:-2], "[]"]
+        else:
+            steps.append(part)
+    if sum(step in ("*", "[]") for step in steps) > 1 or not all(steps):
+        raise ValueError(f"pod-spec path {path!r}: dotted fields with at most one * or []")
+    return steps
+
+
+def specs_at(obj: Mapping[str, Any], path: str) -> list[Mapping[str, Any]]:
+    """Every object at a pod-spec path of `obj` (missing steps give none), in order."""
+    nodes: list[Any] = [obj]
+    for step in path_steps(path):
+        found: list[Any] = []
+        for node in nodes:
+            if step == "*" and isinstance(node, Mapping):
+                found += list(node.values())
+            elif step == "[]" and isinstance(node, list):
+                found += node
+            elif isinstance(node, Mapping) and step in node:
+                found.append(node[step])
+        nodes = found
+    return [n for n in nodes if isinstance(n, Mapping)]
 
 
 def optional_count(spec: Mapping[str, Any], key: str, field: str) -> int | None:

@@ -57,6 +57,7 @@ class BatchJob(KindAdapter):
     pods_label = "batch.kubernetes.io/job-name"
     mutable_templates = False  # spec.template is immutable once the Job exists
     run_limit_field = "spec.activeDeadlineSeconds"
+    pod_spec_paths = ("spec.template.spec",)
     #: The Job controller makes no PodGroup: on coscheduling members fleet writes it.
     fleet_pod_group = True
     doc_gang = "`spec.template`, min(parallelism, completions) pods"

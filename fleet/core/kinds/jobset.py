@@ -47,6 +47,7 @@ class JobSetAdapter(KindAdapter):
     fleet_pod_group = True
     role_label = ROLE_LABEL
     pods_label = NAME_LABEL
+    pod_spec_paths = ("spec.replicatedJobs[].template.spec.template.spec",)
     #: metav1.Condition; `Completed` and `Failed` end a JobSet (and `terminalState` says which),
     #: `Suspended` and `StartupPolicyCompleted` are the controller's own. It has no
     #: waiting or restarting type: fleet's `Scheduled` says those.

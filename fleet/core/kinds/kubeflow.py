@@ -45,6 +45,7 @@ class KubeflowJob(KindAdapter):
 
     min_available_field = RUN_POLICY_MIN_AVAILABLE
     run_limit_field = "spec.runPolicy.activeDeadlineSeconds"
+    gang_timeout_field = "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds"
     state_conditions: ClassVar[tuple[tuple[str, JobState], ...]] = (
         ("Failed", "Failed"),
         ("Succeeded", "Succeeded"),
@@ -82,6 +83,7 @@ class KubeflowJob(KindAdapter):
         self.kind = kind
         self.field = field
         self.roles = roles
+        self.pod_spec_paths = (f"{field}.*.template.spec",)
         self.doc_gang = f"`{field}` ({', '.join(roles)}); minimum in `runPolicy`"
         self.doc_added = added
 

@@ -114,6 +114,10 @@ class RayClusterAdapter(KindAdapter):
     api_version = "ray.io/v1"
     kind = "RayCluster"
     pods_label: ClassVar[str] = CLUSTER_LABEL
+    pod_spec_paths: tuple[str, ...] = (
+        "spec.headGroupSpec.template.spec",
+        "spec.workerGroupSpecs[].template.spec",
+    )
     status_fields: ClassVar[tuple[str, ...]] = (
         "state",
         "reason",

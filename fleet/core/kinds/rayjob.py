@@ -41,6 +41,12 @@ class RayJobAdapter(RayClusterAdapter):
     #: Its pods carry the name of the RayCluster it made (`pods_of`), not its own.
     pods_label: ClassVar[str] = ""
     run_limit_field = "spec.activeDeadlineSeconds"
+    #: The cluster's, and the submitter pod KubeRay runs `ray job submit` in.
+    pod_spec_paths = (
+        "spec.rayClusterSpec.headGroupSpec.template.spec",
+        "spec.rayClusterSpec.workerGroupSpecs[].template.spec",
+        "spec.submitterPodTemplate.spec",
+    )
     status_fields: ClassVar[tuple[str, ...]] = (
         "jobDeploymentStatus",
         "jobStatus",

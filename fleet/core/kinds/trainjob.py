@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from fleet.core import gangmarks
 from fleet.core.errors import FieldError
@@ -147,6 +147,12 @@ class TrainJobAdapter(KindAdapter):
     )
 
     needs_kinds = ((API_VERSION, RUNTIME), (API_VERSION, CLUSTER_RUNTIME))
+    #: Its own pod specs are the overrides it merges into the runtime's templates.
+    pod_spec_paths = ("spec.podTemplateOverrides[].spec",)
+    needs_pod_spec_paths: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        kind: ("spec.template.spec.replicatedJobs[].template.spec.template.spec",)
+        for kind in (RUNTIME, CLUSTER_RUNTIME)
+    }
     cluster_scoped_needs = frozenset({CLUSTER_RUNTIME})
 
     def needs(self, obj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
