@@ -5,6 +5,7 @@ namespace), through the member's writer."""
 from __future__ import annotations
 
 from fleet.api import constants as c
+from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import FLEET_ID, NAMESPACE, World
 from tests.controller.test_dependencies import job_using, member, policy
 
@@ -50,3 +51,28 @@ async def test_a_member_without_a_viewer_to_bind_gets_no_role_binding():
     await world.reconcile(key)
     assert first.copy("one") is not None
     assert first.api.list(RBAC, "RoleBinding") == []
+
+
+async def test_the_first_write_creates_the_namespace_at_its_level_then_binds_the_viewer():
+    """A job whose namespace the member lacks: the controller creates it (fleet's mark, the
+    hub's PodSecurity level, never below baseline), then binds the viewer in it."""
+    world = World()
+    fake = world.add_member("member-1")
+    fake.member.viewer = "fleet-member"
+    world.apply_policy(gang_policy("gang", NAMESPACE))
+    await world.reconcile(world.submit(pytorchjob("job")))
+
+    assert fake.copy("job") is not None
+    made = fake.api.get("v1", "Namespace", NAMESPACE)
+    assert made is not None
+    assert made["metadata"]["labels"][f"{c.POD_SECURITY_PREFIX}enforce"] == "baseline"
+    assert made["metadata"]["labels"][c.MANAGED_BY_LABEL] == FLEET_ID
+    assert fake.api.get(RBAC, "RoleBinding", ROLE, NAMESPACE) is not None
+    creates = [
+        r.url.path
+        for r in fake.api.requests
+        if r.method == "POST" and ("/namespaces" in r.url.path)
+    ]
+    namespace_at = next(i for i, p in enumerate(creates) if p.endswith("/api/v1/namespaces"))
+    binding_at = next(i for i, p in enumerate(creates) if p.endswith("/rolebindings"))
+    assert namespace_at < binding_at
