@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.api.access import member_cluster_role
+from fleet.api.access import viewer_nodes_role
 from fleet.demo import seeds
 from fleet.demo.layout import bring_up
 from fleet.demo.runner import Demo
@@ -75,8 +75,9 @@ def dashboard(demo: Demo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @contextlib.contextmanager
-def _dashboard_process(demo: Demo, out: Path) -> Iterator[str]:
-    """A `fleet dashboard --port 0` process (its output in `out`) while inside; its URL."""
+def _dashboard_process(demo: Demo, out: Path, *extra: str) -> Iterator[str]:
+    """A `fleet dashboard --port 0` process (its output in `out`, `extra` its further
+    arguments) while inside; its URL."""
     with out.open("w") as log:
         process = subprocess.Popen(
             [
@@ -90,6 +91,7 @@ def _dashboard_process(demo: Demo, out: Path) -> Iterator[str]:
                 "fleet",
                 "--port",
                 "0",
+                *extra,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -206,6 +208,73 @@ def test_the_held_gang_waits_with_a_reason_per_member_then_runs_where_capacity_a
         held_gang.reset(demo)
 
 
+def test_behind_a_proxy_a_job_is_served_only_to_a_user_the_fleet_lets_get_it(
+    demo: Demo, tmp_path: Path
+) -> None:
+    """`--auth-headers`: the request names its user as an authenticating proxy would; the
+    dashboard asks the fleet (SubjectAccessReview) whether that user may get the job. (Before
+    the quota story, whose tree would hold the job in its queue.)"""
+    import httpx
+
+    name = held_gang.NAME
+    rbac = "rbac.authorization.k8s.io/v1"
+    role = {
+        "apiVersion": rbac,
+        "kind": "Role",
+        "metadata": {"name": "tfjob-reader", "namespace": "default"},
+        "rules": [{"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["get"]}],
+    }
+    binding = {
+        "apiVersion": rbac,
+        "kind": "RoleBinding",
+        "metadata": {"name": "tfjob-reader", "namespace": "default"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "tfjob-reader",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+    }
+    demo.fleet.apply(role)
+    demo.fleet.apply(binding)
+    demo.fleet.apply(seeds.TFJOB_POLICY)
+    demo.fleet.create(seeds.tfjob())
+    demo.sandbox.add_nodes(held_gang.GROWS, held_gang.NEW_NODES)
+    try:
+        wait_until(
+            lambda: demo.running_in(held_gang.GROWS, name, 5), timeout=180, what=f"{name} running"
+        )
+        with _dashboard_process(demo, tmp_path / "dashboard.log", "--auth-headers") as url:
+            page, log = f"{url}api/jobs/default/{name}", f"{url}api/jobs/default/{name}/log"
+            with httpx.Client(timeout=60) as http:
+                assert http.get(page).status_code == 401  # no user: not through the proxy
+                bob = {"X-Remote-User": "bob"}
+                assert http.get(page, headers=bob).status_code == 403
+                refused = http.get(log, params={"kind": "TFJob"}, headers=bob)
+                assert refused.status_code == 403 and refused.json()["log"] == ""
+                assert name not in {
+                    j["name"] for j in http.get(f"{url}api/jobs", headers=bob).json()["jobs"]
+                }
+                alice = {"X-Remote-User": "alice", "X-Remote-Group": "system:authenticated"}
+                shown = wait_until(
+                    lambda: (
+                        (r := http.get(page, headers=alice)).status_code == 200
+                        and r.json().get("pods")
+                        and r.json()
+                    ),
+                    timeout=60,
+                    what=f"{name}'s page for alice, with its pods",
+                )
+                assert {p["member"] for p in shown["pods"]} == {held_gang.GROWS}
+                answer = http.get(log, params={"kind": "TFJob"}, headers=alice)
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["error"] == "" and answer.json()["log"]
+    finally:
+        held_gang.reset(demo)
+        demo.fleet.delete(rbac, "RoleBinding", "tfjob-reader", "default")
+        demo.fleet.delete(rbac, "Role", "tfjob-reader", "default")
+
+
 def test_the_quota_view_shows_the_second_queued_job_waiting(
     demo: Demo, dashboard: str, browser: Browser
 ) -> None:
@@ -300,11 +369,11 @@ def test_the_reservations_of_a_gang_on_the_koordinator_member(
 def test_a_refused_reservation_watch_is_shown_on_the_page(
     demo: Demo, browser: Browser, tmp_path: Path
 ) -> None:
-    """fleet's member role as it was, `list` but no `watch` on Reservations: a dashboard started
-    then says on member-4's Reservations that the watch is refused (403), instead of an empty
-    list, and the member stays reachable."""
+    """The viewer's role narrowed to `list` but no `watch` on Reservations (as fleet's member
+    role once was): a dashboard started then says on member-4's Reservations that the watch is
+    refused (403), instead of an empty list, and the member stays reachable."""
     member = demo.cluster(KOORDINATOR)
-    rbac = ("rbac.authorization.k8s.io/v1", "ClusterRole", member_cluster_role())
+    rbac = ("rbac.authorization.k8s.io/v1", "ClusterRole", viewer_nodes_role())
     role = member.get(*rbac)
     assert role is not None, f"no ClusterRole {rbac[2]} in {KOORDINATOR}"
     rules = role["rules"]
@@ -314,7 +383,7 @@ def test_a_refused_reservation_watch_is_shown_on_the_page(
         else r
         for r in rules
     ]
-    assert narrowed != rules, "fleet's member role grants no watch on reservations"
+    assert narrowed != rules, "the viewer's role grants no watch on reservations"
     member.patch(*rbac, {"rules": narrowed})
     try:
         with _dashboard_process(demo, tmp_path / "refused-dashboard.log") as url:

@@ -88,6 +88,20 @@ def test_the_fleet_holds_a_token_and_no_key_for_every_member(live: Fleet):
         assert user["name"] == "system:serviceaccount:fleet-member:fleet"
         (cluster,) = config["clusters"]
         assert set(cluster["cluster"]) <= {"server", "certificate-authority-data"}
+        # Beside it, the people's read-only identity, in a Secret of its own.
+        secret = live.api.get("v1", "Secret", f"{member}-viewer-kubeconfig", SECRETS_NAMESPACE)
+        assert secret is not None, member
+        viewer = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+        (user,) = viewer["users"]
+        assert set(user["user"]) == {"token"}
+        assert user["name"] == "system:serviceaccount:fleet-member:fleet-viewer"
+    role = live.api.get(
+        "rbac.authorization.k8s.io/v1", "Role", "fleet-viewer-kubeconfigs", SECRETS_NAMESPACE
+    )
+    assert role is not None
+    (rule,) = role["rules"]
+    assert {f"{m}-viewer-kubeconfig" for m in MEMBERS} <= set(rule["resourceNames"])
+    assert not [n for n in rule["resourceNames"] if not n.endswith("-viewer-kubeconfig")]
 
 
 def test_the_member_refuses_fleet_what_its_role_does_not_grant(live: Fleet):
@@ -111,6 +125,7 @@ def joined_name(live: Fleet) -> Iterator[tuple[str, str]]:
     yield name, namespace
     live.api.delete(*MEMBER_CLUSTER, name)
     live.api.delete("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
+    live.api.delete("v1", "Secret", f"{name}-viewer-kubeconfig", SECRETS_NAMESPACE)
     live.api.delete("v1", "Secret", f"{name}-renewer", SECRETS_NAMESPACE)
     for cluster in live.sandbox.members():
         _remove_identity(live.clusters[cluster], namespace)

@@ -304,6 +304,160 @@ def test_the_member_cluster_says_it_is_guarded(live: Fleet):
     assert mc["spec"]["id"] == ns["metadata"]["uid"]
 
 
+# -- the people's token (the viewer) and what the dispatch token no longer reads ---------------
+
+
+def _viewer_client(fleet: Fleet, name: str) -> SyncKubeClient:
+    secret = fleet.api.get("v1", "Secret", f"{name}-viewer-kubeconfig", SECRETS_NAMESPACE)
+    assert secret is not None, "fleet join stores the viewer's kubeconfig"
+    config = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+    return SyncKubeClient(from_kubeconfig(config), name=name, retries=0)
+
+
+@pytest.fixture
+def viewer(live: Fleet) -> Iterator[SyncKubeClient]:
+    with _viewer_client(live, "member-1") as client:
+        yield client
+
+
+def _read_log(client: SyncKubeClient, namespace: str, pod: str) -> bytes:
+    return b"".join(client.pod_log(namespace, pod, tail_lines=5))
+
+
+@pytest.fixture
+def elsewhere(live: Fleet) -> Iterator[tuple[str, str]]:
+    """A namespace fleet never dispatched to, in member-1, with a pod its admin made."""
+    admin: ClusterClient = live.clusters["member-1"]
+    ns = f"tenant-{secrets.token_hex(3)}"
+    admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "app", "namespace": ns},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "busybox",
+                    "env": [{"name": "DB_PASSWORD", "value": SECRET_VALUE}],
+                }
+            ]
+        },
+    }
+    admin.create(pod)
+    yield ns, "app"
+    admin.delete("v1", "Namespace", ns)
+
+
+def test_the_viewer_reads_a_jobs_pods_and_logs_where_fleet_dispatched(
+    live: Fleet, viewer: SyncKubeClient, namespace: str, add_nodes
+):
+    add_nodes("member-1", count=1, gpu=4, labels={"test": namespace})
+    live.api.create(gang_policy("gang", namespace, cluster_names=["member-1"]))
+    live.api.create(pytorchjob("seen", namespace=namespace, workers=1, gpus=1))
+    pods = live.wait_running(namespace, "seen", "member-1")
+
+    # The controller bound the viewer there on its first dispatch.
+    binding = live.clusters["member-1"].get(
+        "rbac.authorization.k8s.io/v1", "RoleBinding", "fleet:fleet-member:viewer", namespace
+    )
+    assert binding is not None and binding["metadata"]["labels"][c.VIEWER_ANNOTATION] == "true"
+    listed = wait_until(
+        lambda: viewer.list("v1", "Pod", namespace).get("items"), what="the viewer lists pods"
+    )
+    assert {p["metadata"]["name"] for p in listed} == {p["metadata"]["name"] for p in pods}
+    assert viewer.get(*PYTORCHJOB, "seen", namespace) is not None
+    assert _read_log(viewer, namespace, pods[0]["metadata"]["name"])  # kwok's canned log
+    assert viewer.list("v1", "Node").get("items")  # capacity, for the dashboard
+
+
+def test_the_viewer_reads_nothing_else_and_writes_nothing(
+    live: Fleet, viewer: SyncKubeClient, planted: dict[str, Any], namespace: str, elsewhere
+):
+    ns, pod = elsewhere
+    name = planted["name"]
+    # A pod fleet did not make, in a namespace fleet never dispatched to: no spec, no log.
+    _refused(lambda: viewer.get("v1", "Pod", pod, ns))
+    _refused(lambda: _read_log(viewer, ns, pod))
+    _refused(lambda: viewer.list("v1", "Pod"))  # not cluster-wide either
+    _refused(lambda: viewer.list("v1", "Pod", "kube-system"))
+    # No Secret, no ConfigMap, anywhere.
+    for where in ("kube-system", namespace, "fleet-member"):
+        _refused(lambda where=where: viewer.list("v1", "Secret", where))
+    _refused(lambda: viewer.get("v1", "Secret", name, "kube-system"))
+    _refused(lambda: viewer.get("v1", "ConfigMap", name, namespace))
+    # No write: not a ConfigMap, not a job, not a RoleBinding of its own, not a token.
+    marked = {
+        "name": f"w-{secrets.token_hex(2)}",
+        "namespace": namespace,
+        "labels": {c.MANAGED_BY_LABEL: FLEET_ID},
+    }
+    _refused(lambda: viewer.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": marked}))
+    job = pytorchjob(marked["name"], namespace=namespace, workers=1, gpus=0)
+    _refused(lambda: viewer.create(job))
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    _refused(
+        lambda: viewer.create_subresource(
+            "v1", "ServiceAccount", "fleet-viewer", "token", request, "fleet-member"
+        )
+    )
+
+
+def test_the_dispatch_token_reads_no_log(
+    live: Fleet, attacker: SyncKubeClient, elsewhere, namespace: str
+):
+    ns, pod = elsewhere
+    _refused(lambda: _read_log(attacker, ns, pod))
+    _refused(lambda: attacker.get("v1", "Pod", pod, ns))  # pods: list/watch only
+    _refused(lambda: attacker.list("v1", "Event", ns))
+
+
+def test_the_dispatch_token_binds_nothing_but_the_viewer_to_the_viewer(
+    live: Fleet, attacker: SyncKubeClient, elsewhere
+):
+    """Whoever holds the dispatch token gains nothing by binding: only the viewer's ClusterRole
+    (RBAC's bind), only to the viewer's ServiceAccount (the guard), with fleet's mark, and only
+    in a namespace fleet created or one opened to it."""
+    ns, _ = elsewhere
+
+    def binding(role: str, subject: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {
+                "name": f"b-{secrets.token_hex(2)}",
+                "namespace": ns,
+                "labels": {c.MANAGED_BY_LABEL: FLEET_ID},
+            },
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [subject],
+        }
+
+    viewer_sa = {"kind": "ServiceAccount", "name": "fleet-viewer", "namespace": "fleet-member"}
+    default = {"kind": "ServiceAccount", "name": "default", "namespace": ns}
+    anyone = {
+        "kind": "Group",
+        "apiGroup": "rbac.authorization.k8s.io",
+        "name": "system:authenticated",
+    }
+    for role, subject in (
+        ("fleet:fleet-member:viewer", default),
+        ("fleet:fleet-member:viewer", anyone),
+        ("cluster-admin", viewer_sa),
+        ("fleet:fleet-member", default),  # its own rights, to another account
+    ):
+        _refused(lambda role=role, subject=subject: attacker.create(binding(role, subject)))
+    # Not even the viewer's own binding, in a namespace fleet did not create and nobody opened
+    # to it: the people would read there what fleet never dispatched (the guard's dispatchable).
+    error = _refused(lambda: attacker.create(binding("fleet:fleet-member:viewer", viewer_sa)))
+    assert NOT_OPEN in error.message
+    assert not live.clusters["member-1"].items("rbac.authorization.k8s.io/v1", "RoleBinding", ns)
+
+
 # -- where fleet may dispatch, and what its pods may be (fleet.api.guard, rules 6 to 9) ----------
 
 

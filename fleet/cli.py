@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
-from fleet.api.membership import DEFAULT_TOKEN_SECONDS
+from fleet.api.membership import DEFAULT_TOKEN_SECONDS, DEFAULT_VIEWER_TOKEN_SECONDS
 from fleet.core.admission import AdmissionSettings
 from fleet.core.kinds import supported
 from fleet.sandbox import ClusterStatus, Sandbox, SandboxConfig, SandboxError, ensure_toolchain
@@ -166,7 +166,16 @@ def _cmd_dashboard(args: argparse.Namespace) -> int:
     )
     try:
         return asyncio.run(
-            serve(args.kubeconfig, args.context, args.host, args.port, args.allow_host)
+            serve(
+                args.kubeconfig,
+                args.context,
+                args.host,
+                args.port,
+                args.allow_host,
+                auth_headers=args.auth_headers,
+                user_header=args.user_header,
+                group_header=args.group_header,
+            )
         )
     except KeyboardInterrupt:
         return 0
@@ -223,6 +232,7 @@ def _cmd_join(args: argparse.Namespace) -> int:
                 token_type=args.token_type,
                 token_seconds=args.token_expiration,
                 secrets_namespace=args.secrets_namespace,
+                viewer_token_seconds=args.viewer_token_expiration,
                 open_namespaces=tuple(n for n in (args.namespaces or "").split(",") if n),
             )
         except KubeError:
@@ -548,6 +558,27 @@ def build_parser() -> argparse.ArgumentParser:
         "by default only the --host address and, on loopback or 0.0.0.0, localhost are "
         "answered, against DNS rebinding (docs/dashboard.md)",
     )
+    dash.add_argument(
+        "--auth-headers",
+        action="store_true",
+        help="behind an authenticating proxy: answer only requests naming their user in "
+        "--user-header (401 without it), and serve a job's page and log only to a user the "
+        "fleet's RBAC lets get that job (SubjectAccessReview; docs/dashboard.md)",
+    )
+    dash.add_argument(
+        "--user-header",
+        default="X-Remote-User",
+        metavar="NAME",
+        help="the header the proxy names the user in (default X-Remote-User; oauth2-proxy: "
+        "X-Forwarded-User)",
+    )
+    dash.add_argument(
+        "--group-header",
+        default="X-Remote-Group",
+        metavar="NAME",
+        help="the header the proxy names the user's groups in, repeated or comma-separated "
+        "(default X-Remote-Group; oauth2-proxy: X-Forwarded-Groups)",
+    )
     dash.add_argument("-v", "--verbose", action="store_true")
     dash.set_defaults(func=_cmd_dashboard)
     inst = sub.add_parser("install", help="apply fleet's CRDs to the fleet API server")
@@ -581,6 +612,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_TOKEN_SECONDS,
         help=f"lifetime of a bound token in seconds (default {DEFAULT_TOKEN_SECONDS}, min 600)",
+    )
+    jn.add_argument(
+        "--viewer-token-expiration",
+        type=int,
+        default=DEFAULT_VIEWER_TOKEN_SECONDS,
+        help="lifetime in seconds of the people's read-only token (kubectl amc, the dashboard; "
+        f"default {DEFAULT_VIEWER_TOKEN_SECONDS}: 30 days, min 600); not renewed: `fleet join` "
+        "again issues a new one",
     )
     jn.add_argument(
         "--secrets-namespace",

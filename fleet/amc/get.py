@@ -10,7 +10,8 @@ short name or `kind.group`.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -19,7 +20,8 @@ from fleet.amc.adoption import adoption, propagated
 from fleet.amc.errors import AmcError, none_answered, report, warn
 from fleet.amc.members import Fleet
 from fleet.amc.output import cell, columns, document
-from fleet.kube import NotFound, Obj, Resource, SyncKubeClient
+from fleet.api import constants as c
+from fleet.kube import Forbidden, NotFound, Obj, Resource, SyncKubeClient
 
 OUTPUTS: Final = ("wide", "yaml", "json", "name")
 
@@ -59,12 +61,32 @@ def without_managed_fields(obj: Obj) -> Obj:
     return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
-def _ask(request: GetRequest, client: SyncKubeClient) -> Listing | NotServed:
-    try:
-        res = client.lookup(request.word)
-    except NotFound:
-        return NotServed()
-    ns = request.namespace if res.namespaced else None
+class FleetNamespaces:
+    """The namespaces fleet dispatches to, as the fleet's GangBindings say (a binding lives in
+    its job's namespace, and the copy in the member's namespace of the same name), read once
+    and only when needed: the people's identity reads a member only in those namespaces, so an
+    all-namespaces list it is refused is asked there, one namespace at a time."""
+
+    def __init__(self, fleet: SyncKubeClient) -> None:
+        self._fleet = fleet
+        self._lock = threading.Lock()
+        self._names: list[str] | None = None
+
+    def __call__(self) -> list[str]:
+        with self._lock:
+            if self._names is None:
+                listing = self._fleet.list(c.FLEET_API_VERSION, "GangBinding")
+                self._names = sorted(
+                    {
+                        str((item.get("metadata") or {}).get("namespace") or "")
+                        for item in listing.get("items") or []
+                    }
+                    - {""}
+                )
+            return self._names
+
+
+def _ask_in(request: GetRequest, client: SyncKubeClient, res: Resource, ns: str | None) -> Listing:
     if request.output in ("yaml", "json"):
         if request.name:
             obj = client.get(res.api_version, res.kind, request.name, ns)
@@ -78,6 +100,49 @@ def _ask(request: GetRequest, client: SyncKubeClient) -> Listing | NotServed:
     return Listing(
         res, table=client.table(res, ns, request.name, label_selector=request.label_selector)
     )
+
+
+def _merged(res: Resource, parts: Sequence[Listing]) -> Listing:
+    """One listing of the per-namespace ones (their tables have the same columns)."""
+    objects = tuple(obj for part in parts for obj in part.objects)
+    tables = [part.table for part in parts if part.table is not None]
+    if not tables:
+        return Listing(res, objects=objects)
+    rows = [row for table in tables for row in table.get("rows") or []]
+    return Listing(res, table={**tables[0], "rows": rows}, objects=objects)
+
+
+def _ask(
+    request: GetRequest, client: SyncKubeClient, namespaces: Callable[[], list[str]]
+) -> Listing | NotServed:
+    try:
+        res = client.lookup(request.word)
+    except NotFound:
+        return NotServed()
+    ns = request.namespace if res.namespaced else None
+    if not res.namespaced:
+        return _ask_in(request, client, res, ns)
+    if ns is not None:
+        try:
+            return _ask_in(request, client, res, ns)
+        except Forbidden:
+            # The viewer reads a namespace only once fleet dispatched there in this member:
+            # refused, it holds nothing of fleet's there, as a member without the namespace.
+            return Listing(res, table={"rows": []})
+    try:
+        return _ask_in(request, client, res, None)
+    except Forbidden as refused:
+        # The viewer reads only where fleet dispatched: ask there, one namespace at a time. A
+        # namespace it may not read in this member is one fleet never dispatched to here.
+        parts = []
+        for name in namespaces():
+            try:
+                parts.append(_ask_in(request, client, res, name))
+            except Forbidden:
+                continue
+        if namespaces() and not parts:
+            raise refused from None
+        return _merged(res, parts)
 
 
 # -- rendering (pure) -------------------------------------------------------------------------
@@ -148,7 +213,8 @@ def run(fleet: Fleet, request: GetRequest, now: datetime) -> int:
     """Print what the members hold; the exit code (EXIT_INCOMPLETE if a member could not be
     asked). AmcError when nothing can be shown."""
     names, problems = fleet.select(request.members)
-    answer = fleet.ask(names, lambda _name, client: _ask(request, client))
+    namespaces = FleetNamespaces(fleet.client)
+    answer = fleet.ask(names, lambda _name, client: _ask(request, client, namespaces))
     problems = problems + answer.problems
     if not answer.values:
         raise none_answered(problems)

@@ -1,7 +1,10 @@
 """The fleet and its member clusters, as kubectl amc reaches them.
 
-Members and their kubeconfigs come from the fleet (MemberCluster objects and the Secrets they
-name), so the fleet kubeconfig that submits jobs is all a user needs. A member's kubeconfig is
+Members and their kubeconfigs come from the fleet (MemberCluster objects, and beside the Secret
+each names, the member's viewer kubeconfig Secret `<member>-viewer-kubeconfig`: the people's
+read-only identity `fleet join` made there, never the controller's dispatch token), so the fleet
+kubeconfig that submits jobs, and `get` on those Secrets (the Role `fleet-viewer-kubeconfigs`),
+is all a user needs. A member's kubeconfig is
 validated by the same rules as the controller's (fleet.kubeconfig: no exec plugins, no files, no
 insecure TLS) before anything connects with it; the fleet's own kubeconfig is the user's, read as
 kubectl reads it (exec plugins, a `$KUBECONFIG` list).
@@ -26,6 +29,7 @@ from pydantic import ValidationError
 from fleet.amc.errors import AmcError, MemberProblem, MemberUnavailable
 from fleet.api import MemberCluster
 from fleet.api import constants as c
+from fleet.api.access import VIEWER_SECRETS_ROLE, viewer_secret_name
 from fleet.kube import Connection, KubeconfigError, KubeError, SyncKubeClient, load
 from fleet.kubeconfig import connection_from_secret
 
@@ -139,14 +143,25 @@ class Fleet:
         if isinstance(member, str):
             raise MemberUnavailable(MemberProblem(name, f"{name}: {member}"))
         ref = member.spec.kubeconfig_secret_ref
-        where = f"Secret {ref.namespace}/{ref.name}"
+        secret_name = viewer_secret_name(name)
+        where = f"Secret {ref.namespace}/{secret_name}"
         try:
-            secret = self.client.get("v1", "Secret", ref.name, ref.namespace)
+            secret = self.client.get("v1", "Secret", secret_name, ref.namespace)
         except KubeError as e:
-            raise MemberUnavailable(MemberProblem(name, f"{name}: {e}")) from None
+            raise MemberUnavailable(
+                MemberProblem(
+                    name,
+                    f"{name}: {e} (kubectl amc reads the member's viewer kubeconfig {where}: "
+                    f"ask for a RoleBinding to role/{VIEWER_SECRETS_ROLE} -n {ref.namespace})",
+                )
+            ) from None
         if secret is None:
             raise MemberUnavailable(
-                MemberProblem(name, f"{name}: its kubeconfig {where} is gone (not found)")
+                MemberProblem(
+                    name,
+                    f"{name}: its viewer kubeconfig {where} is not found (`fleet join {name}` "
+                    "makes it; join the member again)",
+                )
             )
         try:
             connection = connection_from_secret(secret, ref.key)

@@ -6,10 +6,12 @@ One place for every permission. `fleet join` creates the member-side ClusterRole
 `python -m fleet.api.rbacgen`, and docs/security.md lists the same rules with why each verb is
 needed (a test keeps all three equal to this module).
 
-The rules were found by auditing what the controller and `kubectl amc` send: the member
-connection's informers and probe (controller/members), the member copy and its dependencies
-(controller/member_copy), Reservations (controller/reserving), and amc's get, describe and logs,
-which reach the members through the identity fleet stores. Discovery (`/api`, `/apis`) and
+The rules were found by auditing what the controller sends: the member connection's informers
+and probe (controller/members), the member copy and its dependencies (controller/member_copy),
+Reservations (controller/reserving). People (`kubectl amc`'s get, describe and logs, and `fleet
+dashboard`) reach the members through a second, read-only identity (`viewer_rules`), whose
+kubeconfig the fleet keeps in a Secret of its own: the dispatch identity is the controller's
+alone. Discovery (`/api`, `/apis`) and
 `/version` need no rule: Kubernetes grants them to every authenticated user.
 
 The job kinds come from `job_kinds()`, the one reader of the kinds fleet dispatches, so a new
@@ -28,9 +30,12 @@ from fleet.core.kinds import ADAPTERS
 __all__ = [
     "DEFAULT_MEMBER_NAMESPACE",
     "FLEET_SECRETS_NAMESPACE",
+    "RBAC_GROUP",
     "RENEWER_ROLE",
     "RENEWER_SERVICE_ACCOUNT",
     "SERVICE_ACCOUNT",
+    "VIEWER_SECRETS_ROLE",
+    "VIEWER_SERVICE_ACCOUNT",
     "Rule",
     "as_policy_rules",
     "dashboard_namespaced_rules",
@@ -44,6 +49,12 @@ __all__ = [
     "member_rules",
     "plural",
     "renewer_rules",
+    "viewer_cluster_role",
+    "viewer_cluster_rules",
+    "viewer_nodes_role",
+    "viewer_rules",
+    "viewer_secret_name",
+    "viewer_secrets_rules",
 ]
 
 #: The namespace `fleet join` makes in a member for fleet's identity (the dispatch and renewer
@@ -53,6 +64,13 @@ DEFAULT_MEMBER_NAMESPACE: Final = "fleet-member"
 #: fleet's dispatch ServiceAccount in that namespace: the identity the controller acts with. It
 #: may request no token at all (no Role gives it `serviceaccounts/token`).
 SERVICE_ACCOUNT: Final = "fleet"
+#: The people's read-only ServiceAccount in that namespace (`kubectl amc`, `fleet dashboard`).
+VIEWER_SERVICE_ACCOUNT: Final = "fleet-viewer"
+#: The Role on the fleet, in each namespace holding member kubeconfigs, that lets `get` exactly
+#: the viewer kubeconfig Secrets there (resourceNames, kept by `fleet join` and `fleet unjoin`):
+#: bind `kubectl amc` users and the dashboard to it, never to the dispatch or renewer Secrets.
+VIEWER_SECRETS_ROLE: Final = "fleet-viewer-kubeconfigs"
+RBAC_GROUP: Final = "rbac.authorization.k8s.io"
 #: The renewer: a second ServiceAccount whose only right is to request tokens of the dispatch
 #: one (`renewer_rules`). Its token is held by the controller alone, in a fleet Secret of its own.
 RENEWER_SERVICE_ACCOUNT: Final = "fleet-renewer"
@@ -139,19 +157,23 @@ def kind_access_rules(side: Literal["member", "fleet"]) -> tuple[Rule, ...]:
 RESERVATION_GROUP: Final = "scheduling.koordinator.sh"
 
 
-def member_rules() -> tuple[Rule, ...]:
-    """The ClusterRole of fleet's identity in a member: exactly what the controller and
-    `kubectl amc` ask of a member."""
+def member_rules(
+    namespace: str = DEFAULT_MEMBER_NAMESPACE, *, guarded: bool = True
+) -> tuple[Rule, ...]:
+    """The ClusterRole of fleet's dispatch identity in the member namespace `namespace`: exactly
+    what the controller asks of a member (people read through the viewer, `viewer_rules`). On a
+    `guarded` member it may bind the viewer's ClusterRole in a namespace it dispatches to; on
+    one without the guard (no admission policy could narrow what it binds, and to whom), not:
+    join binds the viewer cluster-wide there instead."""
     jobs = tuple(
         Rule(
             group,
             resources,
             {
                 "get": "reads a copy before it is overwritten or deleted, to tell fleet's own copy "
-                "(by its fleet-UID label) from an object fleet did not create; `kubectl amc get "
-                "NAME`, `describe` and `logs` read it",
+                "(by its fleet-UID label) from an object fleet did not create",
                 "list": "the controller's job informer lists fleet's copies (by the managed-by "
-                "label) to mirror their status and find orphans; `kubectl amc get -M` lists them",
+                "label) to mirror their status and find orphans",
                 "watch": "keeps that informer current, so status and failures are seen at once",
                 "create": "dispatches the job: the member copy",
                 "patch": "updates the copy by server-side apply when the fleet object changes",
@@ -177,6 +199,49 @@ def member_rules() -> tuple[Rule, ...]:
         about="What propagateDeps copies with a job (fleet.api.constants.DEPENDENCY_KINDS). "
         "Write only: fleet never reads them in a member.",
     )
+    namespaces = (
+        Rule(
+            "",
+            ("namespaces",),
+            {
+                "get": "the member's cluster id: the kube-system namespace's UID, read on every "
+                "connection (a kubeconfig that reaches another cluster is refused); "
+                "propagateDeps reads a namespace it created before listing a ServiceAccount on it",
+                "create": "a job's namespace is created in the member on its first dispatch there",
+                "patch": "propagateDeps: a ServiceAccount copied into a namespace fleet created is "
+                "listed in its fleet.dev/service-accounts annotation, so its pods may run as it "
+                "(only fleet's own namespaces, never their labels: the admission policy)",
+            },
+            about="Namespaces: created when a job's is missing; only fleet's own annotated, "
+            "never relabelled or deleted. Not listed: people list them through the viewer.",
+        ),
+    )
+    viewer = (
+        ()
+        if not guarded
+        else (
+            Rule(
+                RBAC_GROUP,
+                ("rolebindings",),
+                {
+                    "create": "the people's identity may read a namespace once fleet dispatched "
+                    "there: a RoleBinding of its ClusterRole to its ServiceAccount, the only "
+                    "RoleBinding the guard admits (fleet.api.guard)",
+                },
+                about="The viewer's RoleBindings, one per namespace fleet dispatches to.",
+            ),
+            Rule(
+                RBAC_GROUP,
+                ("clusterroles",),
+                {
+                    "bind": "RBAC refuses a RoleBinding of a ClusterRole whose rights its "
+                    "creator lacks (pod logs) unless it may bind that one ClusterRole",
+                },
+                resource_names=(viewer_cluster_role(namespace),),
+                about="Binding the viewer's ClusterRole, and no other.",
+            ),
+        )
+    )
     return (
         Rule(
             "",
@@ -191,18 +256,66 @@ def member_rules() -> tuple[Rule, ...]:
             "",
             ("pods",),
             {
-                "get": "`kubectl amc logs --replica` reads the pod it prints",
                 "list": "the pod informer (what is allocated where, whether a gang's pods are "
-                "bound); `kubectl amc get pod -M`, `describe` and `logs` list pods",
+                "bound): node-level placement counts every pod's requests on its node",
                 "watch": "keeps the pod snapshot current",
             },
-            about="Pods, read: what is allocated, and the gang's pods.",
+            about="Pods, read: what is allocated where (docs/security.md: what this exposes).",
+        ),
+        *namespaces,
+        *jobs,
+        dependencies,
+        *kind_access_rules("member"),
+        Rule(
+            RESERVATION_GROUP,
+            ("reservations",),
+            {
+                "create": "reserves a gang's capacity before dispatch (spec.reservation)",
+                "list": "finds the Reservations made for a job (by its fleet-UID label) to judge "
+                "them and to delete them",
+                "delete": "releases them once the job runs, is deleted or fails over",
+            },
+            about="Koordinator Reservations (MemberCluster spec.reservation).",
+        ),
+        *viewer,
+    )
+
+
+def viewer_rules() -> tuple[Rule, ...]:
+    """The ClusterRole of the people's identity (`kubectl amc`, `fleet dashboard`) in a member,
+    bound by a RoleBinding in each namespace fleet dispatched to there (the controller makes it
+    on its first dispatch into that namespace), so it reads there and nowhere else. Read only:
+    no Secret, no ConfigMap, no write."""
+    jobs = tuple(
+        Rule(
+            group,
+            resources,
+            {
+                "get": "`kubectl amc get NAME`, `describe` and `logs` read fleet's copy",
+                "list": "`kubectl amc get -M` lists the copies",
+                "watch": "`kubectl amc get --watch`; the dashboard's informers",
+            },
+            about="The job kinds fleet dispatches (fleet.core.kinds), read.",
+        )
+        for group, resources in sorted(_job_kind_resources().items())
+    )
+    return (
+        *jobs,
+        Rule(
+            "",
+            ("pods",),
+            {
+                "get": "`kubectl amc logs --replica` reads the pod it prints",
+                "list": "`kubectl amc get pod -M`, `describe` and `logs` list a job's pods",
+                "watch": "the dashboard's pod informer (a job's pods on its page)",
+            },
+            about="Pods, read.",
         ),
         Rule(
             "",
             ("pods/log",),
-            {"get": "`kubectl amc logs` streams a replica's log from the member"},
-            about="Pod logs, for `kubectl amc logs`.",
+            {"get": "`kubectl amc logs` and the dashboard stream a replica's log"},
+            about="Pod logs.",
         ),
         Rule(
             "",
@@ -213,33 +326,36 @@ def member_rules() -> tuple[Rule, ...]:
         Rule(
             "",
             ("namespaces",),
-            {
-                "get": "`kubectl amc get namespace NAME -M`: which members have a namespace; "
-                "propagateDeps reads a namespace it created before listing a ServiceAccount on it",
-                "list": "`kubectl amc get namespace -M`",
-                "create": "a job's namespace is created in the member on its first dispatch there",
-                "patch": "propagateDeps: a ServiceAccount copied into a namespace fleet created is "
-                "listed in its fleet.dev/service-accounts annotation, so its pods may run as it "
-                "(only fleet's own namespaces, never their labels: the admission policy)",
-            },
-            about="Namespaces: created when a job's is missing; only fleet's own annotated, "
-            "never relabelled or deleted.",
+            {"get": "`kubectl amc get namespace NAME -M`: whether the member has it"},
+            about="The namespace itself (a RoleBinding in it grants `get` on it alone).",
         ),
-        *jobs,
-        dependencies,
-        *kind_access_rules("member"),
+    )
+
+
+def viewer_cluster_rules() -> tuple[Rule, ...]:
+    """The cluster-wide reads of the people's identity (a ClusterRoleBinding `fleet join`
+    makes): the member's nodes, which the dashboard draws its capacity from, and Koordinator's
+    Reservations (cluster-scoped), which its Reservations view shows. Neither holds a workload's
+    spec, a Secret or a log."""
+    return (
+        Rule(
+            "",
+            ("nodes",),
+            {
+                "list": "the dashboard's node informer (each node's capacity); `kubectl amc get "
+                "nodes -M`",
+                "watch": "keeps the dashboard's node grid live",
+            },
+            about="Nodes, read: the member's capacity.",
+        ),
         Rule(
             RESERVATION_GROUP,
             ("reservations",),
             {
-                "create": "reserves a gang's capacity before dispatch (spec.reservation)",
-                "list": "finds the Reservations made for a job (by its fleet-UID label) to judge "
-                "them and to delete them; `fleet dashboard` lists them",
-                "watch": "`fleet dashboard`'s Reservations view keeps them live with an informer "
-                "(list, then watch), through this identity",
-                "delete": "releases them once the job runs, is deleted or fails over",
+                "list": "`fleet dashboard`'s Reservations view lists them",
+                "watch": "and keeps them live with an informer",
             },
-            about="Koordinator Reservations (MemberCluster spec.reservation).",
+            about="Koordinator Reservations, read (cluster-scoped).",
         ),
     )
 
@@ -269,6 +385,18 @@ def member_cluster_role(namespace: str = DEFAULT_MEMBER_NAMESPACE) -> str:
     """The name of the ClusterRole (and ClusterRoleBinding) of the identity in `namespace`: one
     per identity, so two fleets joining a member in two namespaces do not share theirs."""
     return f"fleet:{namespace}"
+
+
+def viewer_cluster_role(namespace: str = DEFAULT_MEMBER_NAMESPACE) -> str:
+    """The ClusterRole of the people's identity in `namespace` (`viewer_rules`), and the name of
+    each RoleBinding of it the controller makes in a namespace it dispatches to."""
+    return f"fleet:{namespace}:viewer"
+
+
+def viewer_nodes_role(namespace: str = DEFAULT_MEMBER_NAMESPACE) -> str:
+    """The ClusterRole (and ClusterRoleBinding) of the viewer's cluster-wide reads
+    (`viewer_cluster_rules`)."""
+    return f"fleet:{namespace}:viewer-cluster"
 
 
 # -- the fleet side -----------------------------------------------------------------------------
@@ -496,8 +624,9 @@ def fleet_secrets_rules() -> tuple[Rule, ...]:
 
 def dashboard_rules() -> tuple[Rule, ...]:
     """The ClusterRole of the in-cluster `fleet dashboard`: read only, exactly what its watches
-    (fleet.dashboard.state.FLEET_KINDS) and a job's log (`kubectl amc logs`) read on the fleet.
-    What it does in a member is what the member's stored kubeconfig may do there."""
+    (fleet.dashboard.state.FLEET_KINDS) and a job's log (`kubectl amc logs`) read on the fleet,
+    and the SubjectAccessReviews that authorize each user behind a proxy. What it does in a
+    member is what the member's viewer kubeconfig may do there (`viewer_rules`)."""
 
     def informer(get: str = "") -> dict[str, str]:
         return {
@@ -540,17 +669,47 @@ def dashboard_rules() -> tuple[Rule, ...]:
             )
             for group, resources in sorted(_job_kind_resources().items())
         ),
+        Rule(
+            "authorization.k8s.io",
+            ("subjectaccessreviews",),
+            {
+                "create": "with `--auth-headers`, asks the fleet whether the user the "
+                "authenticating proxy names may `get` a job (its page and log) or `list` a "
+                "namespace's jobs (the job list)",
+            },
+            about="Per-user authorization: SubjectAccessReviews for the proxy's user.",
+        ),
     )
 
 
-def dashboard_namespaced_rules() -> tuple[Rule, ...]:
-    """The dashboard's Role in the release namespace: the member kubeconfigs `fleet join` keeps
-    there, through which it reaches the members as `kubectl amc` does."""
+def viewer_secret_name(member: str) -> str:
+    """The fleet Secret holding the people's kubeconfig of the member `member` (beside its
+    dispatch kubeconfig Secret, in the same namespace)."""
+    return f"{member}-viewer-kubeconfig"
+
+
+def viewer_secrets_rules(members: Iterable[str]) -> tuple[Rule, ...]:
+    """The Role `VIEWER_SECRETS_ROLE` `fleet join` keeps in a namespace holding member
+    kubeconfigs: `get` on the viewer kubeconfig Secrets of `members`, by name, and on no other
+    Secret (never with no names: an empty resourceNames would mean every Secret)."""
+    names = tuple(sorted({viewer_secret_name(m) for m in members}))
+    if not names:
+        raise ValueError("a viewer Secrets Role needs at least one member")
     return (
         Rule(
             "",
             ("secrets",),
-            {"get": "a member's kubeconfig Secret (named by its MemberCluster), to reach it"},
-            about="The member kubeconfig Secrets `fleet join` made here.",
+            {
+                "get": "`kubectl amc` and `fleet dashboard` reach a member with its viewer "
+                "kubeconfig (read only); the dispatch kubeconfig Secrets are not named",
+            },
+            resource_names=names,
+            about="The people's kubeconfigs of the members, by name.",
         ),
     )
+
+
+def dashboard_namespaced_rules() -> tuple[Rule, ...]:
+    """What the dashboard may do in the release namespace: exactly the Role `fleet join` keeps
+    there (`viewer_secrets_rules`), to which the chart binds it; shown for a member `NAME`."""
+    return viewer_secrets_rules(["NAME"])

@@ -243,6 +243,15 @@ SCHEDULING_GROUP_POLICY_ANNOTATION: Final = "fleet.dev/scheduling-group-policy"
 """On a member kubeconfig Secret: the MutatingAdmissionPolicy `fleet join` installed in a
 native-gang member (fleet.api.schedulinggroup); absent when it installed none. `fleet unjoin`
 names it (and its binding) in what it leaves in a member it cannot reach."""
+VIEWER_ROLE_ANNOTATION: Final = "fleet.dev/viewer-cluster-role"
+"""On a member kubeconfig Secret `fleet join` wrote on a guarded member: the ClusterRole of the
+people's read-only identity there (fleet.api.access.viewer_rules), which the controller binds to
+that identity's ServiceAccount (`fleet-viewer` in the same member namespace) by a RoleBinding in
+each namespace it dispatches to. Absent: no viewer (an older join), or one join bound
+cluster-wide (a member without the guard)."""
+VIEWER_ANNOTATION: Final = "fleet.dev/viewer"
+"""Label `"true"` on the fleet-side Secret holding a member's viewer kubeconfig (the one
+`kubectl amc` and `fleet dashboard` read), and on the RoleBindings of the viewer in members."""
 CONDITION_GUARDED: Final = "Guarded"
 """MemberCluster: fleet's identity there is narrowed by its admission policy (fleet.api.guard);
 False on a member that serves no ValidatingAdmissionPolicy, where RBAC alone applies."""

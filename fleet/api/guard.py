@@ -33,6 +33,10 @@ binding (GA since Kubernetes 1.30) that apply to fleet's ServiceAccount only and
    given, too), and its labels never change afterwards;
 9. a Reservation is fleet's own (named `fleet-<fleet uid>-...`, consumed only by that gang's
    pods, once, within a day).
+10. a RoleBinding only of the viewer's ClusterRole to exactly the viewer's ServiceAccount (the
+    people's read-only identity, bound in each namespace fleet dispatches to), and only in a
+    `dispatchable` namespace: RBAC's `bind` names the ClusterRole, the policy the one subject
+    and the namespace.
 
 Because an update of an object that is not fleet's is refused *before* the API server answers,
 no patch answers with the data of an object fleet did not write: reading through `patch` is
@@ -48,7 +52,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from fleet.api import constants as c
-from fleet.api.access import SERVICE_ACCOUNT, Rule, member_rules
+from fleet.api.access import (
+    RBAC_GROUP,
+    SERVICE_ACCOUNT,
+    VIEWER_SERVICE_ACCOUNT,
+    Rule,
+    member_rules,
+    viewer_cluster_role,
+)
 from fleet.core.kinds import pod_spec_paths
 from fleet.core.kinds.adapter import path_steps
 
@@ -246,9 +257,28 @@ def admission_policy(namespace: str, fleet_id: str) -> dict[str, Any]:
                 {"name": "fleet-identity", "expression": f"request.userInfo.username == '{user}'"}
             ],
             "variables": _variables(fleet_id),
-            "validations": _validations(fleet_id, protected),
+            "validations": _validations(namespace, fleet_id, protected),
         },
     }
+
+
+def _viewer_binding_only(namespace: str) -> str:
+    """A RoleBinding fleet writes grants the viewer's ClusterRole to the viewer's ServiceAccount
+    and nothing else, in a namespace fleet may dispatch to (`variables.dispatchable`): whoever
+    holds the dispatch token gains nothing by binding (it holds no token of the viewer, and may
+    request none), and cannot open to the people a namespace fleet may not write in."""
+    subject = "object.subjects[0]"
+    return (
+        "request.resource.resource != 'rolebindings' || request.operation == 'DELETE' || "
+        f"(object.roleRef.apiGroup == '{RBAC_GROUP}' && object.roleRef.kind == 'ClusterRole' && "
+        f"object.roleRef.name == '{viewer_cluster_role(namespace)}' && "
+        "has(object.subjects) && size(object.subjects) == 1 && "
+        f"{subject}.kind == 'ServiceAccount' && "
+        f"(!has({subject}.apiGroup) || {subject}.apiGroup == '') && "
+        f"{subject}.name == '{VIEWER_SERVICE_ACCOUNT}' && "
+        f"has({subject}.namespace) && {subject}.namespace == '{namespace}' && "
+        "variables.dispatchable)"
+    )
 
 
 def _variables(fleet_id: str) -> list[dict[str, str]]:
@@ -289,7 +319,7 @@ def _variables(fleet_id: str) -> list[dict[str, str]]:
     ]
 
 
-def _validations(fleet_id: str, protected: list[str]) -> list[dict[str, str]]:
+def _validations(namespace: str, fleet_id: str, protected: list[str]) -> list[dict[str, str]]:
     who = f"'fleet ({fleet_id}) "
     ns_labels = "object.metadata.labels"
     levels = list(POD_SECURITY_LEVELS)
@@ -431,6 +461,16 @@ def _validations(fleet_id: str, protected: list[str]) -> list[dict[str, str]]:
             "(has(oldObject.metadata.labels) ? oldObject.metadata.labels : {})",
             "reason": "Forbidden",
             "messageExpression": f"{who}may not change the labels of a namespace: ' + {_what()}",
+        },
+        {
+            "expression": _viewer_binding_only(namespace),
+            "reason": "Forbidden",
+            "messageExpression": (
+                f"{who}may only write RoleBindings of ClusterRole "
+                f"{viewer_cluster_role(namespace)} to exactly ServiceAccount "
+                f"{namespace}/{VIEWER_SERVICE_ACCOUNT}, in a namespace it created or one opened "
+                f"to it: ' + {_what()}"
+            ),
         },
         {
             "expression": "request.resource.resource != 'reservations' || "

@@ -32,20 +32,28 @@ from fleet.api.access import (
     RENEWER_ROLE,
     RENEWER_SERVICE_ACCOUNT,
     SERVICE_ACCOUNT,
+    VIEWER_SERVICE_ACCOUNT,
     as_policy_rules,
     member_cluster_role,
     member_rules,
     renewer_rules,
+    viewer_cluster_role,
+    viewer_cluster_rules,
+    viewer_nodes_role,
+    viewer_rules,
+    viewer_secret_name,
 )
 from fleet.api.guard import PROTECTED_NAMESPACES, admission_objects, open_label, token_objects
 from fleet.api.schedulinggroup import scheduling_group_name, scheduling_group_objects
 
 __all__ = [
     "DEFAULT_TOKEN_SECONDS",
+    "DEFAULT_VIEWER_TOKEN_SECONDS",
     "KUBECONFIG_KEY",
     "REDACTED",
     "RENEWER_TOKEN_SECRET",
     "TOKEN_SECRET",
+    "VIEWER_TOKEN_SECRET",
     "IssuedToken",
     "JoinPlan",
     "MemberEndpoint",
@@ -60,6 +68,7 @@ __all__ = [
     "renewed_secret",
     "renewer_secret",
     "token_request",
+    "viewer_binding",
 ]
 
 TokenType = Literal["bound", "secret"]
@@ -69,10 +78,16 @@ TokenType = Literal["bound", "secret"]
 #: hours before a member needs `fleet join` again. An API server may cap it lower
 #: (--service-account-max-token-expiration); the expiry it answers with is the one used.
 DEFAULT_TOKEN_SECONDS: Final = 24 * 3600
+#: The people's read-only token (the viewer's) lives 30 days by default and is not renewed:
+#: renewing it would need a credential that may mint it, and the dispatch token must not
+#: (docs/security.md). `fleet join NAME` again issues a new one.
+DEFAULT_VIEWER_TOKEN_SECONDS: Final = 30 * 24 * 3600
 #: TokenRequest's lower bound on expirationSeconds.
 MIN_TOKEN_SECONDS: Final = 600
 #: The long-lived token Secret of the `secret` token type, in fleet's namespace in the member.
 TOKEN_SECRET: Final = "fleet-token"
+#: The viewer's long-lived token Secret (`secret` token type), beside it.
+VIEWER_TOKEN_SECRET: Final = "fleet-viewer-token"
 #: The renewer's long-lived token Secret (bound tokens), in fleet's namespace in the member.
 RENEWER_TOKEN_SECRET: Final = "fleet-renewer-token"
 KUBECONFIG_KEY: Final = "kubeconfig"
@@ -130,6 +145,8 @@ class JoinPlan:
     #: Whether `member` holds the scheduling-group policy (fleet.api.schedulinggroup): the
     #: member gang-schedules with Kubernetes' own PodGroup.
     native_gang: bool = False
+    #: The lifetime asked for the viewer's token (people's, read only; not renewed).
+    viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS
     #: The member namespaces the joining user opens to this fleet (`--namespaces`): labelled
     #: `open-to.fleet.dev/<fleet id>: "true"` with the user's credentials, last.
     open_namespaces: tuple[str, ...] = ()
@@ -137,6 +154,37 @@ class JoinPlan:
     @property
     def secret_name(self) -> str:
         return f"{self.name}-kubeconfig"
+
+    @property
+    def viewer_secret_name(self) -> str:
+        return viewer_secret_name(self.name)
+
+    @property
+    def viewer_ref(self) -> str:
+        return f"{self.namespace}/{VIEWER_SERVICE_ACCOUNT}"
+
+    def viewer_secret(self, token: IssuedToken) -> dict[str, Any]:
+        """The fleet-side Secret holding the people's kubeconfig of this member: the one
+        `kubectl amc` and `fleet dashboard` read (and users need RBAC on), never renewed."""
+        config = member_kubeconfig(self.name, self.endpoint, self.viewer_ref, token.token)
+        more = {c.CLUSTER_ID_ANNOTATION: self.cluster_id} if self.cluster_id else {}
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": self.viewer_secret_name,
+                "namespace": self.secrets_namespace,
+                "labels": {**_labels(), c.VIEWER_ANNOTATION: "true"},
+                "annotations": {
+                    c.SERVICE_ACCOUNT_ANNOTATION: self.viewer_ref,
+                    **more,
+                    **_token_annotations(token),
+                },
+            },
+            "data": {KUBECONFIG_KEY: base64.b64encode(yaml.safe_dump(config).encode()).decode()},
+        }
+        return secret
 
     @property
     def renewer_secret_name(self) -> str:
@@ -169,6 +217,7 @@ class JoinPlan:
             if self.guarded
             else "",
             scheduling_group=scheduling_group_name(self.namespace) if self.native_gang else "",
+            viewer_role=viewer_cluster_role(self.namespace) if self.guarded else "",
             renewer=self.renewer_secret_name if renewer is not None else "",
             seconds=self.token_seconds if self.token_type == "bound" else None,
         )
@@ -228,6 +277,7 @@ def plan_join(
     cluster_id: str = "",
     guarded: bool = True,
     native_gang: bool = False,
+    viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS,
     open_namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     """The objects that make fleet's identity in the member named `name`: the admission policy
@@ -238,6 +288,19 @@ def plan_join(
         raise ValueError(
             f"--token-expiration {token_seconds}: TokenRequest issues no token shorter "
             f"than {MIN_TOKEN_SECONDS} seconds"
+        )
+    if viewer_token_seconds < MIN_TOKEN_SECONDS:
+        raise ValueError(
+            f"--viewer-token-expiration {viewer_token_seconds}: TokenRequest issues no token "
+            f"shorter than {MIN_TOKEN_SECONDS} seconds"
+        )
+    if name.endswith("-viewer"):
+        # Its dispatch Secret, NAME-kubeconfig, would be the viewer Secret of the member named
+        # without the suffix, which `kubectl amc` users and the dashboard may read.
+        raise ValueError(
+            f"{name}: a member name may not end in -viewer (its kubeconfig Secret would be "
+            f"{viewer_secret_name(name[: -len('-viewer')])}, the people's Secret of another "
+            "member); choose another name"
         )
     closed = [n for n in open_namespaces if n in (*PROTECTED_NAMESPACES, namespace)]
     if closed:
@@ -264,7 +327,7 @@ def plan_join(
             "apiVersion": _RBAC,
             "kind": "ClusterRole",
             "metadata": {"name": role, **meta},
-            "rules": as_policy_rules(member_rules()),
+            "rules": as_policy_rules(member_rules(namespace, guarded=guarded)),
         },
         {
             "apiVersion": _RBAC,
@@ -278,6 +341,7 @@ def plan_join(
             "subjects": subject,
         },
     ]
+    member += _viewer_objects(namespace, meta, guarded)
     if renewer:
         member += [
             {
@@ -307,6 +371,7 @@ def plan_join(
         ]
     if token_type == "secret":
         member.append(_token_secret(TOKEN_SECRET, account, namespace, meta))
+        member.append(_token_secret(VIEWER_TOKEN_SECRET, VIEWER_SERVICE_ACCOUNT, namespace, meta))
     # Opened last, once the guard that makes the label mean something is there.
     member += [
         {
@@ -330,8 +395,72 @@ def plan_join(
         cluster_id=cluster_id,
         guarded=guarded,
         native_gang=native_gang,
+        viewer_token_seconds=viewer_token_seconds,
         open_namespaces=tuple(open_namespaces),
     )
+
+
+def _cluster_role_binding(name: str, role: str, subject: dict[str, str], meta: Any) -> Any:
+    return {
+        "apiVersion": _RBAC,
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, **meta},
+        "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "ClusterRole", "name": role},
+        "subjects": [subject],
+    }
+
+
+def _viewer_objects(namespace: str, meta: Mapping[str, Any], guarded: bool) -> list[dict[str, Any]]:
+    """The people's read-only identity: its ServiceAccount, the ClusterRole the controller binds
+    in each namespace it dispatches to (`viewer_binding`), and its cluster-wide reads (nodes,
+    Reservations) bound here. On a member without the guard, nothing could hold the dispatch
+    token to binding only this role to only this account, so it may bind nothing, and the
+    viewer's role is bound cluster-wide here instead (docs/security.md)."""
+    subject = {"kind": "ServiceAccount", "name": VIEWER_SERVICE_ACCOUNT, "namespace": namespace}
+    role, cluster = viewer_cluster_role(namespace), viewer_nodes_role(namespace)
+    objects: list[dict[str, Any]] = [
+        _service_account(VIEWER_SERVICE_ACCOUNT, namespace, meta),
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRole",
+            "metadata": {"name": role, **meta},
+            "rules": as_policy_rules(viewer_rules()),
+        },
+        {
+            "apiVersion": _RBAC,
+            "kind": "ClusterRole",
+            "metadata": {"name": cluster, **meta},
+            "rules": as_policy_rules(viewer_cluster_rules()),
+        },
+        _cluster_role_binding(cluster, cluster, subject, meta),
+    ]
+    if not guarded:
+        objects.append(_cluster_role_binding(role, role, subject, meta))
+    return objects
+
+
+def viewer_binding(identity_namespace: str, namespace: str, fleet_id: str) -> dict[str, Any]:
+    """The RoleBinding the controller makes in `namespace` of a member the first time it
+    dispatches there: the viewer's ClusterRole to the viewer's ServiceAccount of the identity in
+    `identity_namespace`, with fleet's mark (the only RoleBinding the guard admits)."""
+    role = viewer_cluster_role(identity_namespace)
+    return {
+        "apiVersion": _RBAC,
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": role,
+            "namespace": namespace,
+            "labels": {c.MANAGED_BY_LABEL: fleet_id, c.VIEWER_ANNOTATION: "true"},
+        },
+        "roleRef": {"apiGroup": _RBAC_GROUP, "kind": "ClusterRole", "name": role},
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": VIEWER_SERVICE_ACCOUNT,
+                "namespace": identity_namespace,
+            }
+        ],
+    }
 
 
 def _service_account(name: str, namespace: str, meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -411,6 +540,7 @@ def kubeconfig_secret(
     cluster_id: str = "",
     guard: str = "",
     scheduling_group: str = "",
+    viewer_role: str = "",
     renewer: str = "",
     seconds: int | None = None,
 ) -> dict[str, Any]:
@@ -426,6 +556,8 @@ def kubeconfig_secret(
     more[c.ADMISSION_POLICY_ANNOTATION] = guard or c.NO_ADMISSION_POLICY
     if scheduling_group:
         more[c.SCHEDULING_GROUP_POLICY_ANNOTATION] = scheduling_group
+    if viewer_role:
+        more[c.VIEWER_ROLE_ANNOTATION] = viewer_role
     return {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -26,6 +26,8 @@ from fleet.api.access import (
     RENEWER_ROLE,
     RENEWER_SERVICE_ACCOUNT,
     SERVICE_ACCOUNT,
+    VIEWER_SECRETS_ROLE,
+    VIEWER_SERVICE_ACCOUNT,
     Rule,
     dashboard_namespaced_rules,
     dashboard_rules,
@@ -35,6 +37,10 @@ from fleet.api.access import (
     member_cluster_role,
     member_rules,
     renewer_rules,
+    viewer_cluster_role,
+    viewer_cluster_rules,
+    viewer_nodes_role,
+    viewer_rules,
 )
 from fleet.api.guard import admission_objects, token_objects
 
@@ -68,7 +74,8 @@ def _rules(rules: Iterable[Rule]) -> list[str]:
         out.append(f"  - apiGroups: {_flow([rule.group])}")
         out.append(f"    resources: {_flow(rule.resources)}")
         if rule.resource_names:
-            out.append(f"    resourceNames: {_flow(rule.resource_names)}")
+            names = (repr(n) if ":" in n else n for n in rule.resource_names)
+            out.append(f"    resourceNames: {_flow(names)}")
         out.append(f"    verbs: {_flow(rule.verbs)}")
     return out
 
@@ -183,6 +190,7 @@ def _admission_policy() -> list[str]:
 def _member_rbac() -> str:
     ns = "{{ .Values.memberIdentity.namespace }}"
     role = "fleet:" + ns
+    viewer, viewer_cluster = role + ":viewer", role + ":viewer-cluster"
     subject = f"  - {{kind: ServiceAccount, name: {SERVICE_ACCOUNT}, namespace: {ns}}}"
     renewer = f"  - {{kind: ServiceAccount, name: {RENEWER_SERVICE_ACCOUNT}, namespace: {ns}}}"
     lines = [
@@ -217,7 +225,7 @@ def _member_rbac() -> str:
         "metadata:",
         f"  name: {role!r}",
         _LABELS,
-        *_rules(member_rules()),
+        *[line.replace(_NS, ns) for line in _rules(member_rules(_NS))],
         "---",
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: ClusterRoleBinding",
@@ -248,6 +256,42 @@ def _member_rbac() -> str:
         f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {RENEWER_ROLE}}}",
         "subjects:",
         renewer,
+        "---",
+        "# The people's read-only identity (kubectl amc, fleet dashboard): its ClusterRole is",
+        "# bound by the controller in each namespace it dispatches to; nodes and Reservations",
+        "# cluster-wide.",
+        "apiVersion: v1",
+        "kind: ServiceAccount",
+        "metadata:",
+        f"  name: {VIEWER_SERVICE_ACCOUNT}",
+        f"  namespace: {ns}",
+        _LABELS,
+        "---",
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: ClusterRole",
+        "metadata:",
+        f"  name: {viewer!r}",
+        _LABELS,
+        *_rules(viewer_rules()),
+        "---",
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: ClusterRole",
+        "metadata:",
+        f"  name: {viewer_cluster!r}",
+        _LABELS,
+        *_rules(viewer_cluster_rules()),
+        "---",
+        "apiVersion: rbac.authorization.k8s.io/v1",
+        "kind: ClusterRoleBinding",
+        "metadata:",
+        f"  name: {viewer_cluster!r}",
+        _LABELS,
+        "roleRef:",
+        "  apiGroup: rbac.authorization.k8s.io",
+        "  kind: ClusterRole",
+        f"  name: {viewer_cluster!r}",
+        "subjects:",
+        f"  - {{kind: ServiceAccount, name: {VIEWER_SERVICE_ACCOUNT}, namespace: {ns}}}",
         "{{- end }}",
     ]
     return HEADER + "\n".join(lines) + "\n"
@@ -285,22 +329,18 @@ def _dashboard_rbac() -> str:
         "subjects:",
         subject,
         "---",
-        "# In the release namespace: the member kubeconfig Secrets `fleet join` keeps here.",
-        "apiVersion: rbac.authorization.k8s.io/v1",
-        "kind: Role",
-        "metadata:",
-        f"  name: {name}",
-        f"  namespace: {ns}",
-        _LABELS,
-        *_rules(dashboard_namespaced_rules()),
-        "---",
+        "# In the release namespace: the members' viewer kubeconfig Secrets, by name, through",
+        f"# the Role {VIEWER_SECRETS_ROLE} that `fleet join` keeps there (it names each",
+        "# member's; never a dispatch kubeconfig). Bound before it exists: RBAC applies it once",
+        "# the first member is joined.",
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: RoleBinding",
         "metadata:",
         f"  name: {name}",
         f"  namespace: {ns}",
         _LABELS,
-        f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}",
+        "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, "
+        f"name: {VIEWER_SECRETS_ROLE}}}",
         "subjects:",
         subject,
         "{{- end }}",
@@ -336,6 +376,17 @@ def rules_table() -> str:
             "Role)",
             renewer_rules(),
         ),
+        *_table(
+            f"In a member: ClusterRole `{viewer_cluster_role()}` of the people's identity "
+            f"`{VIEWER_SERVICE_ACCOUNT}` (bound by a RoleBinding in each namespace fleet "
+            "dispatches to)",
+            viewer_rules(),
+        ),
+        *_table(
+            f"In a member: ClusterRole `{viewer_nodes_role()}` of `{VIEWER_SERVICE_ACCOUNT}` "
+            "(bound cluster-wide by `fleet join`)",
+            viewer_cluster_rules(),
+        ),
         *_table("On the fleet: ClusterRole `fleet-controller` (Helm chart)", fleet_rules()),
         *_table(
             "On the fleet: Role `fleet-controller` in the chart's namespace",
@@ -351,7 +402,9 @@ def rules_table() -> str:
             dashboard_rules(),
         ),
         *_table(
-            f"On the fleet: Role `{DASHBOARD_ACCOUNT}` in the chart's namespace",
+            f"On the fleet: Role `{VIEWER_SECRETS_ROLE}` in each namespace holding member "
+            "kubeconfigs (kept by `fleet join`; the chart binds the dashboard to it, bind "
+            "`kubectl amc` users to it), for members `NAME`",
             dashboard_namespaced_rules(),
         ),
         END,

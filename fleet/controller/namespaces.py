@@ -1,18 +1,23 @@
 """A job's namespace in a member: created by fleet when a write says it is missing, carrying the
 hub namespace's PodSecurity level (never below baseline), and the ServiceAccounts fleet copies
-there listed on it, so the member's admission policy lets its pods run as them."""
+there listed on it, so the member's admission policy lets its pods run as them; opened to the
+people's read-only identity the first time fleet dispatches there."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from fleet.api import constants as c
 from fleet.api.guard import member_pod_security
+from fleet.api.membership import viewer_binding
 from fleet.controller.context import Shell
 from fleet.controller.members import Member
-from fleet.kube import Conflict, NotFound
+from fleet.kube import ApiError, Conflict, NotFound
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -21,14 +26,17 @@ async def in_namespace(
     shell: Shell, member: Member, namespace: str, write: Callable[[], Awaitable[T]]
 ) -> T:
     """Run `write`; if the member has no such namespace yet, create it and run `write` again.
-    Namespaces are created only when a write says they are missing: no read per dispatch."""
+    Namespaces are created only when a write says they are missing: no read per dispatch. Once
+    written, the namespace is one fleet dispatches to: the viewer may read there (`bind_viewer`)."""
     try:
-        return await write()
+        result = await write()
     except NotFound:
         if not namespace or namespace in member.namespaces:
             raise
-    await create_namespace(shell, member, namespace)
-    return await write()
+        await create_namespace(shell, member, namespace)
+        result = await write()
+    await bind_viewer(shell, member, namespace)
+    return result
 
 
 async def create_namespace(shell: Shell, member: Member, namespace: str) -> None:
@@ -48,6 +56,29 @@ async def create_namespace(shell: Shell, member: Member, namespace: str) -> None
     with contextlib.suppress(Conflict):  # created meanwhile: as good
         await member.writer.create(body)
     member.namespaces.add(namespace)
+
+
+async def bind_viewer(shell: Shell, member: Member, namespace: str) -> None:
+    """The RoleBinding that lets the people's identity (`kubectl amc`, the dashboard) read fleet's
+    copies, their pods and logs in `namespace` of `member`, made once per namespace (a 409: it
+    is there). A refusal does not hold the dispatch back (people then cannot read there yet); it
+    is tried again with the next write into that namespace."""
+    if not namespace or member.viewer is None or namespace in member.viewer_bound:
+        return
+    body = viewer_binding(member.viewer, namespace, shell.settings.fleet_id)
+    try:
+        await member.writer.create(body)
+    except Conflict:
+        pass
+    except ApiError as e:
+        log.warning(
+            "member %s: the viewer's RoleBinding in namespace %s was refused: %s",
+            member.name,
+            namespace,
+            e,
+        )
+        return
+    member.viewer_bound.add(namespace)
 
 
 async def list_service_account(shell: Shell, member: Member, namespace: str, name: str) -> None:

@@ -14,17 +14,19 @@ import io
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import ExitStack
 from importlib import resources
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 from fleet.amc.errors import AmcError
 from fleet.amc.logs import LogsRequest
 from fleet.amc.logs import run as amc_logs
 from fleet.amc.members import Fleet
+from fleet.dashboard.authz import Authorizer, Question, User, job_resource
 from fleet.dashboard.hosts import AllowedHosts, guard
 from fleet.dashboard.state import (
     GANG_BINDING,
@@ -55,6 +57,8 @@ ASSETS = {
     "style.css": "text/css",
 }
 
+#: The user an authenticating proxy named (fleet.dashboard.authz), on each request.
+USER: web.RequestKey[User] = web.RequestKey("user", User)
 #: (namespace, kind, name, replica) -> the log text; raises AmcError with one line.
 ReadLog = Callable[[str, str, str, str | None], Awaitable[str]]
 
@@ -87,16 +91,91 @@ def _json(data: Any, status: int = 200) -> web.Response:
     )
 
 
+def _who(authorizer: Authorizer) -> Middleware:
+    """aiohttp middleware: 401 for a request without the proxy's user header (`/healthz`, the
+    kubelet's probe, aside); the user goes with the request to the handlers."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/healthz":
+            return await handler(request)
+        user = authorizer.user(request)
+        if user is None:
+            log.info(
+                "refused %s %s: no %s header", request.method, request.path, authorizer.user_header
+            )
+            return web.Response(
+                status=401,
+                text=f"401 Unauthorized: no {authorizer.user_header} header; this dashboard "
+                "answers only through its authenticating proxy (docs/dashboard.md)\n",
+            )
+        request[USER] = user
+        return await handler(request)
+
+    return middleware
+
+
+def _forbidden(user: User, question: Question) -> web.Response:
+    what = f"{question.resource}.{question.group}" if question.group else question.resource
+    named = f" {question.name!r}" if question.name else ""
+    return _json(
+        {
+            "error": f"{user.name} may not {question.verb} {what}{named} in namespace "
+            f"{question.namespace} on the fleet",
+            "log": "",
+        },
+        403,
+    )
+
+
+def _binding_question(raw: Mapping[str, Any], verb: str) -> Question | None:
+    """The question that guards a binding's job: `verb` on its kind in its namespace."""
+    spec = raw.get("spec") or {}
+    resource = spec.get("resource") if isinstance(spec, Mapping) else None
+    meta = raw.get("metadata") or {}
+    if not isinstance(resource, Mapping):
+        return None
+    found = job_resource(str(resource.get("kind") or ""))
+    if found is None:
+        return None
+    group, plural = found
+    name = str(resource.get("name") or "") if verb == "get" else ""
+    return Question(verb, group, plural, str(meta.get("namespace") or ""), name)
+
+
 def make_app(
     state: State,
     *,
     read_log: ReadLog | None = None,
     clock: Callable[[], float] = time.time,
     hosts: AllowedHosts | None = None,
+    authorizer: Authorizer | None = None,
 ) -> web.Application:
     """The app; `read_log` None serves no logs (tests), `clock` gives ages their now, `hosts`
     the Host and Origin headers answered (by default a dashboard on 127.0.0.1's: loopback
-    names only; fleet.dashboard.hosts)."""
+    names only; fleet.dashboard.hosts). With an `authorizer` (`--auth-headers`), every request
+    names its user (the proxy's header), a job's page and log are served only to a user the
+    fleet lets `get` that job, and the job list holds only the jobs of the namespaces where the
+    user may `list` their kind (fleet.dashboard.authz)."""
+
+    async def allowed(request: web.Request, question: Question | None) -> Question | None:
+        """None when the request's user may (or no one is asked); else the question refused."""
+        if authorizer is None:
+            return None
+        if question is None:
+            return Question("get", "", "unknown kind", "")
+        return None if await authorizer.allows(request[USER], question) else question
+
+    async def readable(request: web.Request) -> dict[str, Any]:
+        bindings = fleet[GANG_BINDING]
+        if authorizer is None:
+            return bindings
+        kept = {}
+        for key, raw in bindings.items():
+            question = _binding_question(raw, "list")
+            if question is not None and await authorizer.allows(request[USER], question):
+                kept[key] = raw
+        return kept
 
     def view(build: Callable[[float], Any]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(_: web.Request) -> web.Response:
@@ -124,7 +203,14 @@ def make_app(
         ns, name = request.match_info["namespace"], request.match_info["name"]
         raw = find_binding(state.fleet[GANG_BINDING], ns, name)
         if raw is None:
+            # Whether a job is there is told only to whom may list the bindings there.
+            refused = await allowed(request, Question("list", "fleet.dev", "gangbindings", ns))
+            if refused is not None:
+                return _forbidden(request[USER], refused)
             return _json({"error": f"no gang job {ns}/{name} (no GangBinding)"}, 404)
+        refused = await allowed(request, _binding_question(raw, "get"))
+        if refused is not None:
+            return _forbidden(request[USER], refused)
         pods = [
             (member, pod) for member, live in state.members.items() for pod in live.pods.values()
         ]
@@ -139,10 +225,17 @@ def make_app(
         ns, name = request.match_info["namespace"], request.match_info["name"]
         kind = request.query.get("kind") or ""
         replica = request.query.get("replica") or None
-        if read_log is None:
-            return _json({"log": "", "error": "this dashboard serves no logs"})
         if not kind:
             return _json({"log": "", "error": "which kind? (?kind=PyTorchJob)"}, 400)
+        if authorizer is not None:
+            found = job_resource(kind)
+            if found is None:
+                return _json({"log": "", "error": f"fleet dispatches no kind {kind!r}"}, 400)
+            refused = await allowed(request, Question("get", found[0], found[1], ns, name))
+            if refused is not None:
+                return _forbidden(request[USER], refused)
+        if read_log is None:
+            return _json({"log": "", "error": "this dashboard serves no logs"})
         try:
             text = await read_log(ns, kind, name, replica)
         except (AmcError, KubeError) as e:
@@ -175,17 +268,28 @@ def make_app(
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def jobs(request: web.Request) -> web.Response:
+        try:
+            bindings = await readable(request)
+            return _json(
+                {"version": state.version, **jobs_view(bindings, fleet[QUEUE_UNIT], clock())}
+            )
+        except Exception as e:  # one broken view must not take the others down
+            log.exception("view failed")
+            return _json({"version": state.version, "error": f"{type(e).__name__}: {e}"}, 500)
+
     fleet = state.fleet
-    app = web.Application(middlewares=[guard(hosts or AllowedHosts.serving("127.0.0.1"))])
+    middlewares = [guard(hosts or AllowedHosts.serving("127.0.0.1"))]
+    if authorizer is not None:
+        middlewares.append(_who(authorizer))
+    app = web.Application(middlewares=middlewares)
     app.router.add_get("/", index)
     app.router.add_get("/assets/{name}", asset)
     app.router.add_get(
         "/api/fleet",
         view(lambda now: fleet_view(fleet[MEMBER_CLUSTER], state.members, now, problems())),
     )
-    app.router.add_get(
-        "/api/jobs", view(lambda now: jobs_view(fleet[GANG_BINDING], fleet[QUEUE_UNIT], now))
-    )
+    app.router.add_get("/api/jobs", jobs)
     app.router.add_get("/api/jobs/{namespace}/{name}", job)
     app.router.add_get("/api/jobs/{namespace}/{name}/log", job_log)
     app.router.add_get(

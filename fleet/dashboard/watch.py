@@ -1,13 +1,17 @@
 """The dashboard's watches: the fleet's objects, and each member's nodes, pods and Reservations.
 
-Members are reached exactly as `kubectl amc` reaches them (fleet.amc.members: the MemberCluster's
-kubeconfig Secret, read with the user's own credentials and validated by fleet.kubeconfig), so
-the user's RBAC applies: a member whose Secret the user may not read is shown as unreachable,
-with the 403. Each member is watched by its own informers (fleet.kube.Informer): a member that
-does not answer is marked unreachable and retried with backoff while everything else goes on.
-A watch the server refuses (401/403: the identity may list but not watch, say) is shown on the
-page as refused, per member and resource, and retried with a growing wait (up to
-REFUSED_BACKOFF_SECONDS), not every half second.
+Members are reached exactly as `kubectl amc` reaches them (fleet.amc.members: the member's
+viewer kubeconfig Secret, read with the dashboard's own credentials and validated by
+fleet.kubeconfig), so its RBAC applies: a member whose Secret it may not read is shown as
+unreachable, with the 403. The viewer reads pods only in the namespaces fleet dispatched to, so
+pods are watched per namespace, in each namespace a GangBinding lives in (a job's binding lives
+in its namespace, and its copy in the member namespace of the same name); a namespace fleet
+never dispatched to in that member refuses, and is asked again with a growing wait, unreported
+(the Node watch says whether the member answers). Each member is watched by its own informers
+(fleet.kube.Informer): a member that does not answer is marked unreachable and retried with
+backoff while everything else goes on. A watch the server refuses (401/403: the identity may
+list but not watch, say) is shown on the page as refused, per member and resource, and retried
+with a growing wait (up to REFUSED_BACKOFF_SECONDS), not every half second.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ from contextlib import ExitStack
 
 from fleet.amc.errors import MemberUnavailable
 from fleet.amc.members import Fleet
-from fleet.dashboard.state import FLEET_KINDS, MEMBER_CLUSTER, RESERVATION, Obj, State
+from fleet.dashboard.state import (
+    FLEET_KINDS,
+    GANG_BINDING,
+    MEMBER_CLUSTER,
+    RESERVATION,
+    Obj,
+    State,
+)
 from fleet.kube import Informer, KubeClient, SyncKubeClient, identity
 
 log = logging.getLogger(__name__)
@@ -84,6 +95,8 @@ class Watches:
         self._members: dict[str, asyncio.Task[None]] = {}
         self._schedulers: dict[str, str | None] = {}
         self._clients: dict[str, KubeClient] = {}
+        #: Each member's pod watches, by namespace.
+        self._pods: dict[str, dict[str, asyncio.Task[None]]] = {}
 
     def start(self) -> None:
         for kind in FLEET_KINDS:
@@ -97,8 +110,40 @@ class Watches:
             )
             self._tasks.append(asyncio.create_task(informer.run(), name=f"watch-{kind[1]}"))
 
+    def _binding_namespaces(self) -> set[str]:
+        bindings = self.state.fleet.get(GANG_BINDING) or {}
+        return {str((b.get("metadata") or {}).get("namespace") or "") for b in bindings.values()}
+
+    def _watch_pods(self, name: str, namespaces: set[str]) -> None:
+        """A pod watch in each of `namespaces` of member `name` that has none yet."""
+        client = self._clients.get(name)
+        if client is None or name not in self._members:
+            return
+        tasks = self._pods.setdefault(name, {})
+        state = self.state
+        for namespace in sorted(namespaces - tasks.keys() - {""}):
+            informer = Informer(
+                client,
+                "v1",
+                "Pod",
+                lambda event, obj: state.pod_event(name, event, obj),
+                namespace=namespace,
+                keep=identity,
+                max_refused_backoff=self.refused_backoff,
+                sleep=self.sleep,
+            )
+            tasks[namespace] = asyncio.create_task(informer.run(), name=f"pods-{name}-{namespace}")
+
+    def _stop_pods(self, name: str) -> None:
+        for task in (self._pods.pop(name, None) or {}).values():
+            task.cancel()
+
     def _fleet_event(self, kind: tuple[str, str], event: str, obj: Obj) -> None:
         self.state.fleet_event(kind, event, obj)
+        if kind == GANG_BINDING and event != "DELETED":
+            namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+            for name in list(self._pods):
+                self._watch_pods(name, {namespace})
         if kind != MEMBER_CLUSTER:
             return
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -108,6 +153,7 @@ class Watches:
             task = self._members.pop(name, None)
             if task is not None:
                 task.cancel()
+            self._stop_pods(name)
             self._schedulers.pop(name, None)
             self.state.forget_member(name)
             return
@@ -118,6 +164,7 @@ class Watches:
         old = self._members.pop(name, None)
         if old is not None:
             old.cancel()
+        self._stop_pods(name)
         self._schedulers[name] = scheduler
         # The new informers list everything again: start from nothing, so nothing deleted
         # meanwhile lingers.
@@ -160,8 +207,9 @@ class Watches:
 
         informers = [
             informer(("v1", "Node"), lambda event, obj: state.node_event(name, event, obj)),
-            informer(("v1", "Pod"), lambda event, obj: state.pod_event(name, event, obj)),
         ]
+        self._pods.setdefault(name, {})
+        self._watch_pods(name, self._binding_namespaces())
         if reservations:
             state.member(name).reservations = {}
             informers.append(
@@ -170,7 +218,8 @@ class Watches:
         await asyncio.gather(*(i.run() for i in informers))
 
     async def stop(self) -> None:
-        tasks = [*self._tasks, *self._members.values()]
+        pods = [task for tasks in self._pods.values() for task in tasks.values()]
+        tasks = [*self._tasks, *self._members.values(), *pods]
         for task in tasks:
             task.cancel()
         for task in tasks:

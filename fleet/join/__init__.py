@@ -14,6 +14,7 @@ from fleet.api.access import DEFAULT_MEMBER_NAMESPACE, FLEET_SECRETS_NAMESPACE
 from fleet.api.guard import ADMISSION_API_VERSION
 from fleet.api.membership import (
     DEFAULT_TOKEN_SECONDS,
+    DEFAULT_VIEWER_TOKEN_SECONDS,
     IssuedToken,
     JoinPlan,
     MemberEndpoint,
@@ -126,6 +127,7 @@ def plan_for(
     token_type: TokenType = "bound",
     token_seconds: int = DEFAULT_TOKEN_SECONDS,
     secrets_namespace: str = FLEET_SECRETS_NAMESPACE,
+    viewer_token_seconds: int = DEFAULT_VIEWER_TOKEN_SECONDS,
     open_namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     endpoint = endpoint_of(client.connection)
@@ -142,6 +144,7 @@ def plan_for(
         cluster_id=cluster_id(client),
         guarded=serves_admission_policies(client),
         native_gang=serves_native_gang(client),
+        viewer_token_seconds=viewer_token_seconds,
         open_namespaces=open_namespaces,
     )
 

@@ -30,7 +30,11 @@ from fleet.api.access import (
     RENEWER_ROLE,
     RENEWER_SERVICE_ACCOUNT,
     SERVICE_ACCOUNT,
+    VIEWER_SECRETS_ROLE,
+    VIEWER_SERVICE_ACCOUNT,
     member_cluster_role,
+    viewer_cluster_role,
+    viewer_nodes_role,
 )
 from fleet.api.guard import ADMISSION_API_VERSION, admission_policy_name, token_policy_name
 from fleet.api.membership import (
@@ -38,6 +42,7 @@ from fleet.api.membership import (
     REDACTED,
     RENEWER_TOKEN_SECRET,
     TOKEN_SECRET,
+    VIEWER_TOKEN_SECRET,
     IssuedToken,
     JoinPlan,
     MemberEndpoint,
@@ -55,6 +60,7 @@ from fleet.join.in_force import (
     wait_guard_in_force,
     wait_scheduling_group_in_force,
 )
+from fleet.join.viewer import grant_viewer_secret, viewer_secrets_role, viewer_token
 from fleet.kube import ApiError, Connection, KubeError, NotFound, SyncKubeClient
 
 __all__ = [
@@ -69,6 +75,8 @@ __all__ = [
     "join",
     "made_by",
     "previous_join",
+    "request_token",
+    "secret_token",
 ]
 
 MEMBER_CLUSTER = (c.FLEET_API_VERSION, "MemberCluster")
@@ -148,27 +156,25 @@ class _Run:
         return left
 
 
-def _bound_token(
+def request_token(
     member: SyncKubeClient,
     plan: JoinPlan,
+    account: str,
+    seconds: int,
     now: Callable[[], float],
     sleep: Callable[[float], None],
 ) -> IssuedToken:
-    """A token of the dispatch identity, requested with the user's credentials. A refusal by
-    the token policy (fleet.api.guard.token_policy) just written with a new lifetime is asked
-    again while the API server has not loaded it yet (a re-join with a longer
+    """A bound token of `account` in fleet's namespace of the member, lasting `seconds`,
+    requested with the user's credentials. A refusal by the token policy
+    (fleet.api.guard.token_policy, the dispatch identity's only) just written with a new lifetime
+    is asked again while the API server has not loaded it yet (a re-join with a longer
     --token-expiration), for IN_FORCE_WAIT at most."""
     waited = 0.0
     while True:
         issued = now()
         try:
             answer = member.create_subresource(
-                "v1",
-                "ServiceAccount",
-                plan.service_account,
-                "token",
-                token_request(plan.token_seconds),
-                plan.namespace,
+                "v1", "ServiceAccount", account, "token", token_request(seconds), plan.namespace
             )
             break
         except ApiError as e:
@@ -182,11 +188,21 @@ def _bound_token(
     return IssuedToken(
         token=str(status.get("token") or ""),
         issued=issued,
-        expires=to_epoch(parse_time(expires)) if expires else issued + plan.token_seconds,
+        expires=to_epoch(parse_time(expires)) if expires else issued + seconds,
     )
 
 
-def _secret_token(
+def _bound_token(
+    member: SyncKubeClient,
+    plan: JoinPlan,
+    now: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> IssuedToken:
+    """A token of the dispatch identity, lasting what join was asked for."""
+    return request_token(member, plan, plan.service_account, plan.token_seconds, now, sleep)
+
+
+def secret_token(
     member: SyncKubeClient,
     plan: JoinPlan,
     sleep: Callable[[float], None],
@@ -213,12 +229,16 @@ def _rotate(member: SyncKubeClient, plan: JoinPlan, say: Callable[[str], None]) 
     """`fleet join --rotate`: every token issued so far is made worthless by deleting the
     ServiceAccounts they belong to (and their token Secrets) before the plan makes them again
     with new UIDs: a bound token names its ServiceAccount's UID, a Secret's token its Secret.
+    The viewer's too: join issues it a new token anyway, and the RoleBindings the controller made
+    for it name it, not its UID, so they hold for the new one.
     Only this fleet's are deleted (`_check_member_side` has refused another fleet's)."""
     for kind, name in (
         ("Secret", TOKEN_SECRET),
         ("Secret", RENEWER_TOKEN_SECRET),
+        ("Secret", VIEWER_TOKEN_SECRET),
         ("ServiceAccount", SERVICE_ACCOUNT),
         ("ServiceAccount", RENEWER_SERVICE_ACCOUNT),
+        ("ServiceAccount", VIEWER_SERVICE_ACCOUNT),
     ):
         found = member.get("v1", kind, name, plan.namespace)
         if found is None or not made_by(found, plan.fleet_id):
@@ -296,12 +316,17 @@ def identity_objects(namespace: str) -> list[tuple[str, str, str, str | None]]:
     """(apiVersion, kind, name, namespace) of what join makes in a member for the identity in
     `namespace`, in the order it is removed (the reverse of the order it is made)."""
     role = member_cluster_role(namespace)
+    viewer, viewer_cluster = viewer_cluster_role(namespace), viewer_nodes_role(namespace)
     guard = admission_policy_name(namespace)
     tokens = token_policy_name(namespace)
     groups = scheduling_group_name(namespace)
     return [
         (_RBAC, "ClusterRoleBinding", role, None),
+        (_RBAC, "ClusterRoleBinding", viewer, None),
+        (_RBAC, "ClusterRoleBinding", viewer_cluster, None),
         (_RBAC, "ClusterRole", role, None),
+        (_RBAC, "ClusterRole", viewer, None),
+        (_RBAC, "ClusterRole", viewer_cluster, None),
         (MUTATING_API_VERSION, "MutatingAdmissionPolicyBinding", groups, None),
         (MUTATING_API_VERSION, "MutatingAdmissionPolicy", groups, None),
         (ADMISSION_API_VERSION, "ValidatingAdmissionPolicyBinding", tokens, None),
@@ -419,6 +444,7 @@ def _forget_previous(
         ]
         if previous.token_type == c.TOKEN_TYPE_SECRET and plan.token_type != "secret":
             stale.append(("v1", "Secret", TOKEN_SECRET, plan.namespace))
+            stale.append(("v1", "Secret", VIEWER_TOKEN_SECRET, plan.namespace))
         if not plan.renews:
             stale += [
                 (_RBAC, "RoleBinding", RENEWER_ROLE, plan.namespace),
@@ -504,18 +530,28 @@ def join(
         if plan.token_type == "bound":
             token = _bound_token(member, plan, now, sleep)
         else:
-            token = _secret_token(member, plan, sleep)
+            token = secret_token(member, plan, sleep)
         if not token.token:
             raise JoinError(f"{member.name} issued an empty token for {plan.service_account_ref}")
         renewer = (
-            _secret_token(member, plan, sleep, RENEWER_TOKEN_SECRET).token if plan.renews else None
+            secret_token(member, plan, sleep, RENEWER_TOKEN_SECRET).token if plan.renews else None
         )
         if plan.guarded:
             # Before the fleet side too: the controller acts with the token at once.
             wait_guard_in_force(member, plan, token.token, say, sleep, token_transport)
+        viewer = viewer_token(member, plan, now, sleep)
+        if not viewer.token:
+            raise JoinError(f"{member.name} issued an empty token for {plan.viewer_ref}")
         side = "fleet"
         for obj in plan.fleet_objects(token, renewer):
             run.apply(fleet, side, obj)
+        run.apply(fleet, side, plan.viewer_secret(viewer))
+        if grant_viewer_secret(fleet, plan.secrets_namespace, plan.name):
+            run.created.append(_Written(fleet, viewer_secrets_role(plan.secrets_namespace)))
+        say(
+            f"fleet: role/{VIEWER_SECRETS_ROLE} -n {plan.secrets_namespace} lets get "
+            f"secret/{plan.viewer_secret_name} (bind kubectl amc users to it)"
+        )
         if moved:
             _untaint(fleet, plan.name)
     except (KubeError, JoinError) as e:
@@ -537,6 +573,12 @@ def join(
         )
     else:
         say("token: long-lived (service-account-token Secret), not renewed")
+    if viewer.expires is not None:
+        days = (viewer.expires - (viewer.issued or now())) / 86400
+        say(
+            f"viewer token: read only, expires in {days:.1f} d, not renewed "
+            f"(`fleet join {plan.name}` again issues a new one)"
+        )
     return token
 
 
@@ -585,10 +627,23 @@ def dry_run(plan: JoinPlan) -> str:
         else f"# member {plan.name}: the token is read from secret/{TOKEN_SECRET}\n"
     )
     docs.append(request)
+    if plan.token_type == "bound":
+        docs.append(
+            f"# member {plan.name}: POST serviceaccounts/{VIEWER_SERVICE_ACCOUNT}/token "
+            f"-n {plan.namespace}\n"
+            + yaml.safe_dump(token_request(plan.viewer_token_seconds), sort_keys=False)
+        )
     docs += [
         "# fleet\n" + yaml.safe_dump(redacted(obj), sort_keys=False)
-        for obj in plan.fleet_objects(placeholder, REDACTED if plan.renews else None)
+        for obj in (
+            *plan.fleet_objects(placeholder, REDACTED if plan.renews else None),
+            plan.viewer_secret(placeholder),
+        )
     ]
+    docs.append(
+        f"# fleet: role/{VIEWER_SECRETS_ROLE} -n {plan.secrets_namespace} also names "
+        f"secret/{plan.viewer_secret_name}\n"
+    )
     header = (
         f"# fleet join {plan.name} --dry-run: nothing was sent; a {plan.token_type} token "
         "(redacted below)\n"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.api.access import viewer_secret_name
 from fleet.api.guard import open_label
 from fleet.core.gangmarks import KUBERNETES
 from fleet.join.join import (
@@ -31,6 +32,7 @@ from fleet.join.join import (
     previous_join,
     same_cluster,
 )
+from fleet.join.viewer import delete_viewer_bindings, forget_viewer_secret
 from fleet.kube import KubeError, NotFound, SyncKubeClient
 
 __all__ = ["bound_jobs", "move_jobs", "unjoin"]
@@ -148,8 +150,10 @@ def _left_note(name: str, made: list[str], why: str | None) -> str:
         for obj in made
     )
     return (
-        f"left in member {name}{because}: {listed}. Remove them with: kubectl --context <{name}> "
-        f"delete --ignore-not-found {' '.join(made)}"
+        f"left in member {name}{because}: {listed}, and the viewer's RoleBindings in the "
+        f"namespaces fleet dispatched to (labelled {c.VIEWER_ANNOTATION}=true). Remove them "
+        f"with: kubectl --context <{name}> delete --ignore-not-found {' '.join(made)} && "
+        f"kubectl --context <{name}> delete rolebindings -A -l {c.VIEWER_ANNOTATION}=true"
     )
 
 
@@ -219,6 +223,8 @@ def unjoin(
         renewer = annotations.get(c.RENEWER_SECRET_ANNOTATION)
         if renewer and fleet.delete("v1", "Secret", renewer, ref.get("namespace")):
             say(f"fleet: secret/{renewer} -n {ref.get('namespace')} deleted (the renewer's token)")
+    if ref.get("namespace"):
+        _forget_viewer(fleet, name, str(ref["namespace"]), say)
     reach = f"{name} could not be reached ({lost})" if lost else ""
     copies = (
         f"its copies of {', '.join(unfenced)} stay recorded on their bindings as unfenced, and "
@@ -239,6 +245,10 @@ def unjoin(
         return _note(reach, copies, _left_note(name, made, "no --member-kubeconfig given"))
     if unanswered:
         return _note(reach, copies, _left_note(name, made, None))
+    try:
+        delete_viewer_bindings(member_client, namespace, say, name)
+    except KubeError as e:
+        return _note(reach, copies, _left_note(name, made, f"{type(e).__name__}: {e}"))
     for api_version, kind, obj_name, obj_namespace in identity_objects(namespace):
         try:
             found = member_client.get(api_version, kind, obj_name, obj_namespace)
@@ -268,6 +278,16 @@ def unjoin(
                 f"kubectl --context <{name}> label namespace -l {label} {label}-",
             )
     return _note(reach, copies)
+
+
+def _forget_viewer(
+    fleet: SyncKubeClient, name: str, namespace: str, say: Callable[[str], None]
+) -> None:
+    """The people's kubeconfig of the member goes, and its name from the Role that lets read it."""
+    secret = viewer_secret_name(name)
+    if fleet.delete("v1", "Secret", secret, namespace):
+        say(f"fleet: secret/{secret} -n {namespace} deleted")
+    forget_viewer_secret(fleet, namespace, name)
 
 
 def _close_namespaces(

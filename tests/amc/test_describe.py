@@ -293,8 +293,9 @@ def test_a_member_whose_secret_is_gone(world: World) -> None:
     result = world.amc("describe", "pytorchjob", "pytorch-test", "-n", NS)
     assert result.code == EXIT_INCOMPLETE
     assert result.err.splitlines() == [
-        "warning: member-2: its kubeconfig Secret fleet-system/member-2-kubeconfig is gone "
-        "(not found)"
+        "warning: member-2: its viewer kubeconfig Secret "
+        "fleet-system/member-2-viewer-kubeconfig is not "
+        "found (`fleet join member-2` makes it; join the member again)"
     ]
 
 

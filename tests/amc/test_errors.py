@@ -100,15 +100,17 @@ def test_a_members_secret_that_is_gone_is_a_warning_and_the_rest_is_listed(
     result = world.amc("get", "pods", "-M", "-n", "team-a")
     assert result.code == EXIT_INCOMPLETE
     assert result.err.splitlines() == [
-        "warning: member-1: its kubeconfig Secret fleet-system/member-1-kubeconfig is gone "
-        "(not found)"
+        "warning: member-1: its viewer kubeconfig Secret "
+        "fleet-system/member-1-viewer-kubeconfig is not "
+        "found (`fleet join member-1` makes it; join the member again)"
     ]
     assert _clusters(result.out) == ["member-2"]
     alone = world.amc("get", "pods", "-m", "member-1", "-n", "team-a")
     assert (alone.code, alone.out) == (EXIT_ERROR, "")
     assert alone.err.splitlines() == [
-        "error: member-1: its kubeconfig Secret fleet-system/member-1-kubeconfig is gone "
-        "(not found)"
+        "error: member-1: its viewer kubeconfig Secret "
+        "fleet-system/member-1-viewer-kubeconfig is not "
+        "found (`fleet join member-1` makes it; join the member again)"
     ]
 
 
@@ -120,8 +122,10 @@ def test_a_forbidden_secret_reads_as_forbidden_not_missing(world: World) -> None
     result = world.amc("get", "pods", "-M", "-n", "team-a")
     assert result.code == EXIT_INCOMPLETE
     assert result.err.splitlines() == [
-        "warning: member-1: GET Secret fleet-system/member-1-kubeconfig on fleet: "
-        "403 Forbidden: secrets is forbidden"
+        "warning: member-1: GET Secret fleet-system/member-1-viewer-kubeconfig on fleet: "
+        "403 Forbidden: secrets is forbidden (kubectl amc reads the member's viewer kubeconfig "
+        "Secret fleet-system/member-1-viewer-kubeconfig: ask for a RoleBinding to "
+        "role/fleet-viewer-kubeconfigs -n fleet-system)"
     ]
 
 

@@ -236,3 +236,57 @@ def test_a_row_whose_metadata_is_null_is_not_a_crash(world: World) -> None:
     shown = world.amc("get", "pods", "-M", "-n", "team-a")
     assert shown.code == EXIT_OK
     assert [line.split()[0] for line in shown.out.splitlines()[1:]] == ["p-0", "p-1", "ghost"]
+
+
+def test_all_namespaces_refused_is_asked_where_fleet_dispatched(world: World) -> None:
+    """The viewer reads only in the namespaces fleet dispatched to: a refused cluster-wide list
+    is asked again in each namespace a GangBinding lives in; one it may not read there (fleet
+    never dispatched there in that member) is passed over."""
+    from tests.kube.fakes import status
+
+    world.fleet.on(
+        "GET",
+        "/apis/fleet.dev/v1alpha1/gangbindings",
+        {
+            "items": [
+                {"metadata": {"name": "pytorchjob-a", "namespace": "team-a"}},
+                {"metadata": {"name": "pytorchjob-b", "namespace": "team-b"}},
+            ]
+        },
+    )
+    refused = status(403, "Forbidden", 'pods is forbidden: cannot list resource "pods"')
+    for name, member in world.members.items():
+        member.on("GET", "/api/v1/pods", refused)
+        member.on("GET", "/api/v1/namespaces/team-b/pods", refused)
+        member.on(
+            "GET",
+            "/api/v1/namespaces/team-a/pods",
+            table(POD_COLUMNS, [pod_row(f"{name}-0", 5, namespace="team-a")]),
+        )
+    world.members["member-2"].script[("GET", "/api/v1/namespaces/team-b/pods")] = [
+        table(POD_COLUMNS, [pod_row("b-0", 5, namespace="team-b")])
+    ]
+
+    result = world.amc("get", "pods", "-M", "-A")
+
+    assert result.code == EXIT_OK, result.err
+    lines = sorted(line.split()[:3] for line in result.out.splitlines()[1:])
+    assert lines == [
+        ["team-a", "member-1-0", "member-1"],
+        ["team-a", "member-2-0", "member-2"],
+        ["team-b", "b-0", "member-2"],
+    ]
+
+
+def test_a_namespace_the_viewer_may_not_read_in_a_member_holds_nothing_there(
+    world: World,
+) -> None:
+    """Refused in one namespace, a member's viewer was never bound there: fleet never dispatched
+    there, so it holds nothing of fleet's, listed as empty (no warning, the answer complete)."""
+    from tests.kube.fakes import status
+
+    world.members["member-1"].on("GET", PODS, table(POD_COLUMNS, [pod_row("p-0", 5)]))
+    world.members["member-2"].on("GET", PODS, status(403, "Forbidden", "pods is forbidden"))
+    result = world.amc("get", "pods", "-M", "-n", "team-a")
+    assert (result.code, result.err) == (EXIT_OK, "")
+    assert [line.split()[:2] for line in result.out.splitlines()[1:]] == [["p-0", "member-1"]]

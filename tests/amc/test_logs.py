@@ -297,8 +297,9 @@ def test_a_member_whose_secret_is_gone_is_an_error(world: World) -> None:
     result = world.amc("logs", "pytorchjob/pytorch-test", "-n", NS)
     assert result.code == EXIT_ERROR
     assert result.err.splitlines() == [
-        "error: member-2: its kubeconfig Secret fleet-system/member-2-kubeconfig is gone "
-        "(not found)"
+        "error: member-2: its viewer kubeconfig Secret "
+        "fleet-system/member-2-viewer-kubeconfig is not "
+        "found (`fleet join member-2` makes it; join the member again)"
     ]
 
 

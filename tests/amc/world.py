@@ -44,7 +44,8 @@ def ago(seconds: float) -> str:
 
 
 def secret_path(member: str) -> str:
-    return f"/api/v1/namespaces/{SECRETS_NS}/secrets/{member}-kubeconfig"
+    """The member's viewer kubeconfig Secret: what amc reads (never the dispatch one)."""
+    return f"/api/v1/namespaces/{SECRETS_NS}/secrets/{member}-viewer-kubeconfig"
 
 
 @cache
@@ -54,7 +55,7 @@ def _pem() -> Pem:
 
 def secret_holding(member: str, kubeconfig: dict[str, Any]) -> dict[str, Any]:
     text = base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
-    meta = {"name": f"{member}-kubeconfig", "namespace": SECRETS_NS}
+    meta = {"name": f"{member}-viewer-kubeconfig", "namespace": SECRETS_NS}
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": {"kubeconfig": text}}
 
 

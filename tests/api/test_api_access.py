@@ -41,12 +41,56 @@ def test_every_kind_fleet_dispatches_may_be_written_in_a_member_and_nothing_else
     # Read-only where fleet only reads; no update, no deletecollection, no wildcard anywhere.
     assert _grants(rules, "", "nodes") == {"list", "watch"}
     # patch: a ServiceAccount fleet copied is listed on a namespace fleet created (the guard
-    # lets it change only its own namespaces, never their labels).
-    assert _grants(rules, "", "namespaces") == {"get", "list", "create", "patch"}
+    # lets it change only its own namespaces, never their labels). No list: people list them
+    # through the viewer.
+    assert _grants(rules, "", "namespaces") == {"get", "create", "patch"}
     every_verb = {v for r in rules for v in r.verbs}
-    assert every_verb <= {"get", "list", "watch", "create", "patch", "delete"}
+    assert every_verb <= {"get", "list", "watch", "create", "patch", "delete", "bind"}
     assert all("*" not in r.resources and r.group != "*" for r in rules)
-    assert _grants(rules, "rbac.authorization.k8s.io", "clusterroles") == set()
+    # RBAC: only binding the viewer's ClusterRole (by name), only creating RoleBindings.
+    (bind,) = [r for r in rules if r.resources == ("clusterroles",)]
+    assert bind.verbs == ("bind",)
+    assert bind.resource_names == (access.viewer_cluster_role(),)
+    assert _grants(rules, "rbac.authorization.k8s.io", "rolebindings") == {"create"}
+    assert _grants(rules, "rbac.authorization.k8s.io", "clusterrolebindings") == set()
+    unguarded = access.member_rules(guarded=False)
+    assert not [r for r in unguarded if r.group == "rbac.authorization.k8s.io"]
+
+
+def test_the_dispatch_identity_reads_only_what_the_controller_reads():
+    """People read through the viewer: the dispatch token reads no log, no event, no pod by
+    name, lists no namespace (it gets one: kube-system, the member's cluster id, and those it
+    created, before listing a ServiceAccount on them), and watches no Reservation."""
+    rules = access.member_rules()
+    assert _grants(rules, "", "pods") == {"list", "watch"}
+    assert _grants(rules, "", "pods/log") == set()
+    assert _grants(rules, "", "events") == set()
+    assert "list" not in _grants(rules, "", "namespaces")
+    assert _grants(rules, access.RESERVATION_GROUP, "reservations") == {"create", "list", "delete"}
+
+
+def test_the_viewer_reads_and_never_writes_nor_reads_secrets():
+    rules = (*access.viewer_rules(), *access.viewer_cluster_rules())
+    assert {v for r in rules for v in r.verbs} <= {"get", "list", "watch"}
+    touched = {res for r in rules for res in r.resources}
+    assert not touched & {"secrets", "configmaps", "serviceaccounts/token", "serviceaccounts"}
+    assert _grants(access.viewer_rules(), "", "pods/log") == {"get"}
+    assert _grants(access.viewer_rules(), "", "pods") == {"get", "list", "watch"}
+    # Cluster-wide: nodes and Reservations only, never a pod.
+    assert {res for r in access.viewer_cluster_rules() for res in r.resources} == {
+        "nodes",
+        "reservations",
+    }
+
+
+def test_the_viewer_secrets_role_never_has_an_empty_name_list():
+    (rule,) = access.viewer_secrets_rules(["b", "a", "a"])
+    assert rule.resource_names == ("a-viewer-kubeconfig", "b-viewer-kubeconfig")
+    assert rule.verbs == ("get",)
+    import pytest
+
+    with pytest.raises(ValueError):
+        access.viewer_secrets_rules([])
 
 
 def test_the_renewer_role_requests_tokens_of_the_dispatch_identity_only():
@@ -145,7 +189,11 @@ def test_the_dashboard_reads_every_kind_fleet_dispatches_and_writes_nothing():
     ):
         assert {"list", "watch"} <= _grants(rules, group, resource), resource
     every = [*rules, *access.dashboard_namespaced_rules()]
-    assert {v for r in every for v in r.verbs} <= {"get", "list", "watch"}
+    # Its one write: asking the fleet what a user behind its proxy may do.
+    assert {v for r in every for v in r.verbs} <= {"get", "list", "watch", "create"}
+    assert {(r.group, res) for r in every if "create" in r.verbs for res in r.resources} == {
+        ("authorization.k8s.io", "subjectaccessreviews")
+    }
     assert _grants(rules, "", "secrets") == set()  # cluster-wide: none
     assert _grants(access.dashboard_namespaced_rules(), "", "secrets") == {"get"}
 
@@ -178,13 +226,31 @@ def test_the_charts_dashboard_role_lets_it_read_every_adapters_kind():
         wanted = (access.group_of(api_version), access.plural(kind), "get")
         assert wanted in granted, f"the chart's dashboard cannot read {kind}"
     assert len(ADAPTERS) >= 11
-    assert {verb for _, _, verb in granted} <= {"get", "list", "watch"}
+    writes = {(g, r) for g, r, verb in granted if verb not in ("get", "list", "watch")}
+    assert writes == {("authorization.k8s.io", "subjectaccessreviews")}
+    # The dashboard reads member kubeconfigs only through the Role join keeps (viewer Secrets).
+    (binding,) = [o for o in objects if o["kind"] == "RoleBinding"]
+    assert binding["roleRef"]["name"] == access.VIEWER_SECRETS_ROLE
+    assert not [o for o in objects if o["kind"] == "Role"]
     # The hand-written role is gone: only the generated file has one.
     assert "kind: ClusterRole" not in (REPO / "helm/fleet/templates/dashboard.yaml").read_text()
 
 
-def test_the_dashboards_informer_may_watch_reservations_through_fleets_identity():
-    """`fleet dashboard` reaches a member with fleet's stored token: its Reservation informer
+def test_the_dashboards_informer_may_watch_reservations_through_the_viewer():
+    """`fleet dashboard` reaches a member with the viewer's token: its Reservation informer
     lists, then watches (a watch refused 403 left the Reservations view empty)."""
-    granted = _grants(access.member_rules(), access.RESERVATION_GROUP, "reservations")
-    assert granted == {"create", "list", "watch", "delete"}
+    granted = _grants(access.viewer_cluster_rules(), access.RESERVATION_GROUP, "reservations")
+    assert granted == {"list", "watch"}
+
+
+def test_the_dashboard_and_amc_users_reach_no_dispatch_or_renewer_secret():
+    """The dashboard reads Secrets only through the Role fleet-viewer-kubeconfigs, whose names
+    are the viewer kubeconfigs: never `<member>-kubeconfig` (the dispatch token) nor
+    `<member>-renewer` (the renewer's)."""
+    assert _grants(access.dashboard_rules(), "", "secrets") == set()
+    (rule,) = access.viewer_secrets_rules(["m", "m-renewer"])
+    assert rule.resource_names == ("m-renewer-viewer-kubeconfig", "m-viewer-kubeconfig")
+    assert all(n.endswith("-viewer-kubeconfig") for n in rule.resource_names)
+    chart = (REPO / "helm/fleet/templates/dashboard-rbac.yaml").read_text()
+    assert "secrets" not in chart
+    assert f"kind: Role, name: {access.VIEWER_SECRETS_ROLE}" in chart

@@ -45,7 +45,7 @@ def test_every_resource_fleet_may_write_is_guarded_and_nothing_it_only_reads():
         for rule in access.member_rules()
         if not {"create", "patch", "update", "delete"} & set(rule.verbs)
         for resource in rule.resources
-    }
+    } - writable
     assert _guarded() == writable
     assert not _guarded() & read_only
     assert ("", "secrets") in _guarded() and ("", "configmaps") in _guarded()
@@ -241,3 +241,14 @@ def test_no_message_breaks_its_cel_string():
     for rule in policy["spec"]["validations"]:
         literals = rule["messageExpression"].split("'")
         assert len(literals) % 2 == 1, rule["messageExpression"]
+
+
+def test_the_viewers_role_bindings_are_confined_to_dispatchable_namespaces():
+    """The one RoleBinding the dispatch token may write (the viewer's role to the viewer) is
+    admitted only where fleet may dispatch: binding the people in a namespace nobody opened
+    would let them read what fleet never put there."""
+    rule = _validation("may only write RoleBindings")
+    assert "request.resource.resource != 'rolebindings'" in rule["expression"]
+    assert "variables.dispatchable" in rule["expression"]
+    assert f"'{access.viewer_cluster_role('fleet-member')}'" in rule["expression"]
+    assert f"'{access.VIEWER_SERVICE_ACCOUNT}'" in rule["expression"]

@@ -43,12 +43,17 @@ def test_the_member_side_is_the_identity_and_its_roles_from_the_rules():
         ("ValidatingAdmissionPolicyBinding", "token.fleet-a.fleet.dev"),
         ("ClusterRole", "fleet:fleet-a"),
         ("ClusterRoleBinding", "fleet:fleet-a"),
+        # The people's read-only identity: bound per namespace by the controller.
+        ("ServiceAccount", "fleet-viewer"),
+        ("ClusterRole", "fleet:fleet-a:viewer"),
+        ("ClusterRole", "fleet:fleet-a:viewer-cluster"),
+        ("ClusterRoleBinding", "fleet:fleet-a:viewer-cluster"),
         ("Role", "fleet-renewer"),
         ("RoleBinding", "fleet-renewer"),
         ("Secret", "fleet-renewer-token"),
     ]
     role = plan.member[7]
-    assert role["rules"] == access.as_policy_rules(access.member_rules())
+    assert role["rules"] == access.as_policy_rules(access.member_rules("fleet-a"))
     labels = {c.JOINED_BY_LABEL: c.JOINED_BY, c.FLEET_ID_LABEL: "fleet-x"}
     assert all(o["metadata"]["labels"] == labels for o in plan.member)
 

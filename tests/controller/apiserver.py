@@ -92,6 +92,8 @@ FLEET_KINDS = [
         namespaced=False,
         status_subresource=False,
     ),
+    # The Role `fleet join` keeps beside member kubeconfigs (who may read the viewer Secrets).
+    Kind("rbac.authorization.k8s.io/v1", "Role", "roles", status_subresource=False),
 ]
 RBAC = "rbac.authorization.k8s.io/v1"
 ADMISSION = "admissionregistration.k8s.io/v1"

@@ -302,3 +302,111 @@ async def test_a_refused_node_watch_makes_the_member_unreachable_saying_so() -> 
     assert state.members["m"].problem == "m: Node refused: 403 Forbidden"
     state.watch_health("m", "Node", True, "")
     assert state.members["m"].reachable is True and state.members["m"].problem == ""
+
+
+# -- per-user authorization behind an authenticating proxy --------------------------------------
+
+
+def _policy(allowed: set[tuple[str, str, str, str, str]]) -> Callable[..., object]:
+    """A fleet that allows exactly (user, verb, resource, namespace, name) ("" name: any), and
+    records the reviews it was sent."""
+    sent: list[dict] = []  # type: ignore[type-arg]
+
+    async def send(body: dict) -> dict:  # type: ignore[type-arg]
+        sent.append(body)
+        spec = body["spec"]
+        attrs = spec["resourceAttributes"]
+        asked = (spec["user"], attrs["verb"], attrs["resource"], attrs["namespace"])
+        ok = any(
+            asked == rule[:4] and rule[4] in ("", attrs.get("name", "")) for rule in allowed
+        ) or any(
+            (group, *asked[1:]) == rule[:4]
+            for group in spec["groups"]
+            for rule in allowed
+            if rule[4] == ""
+        )
+        return {"status": {"allowed": ok}}
+
+    send.sent = sent  # type: ignore[attr-defined]
+    return send
+
+
+async def test_behind_a_proxy_a_job_is_served_only_to_whom_the_fleet_lets_get_it(
+    dashboard: Dashboard,
+) -> None:
+    from fleet.dashboard.authz import Authorizer
+
+    send = _policy(
+        {
+            ("alice", "get", "pytorchjobs", NS, "train"),
+            ("alice", "list", "pytorchjobs", NS, ""),
+            ("team-ml", "list", "gangbindings", NS, ""),
+        }
+    )
+    authorizer = Authorizer(send, clock=lambda: 0.0)  # type: ignore[arg-type]
+    app = make_app(dashboard.state, read_log=None, clock=lambda: NOW, authorizer=authorizer)
+    async with TestClient(TestServer(app)) as http:
+        # No user header: refused, the kubelet's probe aside.
+        assert (await http.get("/api/jobs")).status == 401
+        assert (await http.get("/")).status == 401
+        assert (await http.get("/healthz")).status == 200
+
+        bob = {"X-Remote-User": "bob"}
+        page = await http.get(f"/api/jobs/{NS}/train", headers=bob)
+        assert page.status == 403
+        assert "bob may not get pytorchjobs.kubeflow.org 'train'" in (await page.json())["error"]
+        log = await http.get(f"/api/jobs/{NS}/train/log?kind=PyTorchJob", headers=bob)
+        assert log.status == 403 and (await log.json())["log"] == ""
+        assert (await (await http.get("/api/jobs", headers=bob)).json())["jobs"] == []
+        # Whether a job exists is not told either.
+        assert (await http.get(f"/api/jobs/{NS}/nope", headers=bob)).status == 403
+
+        alice = {"X-Remote-User": "alice"}
+        page = await http.get(f"/api/jobs/{NS}/train", headers=alice)
+        assert page.status == 200
+        assert [p["name"] for p in (await page.json())["pods"]] == ["train-worker-0"]
+        jobs = (await (await http.get("/api/jobs", headers=alice)).json())["jobs"]
+        assert {j["name"] for j in jobs} == {"held", "train"}  # the malformed one: no kind
+        # A group the proxy names counts (comma-separated or repeated headers).
+        carol = {"X-Remote-User": "carol", "X-Remote-Group": "team-x, team-ml"}
+        assert (await http.get(f"/api/jobs/{NS}/nope", headers=carol)).status == 404
+
+        reviews = authorizer.reviews
+        await http.get(f"/api/jobs/{NS}/train", headers=alice)
+        assert authorizer.reviews == reviews  # cached
+
+
+async def test_a_log_is_served_to_whom_may_get_the_job_through_the_headers_chosen(
+    dashboard: Dashboard,
+) -> None:
+    from fleet.dashboard.authz import Authorizer
+
+    send = _policy({("alice", "get", "pytorchjobs", NS, "train")})
+    authorizer = Authorizer(
+        send,  # type: ignore[arg-type]
+        user_header="X-Forwarded-User",
+        group_header="X-Forwarded-Groups",
+    )
+
+    async def read_log(ns: str, kind: str, name: str, replica: str | None) -> str:
+        return "epoch 1\n"
+
+    app = make_app(dashboard.state, read_log=read_log, clock=lambda: NOW, authorizer=authorizer)
+    async with TestClient(TestServer(app)) as http:
+        path = f"/api/jobs/{NS}/train/log?kind=PyTorchJob"
+        # The default header means nothing here.
+        assert (await http.get(path, headers={"X-Remote-User": "alice"})).status == 401
+        answer = await http.get(path, headers={"X-Forwarded-User": "alice"})
+        assert answer.status == 200 and (await answer.json())["log"] == "epoch 1\n"
+        other = await http.get(
+            f"/api/jobs/{NS}/other/log?kind=PyTorchJob", headers={"X-Forwarded-User": "alice"}
+        )
+        assert other.status == 403
+    (review,) = [b for b in send.sent if b["spec"]["resourceAttributes"].get("name") == "train"]  # type: ignore[attr-defined]
+    assert review["spec"]["resourceAttributes"] == {
+        "verb": "get",
+        "group": "kubeflow.org",
+        "resource": "pytorchjobs",
+        "namespace": NS,
+        "name": "train",
+    }

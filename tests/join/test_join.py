@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +19,7 @@ from fleet import cli
 from fleet.api import access
 from fleet.api import constants as c
 from fleet.api.guard import open_label, written_resources
-from fleet.api.membership import MemberEndpoint, plan_join
+from fleet.api.membership import IssuedToken, MemberEndpoint, plan_join
 from fleet.core.gangmarks import KUBERNETES_POD_GROUP_LABEL
 from fleet.join import JoinError, dry_run, in_force, join, serves_native_gang, unjoin
 from fleet.join.in_force import IN_FORCE_WAIT, joined_pod_group, scheduling_group_probe
@@ -273,7 +274,8 @@ def test_join_again_updates_in_place_and_rotates_the_token(fleet, member):
     assert {k: v["metadata"]["uid"] for k, v in after.items() if v} == {
         k: v["metadata"]["uid"] for k, v in before.items() if v
     }
-    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-2"
+    # token-1 and token-2 were the first join's (dispatch, viewer); token-3 the dispatch one now.
+    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-3"
     assert len(fleet.list(c.FLEET_API_VERSION, "MemberCluster")) == 1
 
 
@@ -376,18 +378,26 @@ def test_a_dry_run_prints_every_object_of_either_side_and_no_token():
         "ValidatingAdmissionPolicyBinding",
         "ClusterRole",
         "ClusterRoleBinding",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRole",
+        "ClusterRoleBinding",
         "Role",
         "RoleBinding",
         "Secret",
+        "TokenRequest",
         "TokenRequest",
         "Namespace",
         "Secret",
         "Secret",
         "MemberCluster",
+        "Secret",
     ]
-    assert docs[14]["stringData"] == {"token": "<redacted>"}  # the renewer's
-    stored = yaml.safe_load(docs[15]["stringData"]["kubeconfig"])
-    assert stored["users"][0]["user"] == {"token": "<redacted>"}
+    assert docs[19]["stringData"] == {"token": "<redacted>"}  # the renewer's
+    for secret in (docs[20], docs[22]):
+        stored = yaml.safe_load(secret["stringData"]["kubeconfig"])
+        assert stored["users"][0]["user"] == {"token": "<redacted>"}
+    assert docs[22]["metadata"]["name"] == "member-1-viewer-kubeconfig"
 
 
 # -- unjoin ---------------------------------------------------------------------------------
@@ -422,13 +432,14 @@ def test_unjoin_removes_both_sides(fleet, member):
 def _uids(member: MemoryApi) -> dict[str, str]:
     return {
         name: (member.get("v1", "ServiceAccount", name, "fleet-member") or {})["metadata"]["uid"]
-        for name in ("fleet", "fleet-renewer")
+        for name in ("fleet", "fleet-renewer", "fleet-viewer")
     }
 
 
 def test_rotate_replaces_the_service_accounts_so_every_earlier_token_is_refused(fleet, member):
     """Bound tokens carry their ServiceAccount's UID, a Secret's token its Secret: new
-    ServiceAccounts (new UIDs) and new token Secrets make every earlier token worthless."""
+    ServiceAccounts (new UIDs) and new token Secrets make every earlier token worthless: the
+    dispatch identity's, the renewer's and the viewer's (people's)."""
     _join(fleet, member)
     before = _uids(member)
     renewer_secret = member.get("v1", "Secret", "fleet-renewer-token", "fleet-member") or {}
@@ -448,8 +459,11 @@ def test_rotate_replaces_the_service_accounts_so_every_earlier_token_is_refused(
     renewed = member.get("v1", "Secret", "fleet-renewer-token", "fleet-member") or {}
     assert renewed["metadata"]["uid"] != renewer_secret["metadata"]["uid"]
     deleted = [line for line in said if "(--rotate)" in line]
-    assert len(deleted) == 3, said  # both ServiceAccounts and the renewer's token Secret
-    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-2"
+    # The three ServiceAccounts and the renewer's token Secret.
+    assert len(deleted) == 4, said
+    # token-1 and token-2 were the first join's dispatch and viewer tokens.
+    assert _stored_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-3"
+    assert _viewer_kubeconfig(fleet)["users"][0]["user"]["token"] == "token-4"
     # Without --rotate a re-join keeps them (and so every token issued before stays valid).
     _join(fleet, member)
     assert _uids(member) == after
@@ -656,7 +670,9 @@ def test_an_unreachable_member_is_unjoined_with_move_with_its_old_copies_left_re
         "clusterrole/fleet:fleet-member",
         "namespace/fleet-member",
     ):
-        assert note.count(obj) == 2, obj  # named, and in the kubectl command
+        assert len(re.findall(re.escape(obj) + r"(?![\w:-])", note)) == 2, (
+            obj
+        )  # named, and in the kubectl command
     assert "kubectl --context <member-1> delete --ignore-not-found" in note
 
 
@@ -685,7 +701,7 @@ def test_a_native_gang_members_note_names_its_scheduling_group_policy(fleet):
         "mutatingadmissionpolicybinding/scheduling-group.fleet-member.fleet.dev",
         "validatingadmissionpolicy/fleet-member.fleet.dev",
     ):
-        assert note.count(obj) == 2, obj
+        assert len(re.findall(re.escape(obj) + r"(?![\w:-])", note)) == 2, obj
 
 
 def test_a_reachable_member_with_move_still_waits_for_its_old_copies(fleet, member):
@@ -1252,6 +1268,111 @@ def test_the_verdict_on_an_answer_to_the_guard_probe(refusal, verdict):
     assert in_force.guard_verdict(refusal, GUARD) is verdict
 
 
+# -- the people's identity (the viewer) -------------------------------------------------------
+
+
+def _viewer_kubeconfig(fleet: MemoryApi, name: str = "member-1") -> dict[str, Any]:
+    secret = fleet.get("v1", "Secret", f"{name}-viewer-kubeconfig", "fleet-system")
+    assert secret is not None
+    return dict(yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"])))
+
+
+def _viewer_names(fleet: MemoryApi) -> list[str] | None:
+    role = fleet.get(RBAC, "Role", access.VIEWER_SECRETS_ROLE, "fleet-system")
+    return None if role is None else role["rules"][0]["resourceNames"]
+
+
+def test_join_makes_a_read_only_viewer_whose_secret_alone_people_may_read(fleet, member):
+    _join(fleet, member)
+
+    viewer = member.get("v1", "ServiceAccount", "fleet-viewer", "fleet-member")
+    assert viewer is not None
+    role = member.get(RBAC, "ClusterRole", "fleet:fleet-member:viewer")
+    assert role is not None and role["rules"] == access.as_policy_rules(access.viewer_rules())
+    # Bound cluster-wide: nodes and Reservations only; the rest per namespace, by the controller.
+    cluster = member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member:viewer-cluster")
+    assert cluster is not None and cluster["subjects"] == [
+        {"kind": "ServiceAccount", "name": "fleet-viewer", "namespace": "fleet-member"}
+    ]
+    assert member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member:viewer") is None
+    # The viewer's token is asked for its own ServiceAccount, with its own lifetime.
+    paths = [r.url.path for r in member.asked("POST", "/token")]
+    assert paths[-1].endswith("/serviceaccounts/fleet-viewer/token")
+    config = _viewer_kubeconfig(fleet)
+    assert config["users"][0]["user"] == {"token": "token-2"}
+    assert config["users"][0]["name"] == "system:serviceaccount:fleet-member:fleet-viewer"
+    assert _stored_kubeconfig(fleet)["users"][0]["user"] == {"token": "token-1"}
+    # Who may read it: the Role join keeps names it, and no dispatch Secret.
+    assert _viewer_names(fleet) == ["member-1-viewer-kubeconfig"]
+    # The dispatch Secret tells the controller which ClusterRole to bind per namespace.
+    dispatch = fleet.get("v1", "Secret", "member-1-kubeconfig", "fleet-system")
+    assert dispatch is not None
+    annotations = dispatch["metadata"]["annotations"]
+    assert annotations[c.VIEWER_ROLE_ANNOTATION] == "fleet:fleet-member:viewer"
+
+
+def test_the_viewer_secrets_role_names_each_joined_member_and_goes_with_the_last(fleet, member):
+    other = MemoryApi(MEMBER_KINDS, server="https://member-2.example:6443")
+    TokenIssuer(other)
+    TokenController(other)
+    GuardAdmission(other)
+    _join(fleet, member)
+    join(
+        fleet.sync_client("fleet"),
+        other.sync_client("member-2"),
+        plan_join("member-2", MemberEndpoint("https://member-2.example:6443", CA)),
+        say=lambda _: None,
+        token_transport=other.sync_transport(),
+    )
+    assert _viewer_names(fleet) == ["member-1-viewer-kubeconfig", "member-2-viewer-kubeconfig"]
+
+    unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+    assert _viewer_names(fleet) == ["member-2-viewer-kubeconfig"]
+    assert fleet.get("v1", "Secret", "member-1-viewer-kubeconfig", "fleet-system") is None
+
+    unjoin(fleet.sync_client(), other.sync_client(), "member-2", say=lambda _: None)
+    # Never left with no names (that would be every Secret): deleted.
+    assert _viewer_names(fleet) is None
+
+
+def test_unjoin_deletes_the_viewers_role_bindings_the_controller_made(fleet, member):
+    _join(fleet, member)
+    from fleet.api.membership import viewer_binding
+
+    member.put(viewer_binding("fleet-member", "team-a", "fleet-1"))
+    theirs = viewer_binding("other-fleet", "team-a", "fleet-2")  # another identity's: kept
+    member.put(theirs)
+
+    unjoin(fleet.sync_client(), member.sync_client(), "member-1", say=lambda _: None)
+
+    assert member.get(RBAC, "RoleBinding", "fleet:fleet-member:viewer", "team-a") is None
+    assert member.get(RBAC, "RoleBinding", "fleet:other-fleet:viewer", "team-a") is not None
+    assert member.get(RBAC, "ClusterRole", "fleet:fleet-member:viewer") is None
+    assert member.get(RBAC, "ClusterRoleBinding", "fleet:fleet-member:viewer-cluster") is None
+
+
+def test_a_member_without_the_guard_binds_the_viewer_cluster_wide_and_lets_fleet_bind_nothing():
+    plan = plan_join("m", ENDPOINT, guarded=False)
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in plan.member}
+    assert ("ClusterRoleBinding", "fleet:fleet-member:viewer") in objects
+    dispatch = objects[("ClusterRole", "fleet:fleet-member")]
+    assert not [r for r in dispatch["rules"] if "rbac.authorization.k8s.io" in r["apiGroups"]]
+    annotations = plan.fleet_objects(IssuedToken("t"))[1]["metadata"]["annotations"]
+    assert c.VIEWER_ROLE_ANNOTATION not in annotations
+
+
+def test_the_viewer_token_lives_as_long_as_asked_and_too_short_is_refused(fleet):
+    member = MemoryApi(MEMBER_KINDS, server=ENDPOINT.server)
+    issuer = TokenIssuer(member)
+    TokenController(member)
+    GuardAdmission(member)
+    said = _join(fleet, member, token_seconds=3600, viewer_token_seconds=7 * 86400)
+    assert issuer.issued == [3600, 7 * 86400]  # the dispatch token's, then the viewer's
+    assert any(line.startswith("viewer token: read only, expires in") for line in said)
+    with pytest.raises(ValueError, match="--viewer-token-expiration 60"):
+        plan_join("m", ENDPOINT, viewer_token_seconds=60)
+
+
 # -- --namespaces: the namespaces the joining user opens to fleet --------------------------------
 
 
@@ -1291,3 +1412,10 @@ def test_join_opens_no_namespace_that_does_not_exist_and_never_a_system_one(flee
     for system in ("kube-system", "fleet-member"):
         with pytest.raises(ValueError, match="never writes in the system namespaces"):
             plan_join("member-1", ENDPOINT, fleet_id="f", open_namespaces=(system,))
+
+
+def test_a_member_name_whose_dispatch_secret_would_be_another_members_viewer_secret_is_refused():
+    """`x-viewer-kubeconfig` is member x's people's Secret (readable through the Role
+    fleet-viewer-kubeconfigs): a member named x-viewer may not keep its dispatch token there."""
+    with pytest.raises(ValueError, match="may not end in -viewer"):
+        plan_join("x-viewer", ENDPOINT)

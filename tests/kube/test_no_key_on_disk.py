@@ -56,7 +56,8 @@ def _fleet_serving_a_member(member_kubeconfig: dict[str, object]) -> SyncKubeCli
     api.on("GET", "/apis/fleet.dev/v1alpha1/memberclusters", {"items": [member]})
     text = yaml.safe_dump(member_kubeconfig).encode()
     secret = {"metadata": ref, "data": {"kubeconfig": base64.b64encode(text).decode()}}
-    api.on("GET", "/api/v1/namespaces/fleet-system/secrets/member-1-kubeconfig", secret)
+    # amc reads the member's viewer kubeconfig, beside the one the MemberCluster names.
+    api.on("GET", "/api/v1/namespaces/fleet-system/secrets/member-1-viewer-kubeconfig", secret)
     return sync_client(api)[0]
 
 

@@ -78,6 +78,11 @@ class Member:
         #: The admission policy `fleet join` installed to narrow fleet's identity there
         #: (fleet.api.guard); "" when the member serves none; None: not made by `fleet join`.
         self.guard: str | None = None
+        #: The member namespace of the people's identity whose ClusterRole fleet binds in each
+        #: namespace it dispatches to (fleet.api.membership.viewer_binding); None: none to bind.
+        self.viewer: str | None = None
+        #: The namespaces where that RoleBinding is known to exist (since this connection).
+        self.viewer_bound: set[str] = set()
         #: fleet's identity namespace in the member (the kubeconfig Secret's ServiceAccount):
         #: where the guard's probe is sent.
         self.identity_namespace: str | None = None
@@ -142,6 +147,7 @@ class Member:
         )
         self.unscheduled = UnscheduledPods()
         self.namespaces = set()
+        self.viewer_bound = set()
 
     def job(self, api_version: str, kind: str, namespace: str, name: str) -> Obj | None:
         """The member's copy of a dispatched job, as last seen by its watch."""

@@ -408,6 +408,8 @@ class MemberRegistry:
         guard = annotations.get(c.ADMISSION_POLICY_ANNOTATION)
         member.guard = None if guard is None else ("" if guard == c.NO_ADMISSION_POLICY else guard)
         identity = identity_of(secret)
+        viewer_role = annotations.get(c.VIEWER_ROLE_ANNOTATION)
+        member.viewer = identity[0] if viewer_role and identity is not None else None
         member.identity_namespace = identity[0] if identity is not None else None
         key = ref.get("key") or "kubeconfig"
         fingerprint = hashlib.sha256(
