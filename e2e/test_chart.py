@@ -75,19 +75,27 @@ def test_the_dashboard_is_off_by_default_and_read_only_when_on():
         o for o in render_chart(NAMESPACE, *_DASHBOARD) if "dashboard" in o["metadata"]["name"]
     ]
     kinds = {o["kind"]: o for o in rendered}
-    assert set(kinds) >= {"Deployment", "Service", "Ingress", "ClusterRole", "Role"}
+    assert set(kinds) >= {"Deployment", "Service", "Ingress", "ClusterRole", "RoleBinding"}
+    # Its Secrets: the members' viewer kubeconfigs only, through the Role `fleet join` keeps
+    # (docs/security.md); the chart grants it no Secret of its own.
+    assert "Role" not in kinds
+    assert kinds["RoleBinding"]["roleRef"]["name"] == "fleet-viewer-kubeconfigs"
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     args = build_parser().parse_args(pod["containers"][0]["args"])  # exits on an unknown flag
     assert (args.host, args.port) == ("0.0.0.0", 8765)
     assert pod["serviceAccountName"] == kinds["ServiceAccount"]["metadata"]["name"]
     verbs = {
-        v
+        (v, resource)
         for o in rendered
         if o["kind"] in ("ClusterRole", "Role")
         for r in o["rules"]
         for v in r["verbs"]
+        for resource in r["resources"]
     }
-    assert verbs <= {"get", "list", "watch"}
+    # Read only: the one create is a SubjectAccessReview (asking the fleet whether a user may
+    # see a job), which stores nothing.
+    writes = {(v, resource) for v, resource in verbs if v not in ("get", "list", "watch")}
+    assert writes == {("create", "subjectaccessreviews")}
 
 
 @pytest.mark.toolchain
