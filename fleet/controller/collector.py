@@ -10,7 +10,8 @@ a copy in this cluster (a binding restored from a backup, a cluster joined under
 old copies were recorded under an identity that was never written down). A copy the binding has
 an eviction for, found by the cluster's identity under whatever name it has now, is the
 reconcile's to purge, by its purge mode (`failovers.purge_old_copies`), with its Event.
-Deletion is by UID, in the foreground, so the copy's pods go before it does.
+Deletion is by UID, in the foreground where the kind allows (`KindAdapter.deletion_propagation`),
+so the copy's pods go before it does.
 
 It runs for a member as soon as its watches are synced after each (re)connection, and nothing
 new is placed there before (`Member.fenced`, `MemberRegistry.not_ready`): a cluster that comes

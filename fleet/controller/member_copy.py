@@ -42,6 +42,7 @@ from fleet.controller.namespaces import in_namespace
 from fleet.controller.status_mirror import binding_conditions
 from fleet.core import lifecycle
 from fleet.core.assignment import whole_gang_level
+from fleet.core.kinds import adapter_for
 from fleet.kube import ApiError, Conflict, NotFound, Obj
 
 log = logging.getLogger(__name__)
@@ -358,14 +359,16 @@ async def delete_copy(member: Member, key: WorkloadKey, uid: str) -> bool:
         return False
     if found["metadata"].get("deletionTimestamp"):
         return False  # deleted already: its pods are on their way out
-    # In the foreground: the copy stays (with a deletionTimestamp) until the garbage collector
-    # has removed its pods, so "copy gone" means "pods gone" (fleet.core.ledger).
+    # In the foreground where the kind allows: the copy stays (with a deletionTimestamp) until
+    # the garbage collector has removed its pods. "Copy gone" is read with its pods either way
+    # (`copy_gone`, fleet.core.ledger).
+    adapter = adapter_for(key.api_version, key.kind)
     return await member.writer.delete(
         key.api_version,
         key.kind,
         key.name,
         key.namespace,
-        propagation="Foreground",
+        propagation=adapter.deletion_propagation if adapter is not None else "Foreground",
         uid=found["metadata"]["uid"],
     )
 

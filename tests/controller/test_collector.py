@@ -133,3 +133,34 @@ async def test_a_pass_over_copies_the_bindings_want_sends_no_request_to_the_flee
 
     assert len(world.fleet_api.requests) == asked
     assert home.copy("job") is not None
+
+
+async def test_a_trainjob_copy_is_deleted_in_the_background_and_waited_for_by_its_pods():
+    """Trainer applies a deleted TrainJob's JobSet again, so a foreground delete would never
+    end: its copy goes in the background, and fleet still waits for the pods it marked."""
+    from fleet.controller.keys import WorkloadKey
+    from fleet.controller.member_copy import copy_gone, delete_copy
+    from fleet.core.inventory import PodInfo
+    from fleet.core.resources import Resources
+    from fleet.testing.workloads import trainjob
+
+    world = World()
+    member = world.add_member("member-1", kinds=[("trainer.kubeflow.org/v1alpha1", "TrainJob")])
+    job: dict[str, Any] = trainjob("tj", "torch", namespace=NAMESPACE, nodes=1)
+    job["metadata"]["labels"] = {
+        c.MANAGED_BY_LABEL: world.settings.fleet_id,
+        c.FLEET_UID_LABEL: "uid-tj",
+    }
+    member.api.put(job)
+    key = WorkloadKey("trainer.kubeflow.org/v1alpha1", "TrainJob", NAMESPACE, "tj")
+
+    assert await delete_copy(member.member, key, "uid-tj")
+
+    (delete,) = member.api.asked("DELETE")
+    assert b'"Background"' in delete.content and b'"preconditions"' in delete.content
+    assert member.copy("tj") is None
+    pod = PodInfo("p-1", NAMESPACE, "tj-node-0-0", "node-0", Resources(), owner_key="uid-tj")
+    member.member.snapshot.upsert_pod(pod)  # its pod, still terminating
+    assert not copy_gone(member.member, key, "uid-tj")
+    member.member.snapshot.remove_pod("p-1")
+    assert copy_gone(member.member, key, "uid-tj")

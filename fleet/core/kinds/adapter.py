@@ -192,6 +192,12 @@ class KindAdapter:
     #: templates, so that they can consume the Reservations fleet makes for them on a
     #: Koordinator member (a kind whose templates are not in the object cannot: TrainJob).
     reservable: ClassVar[bool] = True
+    #: How fleet deletes a copy in a member. In the foreground the copy stays (with a
+    #: deletionTimestamp) until the garbage collector has removed its pods; fleet waits for
+    #: its pods either way (`member_copy.copy_gone`), by the fleet labels they carry. A kind
+    #: whose operator rebuilds its children while the copy is being deleted cannot be deleted
+    #: in the foreground: the collector and the operator take turns for ever (TrainJob).
+    deletion_propagation: ClassVar[Literal["Foreground", "Background"]] = "Foreground"
     #: Where every pod spec of the kind's object is, one path each, for the member's admission
     #: policy (fleet.api.guard builds its CEL from them): dotted fields, `*` for every value of
     #: a map (`spec.pytorchReplicaSpecs.*.template.spec`), `[]` for every item of a list

@@ -103,6 +103,12 @@ class TrainJobAdapter(KindAdapter):
     #: Its pod templates are the runtime's: Reservations are made and matched from the copy's
     #: own templates (`reserving`), which it has none of, so none is made for it.
     reservable = False
+    #: Trainer v2.1 reconciles a TrainJob that is being deleted like any other and applies its
+    #: JobSet again: in the foreground the garbage collector deletes that JobSet, Trainer
+    #: makes it anew, and the copy stays a minute or more (seen on the sandbox). Deleted in the
+    #: background, the copy goes at once; the collector then takes its JobSet, Jobs and pods,
+    #: and fleet waits for those pods (they carry its labels through podTemplateOverrides).
+    deletion_propagation = "Background"
     #: Trainer names the JobSet it makes after the TrainJob.
     pods_label = NAME_LABEL
     #: metav1.Condition: Suspended, Complete, Failed (Trainer v2.1).
