@@ -87,7 +87,11 @@ def test_the_claimant_not_another_gang_that_fits_gets_the_room_it_freed(
     assert _eviction(live, namespace, victim) is None
     assert _phase(live, namespace, victim) == "Enqueued"
 
-    # The room the outsider waits for comes back when b1 ends: then it runs.
+    # The room the outsider waits for comes back when b1 ends: then it runs. The victim, queued
+    # again, would race it for that room (team a may borrow again once b1 is gone): it leaves
+    # first, so that the outsider is the one gang waiting.
+    live.api.delete(*PYTORCHJOB, victim, namespace)
+    wait_until(lambda: live.job(namespace, victim) is None, what="the victim gone")
     live.api.delete(*PYTORCHJOB, "b1", namespace)
     wait_until(lambda: live.target(outside, "x1") is not None, timeout=90, what="x1 placed")
 
