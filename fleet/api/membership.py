@@ -558,31 +558,29 @@ def kubeconfig_secret(
         more[c.SCHEDULING_GROUP_POLICY_ANNOTATION] = scheduling_group
     if viewer_role:
         more[c.VIEWER_ROLE_ANNOTATION] = viewer_role
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": _labels(),
-            "annotations": {
-                c.TOKEN_TYPE_ANNOTATION: token_type,
-                c.SERVICE_ACCOUNT_ANNOTATION: service_account,
-                **more,
-                **_token_annotations(token),
-            },
-        },
-        "data": {
-            KUBECONFIG_KEY: base64.b64encode(yaml.safe_dump(dict(kubeconfig)).encode()).decode()
-        },
+    annotations = {
+        c.TOKEN_TYPE_ANNOTATION: token_type,
+        c.SERVICE_ACCOUNT_ANNOTATION: service_account,
+        **more,
+        **_token_annotations(token),
     }
+    return _fleet_secret(
+        name, namespace, annotations, KUBECONFIG_KEY, yaml.safe_dump(dict(kubeconfig))
+    )
 
 
 def renewer_secret(name: str, namespace: str, token: str, service_account: str) -> dict[str, Any]:
     """The fleet-side Secret holding the renewer's token (`service_account`, namespace/name in
     the member): read by the controller alone, when it renews the dispatch token. Kept apart
     from the kubeconfig Secret so that whoever may read that one cannot extend its token."""
+    annotations = {c.SERVICE_ACCOUNT_ANNOTATION: service_account}
+    return _fleet_secret(name, namespace, annotations, c.RENEWER_TOKEN_KEY, token)
+
+
+def _fleet_secret(
+    name: str, namespace: str, annotations: dict[str, str], key: str, value: str
+) -> dict[str, Any]:
+    """An Opaque fleet-side Secret with fleet's labels, holding `value` under `key`."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -591,9 +589,9 @@ def renewer_secret(name: str, namespace: str, token: str, service_account: str) 
             "name": name,
             "namespace": namespace,
             "labels": _labels(),
-            "annotations": {c.SERVICE_ACCOUNT_ANNOTATION: service_account},
+            "annotations": annotations,
         },
-        "data": {c.RENEWER_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+        "data": {key: base64.b64encode(value.encode()).decode()},
     }
 
 

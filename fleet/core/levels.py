@@ -162,18 +162,8 @@ class Level:
                 del totals[name]
         if not amount:
             return
-        old = self.accelerators[value]
-        new = old + sign * amount
-        self.accelerators[value] = new
-        order = self.order
-        del order[bisect_left(order, (old, value))]
-        insort(order, (new, value))
-        slots = self.slots[value]
-        count = slots.get(amount, 0) + sign
-        if count:
-            slots[amount] = count
-        else:
-            del slots[amount]
+        self._shift(value, sign * amount)
+        self._count_slot(value, amount, sign)
         for per_pod, capacity in self.capacities.items():
             capacity.change(value, sign * (amount // per_pod))
 
@@ -197,22 +187,30 @@ class Level:
                 totals.pop(name, None)
         if old_amount == new_amount:
             return
+        self._shift(value, new_amount - old_amount)
+        for amount, sign in ((old_amount, -1), (new_amount, +1)):
+            if amount:
+                self._count_slot(value, amount, sign)
+        for per_pod, capacity in self.capacities.items():
+            capacity.change(value, new_amount // per_pod - old_amount // per_pod)
+
+    def _shift(self, value: str, delta: int) -> None:
+        """Domain `value`'s free accelerators change by `delta`; its place in `order` too."""
         before = self.accelerators[value]
-        after = before + new_amount - old_amount
+        after = before + delta
         self.accelerators[value] = after
         order = self.order
         del order[bisect_left(order, (before, value))]
         insort(order, (after, value))
+
+    def _count_slot(self, value: str, amount: int, sign: int) -> None:
+        """One node of domain `value` with `amount` free accelerators comes (+1) or goes (-1)."""
         slots = self.slots[value]
-        for amount, sign in ((old_amount, -1), (new_amount, +1)):
-            if amount:
-                count = slots.get(amount, 0) + sign
-                if count:
-                    slots[amount] = count
-                else:
-                    del slots[amount]
-        for per_pod, capacity in self.capacities.items():
-            capacity.change(value, new_amount // per_pod - old_amount // per_pod)
+        count = slots.get(amount, 0) + sign
+        if count:
+            slots[amount] = count
+        else:
+            del slots[amount]
 
     def capacity(self, per_pod: int) -> PodCapacity:
         """The capacities for pods of `per_pod` (> 0) accelerators: counted once from the
