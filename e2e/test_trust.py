@@ -488,6 +488,14 @@ def _namespace(name: str, **labels: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
+def _service_account(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+
+
 @pytest.fixture
 def closed(live: Fleet) -> Iterator[str]:
     """A namespace of member-1 its admin made and did not open to fleet (an `ops` namespace,
@@ -495,13 +503,7 @@ def closed(live: Fleet) -> Iterator[str]:
     admin = live.clusters["member-1"]
     name = f"ops-{secrets.token_hex(3)}"
     admin.create(_namespace(name))
-    admin.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "deployer", "namespace": name},
-        }
-    )
+    admin.create(_service_account("deployer", name))
     yield name
     admin.delete("v1", "Namespace", name)
 
@@ -514,13 +516,7 @@ def ours(live: Fleet, attacker: SyncKubeClient) -> Iterator[str]:
     name = f"fleet-ns-{secrets.token_hex(3)}"
     enforce = f"{c.POD_SECURITY_PREFIX}enforce"
     attacker.create(_namespace(name, **{c.MANAGED_BY_LABEL: FLEET_ID, enforce: "baseline"}))
-    admin.create(
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "deployer", "namespace": name},
-        }
-    )
+    admin.create(_service_account("deployer", name))
     yield name
     admin.delete("v1", "Namespace", name)
 
@@ -758,13 +754,7 @@ def test_a_namespace_fleet_creates_carries_the_hubs_level_and_its_propagated_acc
     live.api.create(_namespace(name, **{enforce: "privileged"}))
     try:
         add_nodes("member-1", count=1, gpu=4, labels={"test": name})
-        live.api.create(
-            {
-                "apiVersion": "v1",
-                "kind": "ServiceAccount",
-                "metadata": {"name": "trainer", "namespace": name},
-            }
-        )
+        live.api.create(_service_account("trainer", name))
         live.api.create(
             {
                 "apiVersion": "v1",

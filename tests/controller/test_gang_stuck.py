@@ -63,15 +63,28 @@ async def dispatched(world: World, key: Any) -> FakeMember:
     return member
 
 
-async def test_a_gang_refused_past_its_timeout_is_not_healthy_then_fails_over():
+async def dispatched_job(
+    *, members: int, toleration: int, timeout: int
+) -> tuple[World, Any, FakeMember]:
+    """A job dispatched under a Gang policy with `tolerationSeconds` and a gang schedule
+    timeout, among `members` members: the world, its key and the member it went to."""
     world = World()
-    world.add_member("member-1")
-    world.add_member("member-2")
+    for i in range(members):
+        world.add_member(f"member-{i + 1}")
     world.apply_policy(
-        gang_policy("gang", NAMESPACE, toleration_seconds=30, gang_schedule_timeout_seconds=60)
+        gang_policy(
+            "gang",
+            NAMESPACE,
+            toleration_seconds=toleration,
+            gang_schedule_timeout_seconds=timeout,
+        )
     )
     key = world.submit(pytorchjob("job"))
-    first = await dispatched(world, key)
+    return world, key, await dispatched(world, key)
+
+
+async def test_a_gang_refused_past_its_timeout_is_not_healthy_then_fails_over():
+    world, key, first = await dispatched_job(members=2, toleration=30, timeout=60)
     other = next(m for m in world.members.values() if m is not first)
 
     # The member's scheduler refuses the gang's pods: the job is looked at again, the clock
@@ -118,14 +131,7 @@ async def test_a_gang_refused_past_its_timeout_is_not_healthy_then_fails_over():
 
 
 async def test_a_gang_that_starts_within_its_timeout_is_left_alone():
-    world = World()
-    world.add_member("member-1")
-    world.add_member("member-2")
-    world.apply_policy(
-        gang_policy("gang", NAMESPACE, toleration_seconds=0, gang_schedule_timeout_seconds=60)
-    )
-    key = world.submit(pytorchjob("job"))
-    first = await dispatched(world, key)
+    world, key, first = await dispatched_job(members=2, toleration=0, timeout=60)
 
     # Pods merely created (not tried yet) start no clock.
     world.pod_event(first, "ADDED", pod(world, key, "job-worker-0", refused=False))
@@ -152,13 +158,7 @@ async def test_a_gang_that_starts_within_its_timeout_is_left_alone():
 
 
 async def test_a_running_job_with_a_pod_refused_is_not_stuck():
-    world = World()
-    world.add_member("member-1")
-    world.apply_policy(
-        gang_policy("gang", NAMESPACE, toleration_seconds=0, gang_schedule_timeout_seconds=10)
-    )
-    key = world.submit(pytorchjob("job"))
-    first = await dispatched(world, key)
+    world, key, first = await dispatched_job(members=1, toleration=0, timeout=10)
     first.set_job_state("job", "Running")
     world.pod_event(first, "ADDED", pod(world, key, "job-worker-1"))
     await world.reconcile(key)

@@ -96,6 +96,21 @@ class RenewingMembers(Members):
         return client
 
 
+def _renewing(
+    *, retry: float = 0.01, writes: bool = True, renewers: set[str] | None = None
+) -> tuple[RenewingMembers, TokenMember]:
+    """Members renewing `RENEW_BEFORE` ahead, trying again after `retry` s, leading (`writes`),
+    and the member's API server that issues their tokens (to the renewers named)."""
+    members = RenewingMembers()
+    registry = members.registry
+    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, retry
+    registry.writes_enabled = writes
+    member_api = TokenMember(members, members.clock.now)
+    if renewers is not None:
+        member_api.renewers = renewers
+    return members, member_api
+
+
 def _joined_secret(
     members: Members, issued: float, *, renewer: str | None = None
 ) -> dict[str, Any]:
@@ -127,10 +142,8 @@ def _stored_token(members: Members) -> str:
 
 
 async def test_the_leader_renews_with_its_current_token_and_the_member_stays_ready():
-    members = RenewingMembers()
+    members, member_api = _renewing(writes=False)
     registry = members.registry
-    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
-    member_api = TokenMember(members, members.clock.now)
     try:
         _joined_secret(members, issued=members.clock.now())
         mc = members.member_cluster("m1")
@@ -177,12 +190,8 @@ async def test_the_leader_renews_with_its_current_token_and_the_member_stays_rea
 async def test_the_renewer_renews_and_the_dispatch_token_asks_for_nothing():
     """The TokenRequest is sent as the renewer (its token read from its own Secret), for the
     lifetime join chose; the dispatch token, which the member would refuse it, never asks."""
-    members = RenewingMembers()
+    members, member_api = _renewing(renewers={"renewer-0"})
     registry = members.registry
-    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
-    registry.writes_enabled = True
-    member_api = TokenMember(members, members.clock.now)
-    member_api.renewers = {"renewer-0"}
     try:
         _joined_secret(members, issued=members.clock.now() - 40, renewer="renewer-0")
         mc = members.member_cluster("m1")
@@ -206,12 +215,8 @@ async def test_the_renewer_renews_and_the_dispatch_token_asks_for_nothing():
 async def test_a_dispatch_token_that_expired_while_the_controller_was_down_is_renewed():
     """A controller down longer than the token's lifetime: the member refuses the stored token
     (401, NotReady), and the renewer gets a new one: the member is Ready again, no re-join."""
-    members = RenewingMembers()
+    members, member_api = _renewing(renewers={"renewer-0"})
     registry = members.registry
-    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
-    registry.writes_enabled = True
-    member_api = TokenMember(members, members.clock.now)
-    member_api.renewers = {"renewer-0"}
     member_api.valid = set()  # token-0 expired
     try:
         _joined_secret(members, issued=members.clock.now() - 2 * LIFETIME, renewer="renewer-0")
@@ -227,12 +232,8 @@ async def test_a_dispatch_token_that_expired_while_the_controller_was_down_is_re
 
 
 async def test_a_missing_renewer_secret_is_said_in_the_condition():
-    members = RenewingMembers()
+    members, member_api = _renewing(retry=60.0, renewers={"renewer-0"})
     registry = members.registry
-    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 60.0
-    registry.writes_enabled = True
-    member_api = TokenMember(members, members.clock.now)
-    member_api.renewers = {"renewer-0"}
     registry.start()
     try:
         _joined_secret(members, issued=members.clock.now() - 40, renewer="renewer-0")
@@ -248,11 +249,8 @@ async def test_a_missing_renewer_secret_is_said_in_the_condition():
 
 
 async def test_a_secret_not_made_by_join_is_never_renewed():
-    members = RenewingMembers()
+    members, member_api = _renewing()
     registry = members.registry
-    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
-    registry.writes_enabled = True
-    member_api = TokenMember(members, members.clock.now)
     try:
         secret = _joined_secret(members, issued=members.clock.now() - 100)
         del secret["metadata"]["annotations"][c.TOKEN_TYPE_ANNOTATION]
@@ -422,11 +420,8 @@ async def test_a_renewal_never_overwrites_a_secret_that_changed_since_it_was_rea
 
 
 async def test_a_secret_whose_metadata_alone_changed_is_still_renewed():
-    members = RenewingMembers()
+    members, member_api = _renewing()
     registry = members.registry
-    registry.token_renew_before, registry.renew_retry = RENEW_BEFORE, 0.01
-    registry.writes_enabled = True
-    member_api = TokenMember(members, members.clock.now)
     try:
         _joined_secret(members, issued=members.clock.now() - 40)
         await registry.sync(members.member_cluster("m1"))

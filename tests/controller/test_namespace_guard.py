@@ -118,9 +118,9 @@ def _job_as(account: str) -> dict:
     return job
 
 
-async def test_a_service_account_fleet_copies_is_listed_on_its_own_namespace_only():
-    world = World()
-    fake = world.add_member("member-1")
+async def _run_as_trainer(world: World) -> None:
+    """A ServiceAccount `trainer` on the fleet, and a job running as it, dispatched with
+    propagateDeps."""
     world.fleet_api.put(
         {
             "apiVersion": "v1",
@@ -129,8 +129,13 @@ async def test_a_service_account_fleet_copies_is_listed_on_its_own_namespace_onl
         }
     )
     world.apply_policy(gang_policy("gang", NAMESPACE, propagate_deps=True))
-    key = world.submit(_job_as("trainer"))
-    await world.reconcile(key)
+    await world.reconcile(world.submit(_job_as("trainer")))
+
+
+async def test_a_service_account_fleet_copies_is_listed_on_its_own_namespace_only():
+    world = World()
+    fake = world.add_member("member-1")
+    await _run_as_trainer(world)
     made = fake.api.get("v1", "Namespace", NAMESPACE)
     assert made["metadata"]["annotations"][c.SERVICE_ACCOUNTS_ANNOTATION] == "trainer"
     assert fake.api.get("v1", "ServiceAccount", "trainer", NAMESPACE) is not None
@@ -140,16 +145,7 @@ async def test_a_service_account_fleet_copies_is_listed_on_its_own_namespace_onl
     world = World()
     fake = world.add_member("member-1")
     _member_namespace(world, "member-1", {open_label(FLEET_ID): "true"})
-    world.fleet_api.put(
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "trainer", "namespace": NAMESPACE},
-        }
-    )
-    world.apply_policy(gang_policy("gang", NAMESPACE, propagate_deps=True))
-    key = world.submit(_job_as("trainer"))
-    await world.reconcile(key)
+    await _run_as_trainer(world)
     opened = fake.api.get("v1", "Namespace", NAMESPACE)
     assert c.SERVICE_ACCOUNTS_ANNOTATION not in (opened["metadata"].get("annotations") or {})
     namespace_path = f"/api/v1/namespaces/{NAMESPACE}"
