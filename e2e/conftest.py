@@ -119,7 +119,19 @@ class Fleet:
         for replica in self.replicas:
             if not replica.running:
                 replica.start()
-        wait_until(self.leader, timeout=3 * LEASE_SECONDS + 10, what="a leading controller")
+        wait_until(self.leading, timeout=3 * LEASE_SECONDS + 10, what="a leading controller")
+
+    def leading(self) -> str | None:
+        """The replica that leads now: the Lease's holder, running, and saying on /metrics
+        that it leads. (A killed replica stays the holder until its lease runs out.)"""
+        holder = self.leader()
+        replica = next((r for r in self.replicas if r.identity == holder), None)
+        if replica is None or not replica.running:
+            return None
+        try:
+            return holder if self.metrics(holder).value("fleet_leader") == 1 else None
+        except OSError:
+            return None
 
     def metrics(self, identity: str | None = None) -> Metrics:
         """The counters and gauges a replica (default: the leader) reports on /metrics."""
@@ -398,7 +410,7 @@ def fleet(
     handle.start_replica("ctl-a")
     handle.start_replica("ctl-b")
     try:
-        wait_until(handle.leader, timeout=60, what="a leading controller")
+        wait_until(handle.leading, timeout=60, what="a leading controller")
         for member in MEMBERS:
             wait_until(
                 lambda m=member: _ready(clusters["fleet"], m),

@@ -282,7 +282,7 @@ def test_a_lost_members_copy_is_fenced_when_its_cluster_joins_again_under_a_new_
         replica.kill()
     for replica in live.replicas:
         replica.start()
-    wait_until(live.leader, timeout=60, what="a leading controller")
+    wait_until(live.leading, timeout=60, what="a leading controller")
     # The restarted controller knows the copy from the binding alone: no MemberCluster names it.
     condition = wait_until(unfenced, timeout=60, what="the unfenced copy shown after a restart")
     assert first in condition["message"] and identity in condition["message"], condition
