@@ -140,6 +140,9 @@ async def apply(shell: Shell, job: Job, member: Member) -> Obj | None:
             await _keep_in_step(shell, job, member, deps)
             if copies.is_current(existing, desired):
                 return existing
+            # What the member's own controllers own in the copy (an elastic PyTorchJob's
+            # Worker replicas, scaled by its HPA) is applied as the member has it.
+            job.kind.keep_member_owned(desired, existing)
         elif written is None:
             written = await _dispatch_dependencies(shell, job, member, deps)
             if written is None:

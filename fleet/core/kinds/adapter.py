@@ -267,7 +267,7 @@ class KindAdapter:
         if found is None:
             found = _from_templates(templates, "annotations", ANNOTATION_MIN_AVAILABLE)
         if found is None:
-            return total, "all replicas"
+            return self.default_min_member(obj, templates, total)
         raw, where = found
         value = as_count(raw, where)
         if value < 1:
@@ -275,6 +275,19 @@ class KindAdapter:
         if value > total:
             raise FieldError(where, f"{value} is larger than the {total} replicas of the job")
         return value, where
+
+    def default_min_member(
+        self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int
+    ) -> tuple[int, str]:
+        """(gang minimum, where it came from) when the job gives none (`min_member`): every
+        replica, unless the kind knows fewer must start at once (an elastic PyTorchJob)."""
+        return total, "all replicas"
+
+    def keep_member_owned(self, desired: dict[str, Any], member_obj: Mapping[str, Any]) -> None:
+        """Before fleet applies `desired` again over its copy `member_obj` in a member: keep in
+        `desired` the fields a controller of the member owns (an elastic PyTorchJob's Worker
+        replicas, scaled by the member's HPA), so the apply does not take them back. Nothing,
+        by default."""
 
     #: (apiVersion, kind) of every kind `needs` may name: the controller watches them on the
     #: fleet and looks again at this kind's workloads when one changes (a runtime created after
@@ -548,7 +561,8 @@ class KindAdapter:
         return float(value)
 
     def charge(self, gang: Gang) -> Resources:
-        """What the job's queue unit asks of its quota: every replica of every role."""
+        """What the job's queue unit asks of its quota: every replica of every role (as the
+        fleet object declares them, whatever its minimum)."""
         total = EMPTY
         for component in gang.components:
             total = total + component.requests * component.replicas

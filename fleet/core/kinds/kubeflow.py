@@ -5,6 +5,18 @@ JAXJob, and the shared layout MPIJob builds on.
   minimum is `spec.runPolicy.schedulingPolicy.minAvailable`, else the pod-group label or
   Koordinator annotation on the templates, else every replica. Roles fill the minimum in the
   kind's declared order (coordinators first).
+* Elastic PyTorchJob (`spec.elasticPolicy`): torchrun starts with `minReplicas` workers and the
+  operator's HPA (with `metrics`) scales `pytorchReplicaSpecs.Worker.replicas` (the kind's
+  scale subresource) between `minReplicas` and `maxReplicas`. The operator sizes its PodGroup
+  from `schedulingPolicy.minAvailable`, else every replica (training-operator v1.9.3,
+  `common/job.go`; elasticPolicy plays no part), so without a minimum the member would wait
+  for all `replicas`. When the job gives none, its minimum is what must start at once: every
+  other role's replicas (the Master) plus `minReplicas` workers (the operator's default:
+  `minReplicas`, else `maxReplicas`, else the Worker replicas), and fleet writes it into the
+  copy's minAvailable like any other. A `minReplicas` above the Worker `replicas` is refused
+  (the HPA would at once scale the job past what fleet placed). With `metrics` the member's
+  HPA owns the copy's Worker replicas: fleet applies the copy again with the member's value
+  (`keep_member_owned`), so it never takes a scaling back.
 * Copy: nothing server-set to drop. The gang goes to `runPolicy.schedulingPolicy.minAvailable`
   on every member (the operator makes a coscheduling or Volcano PodGroup from it), plus ACK's
   pod-group labels on every template for Koordinator or an unknown scheduler.
@@ -13,7 +25,8 @@ JAXJob, and the shared layout MPIJob builds on.
   the fleet, `Restarting` when it fails over, `Failed` when fleet gives up.
 * `kubectl amc`: pods are `<job>-<replica type, lowercased>-<index>`.
 * Queue: `runPolicy.schedulingPolicy.priorityClass`, else the first template's
-  priorityClassName; charged every replica.
+  priorityClassName; charged every replica (an elastic PyTorchJob: its Worker `replicas` as
+  the fleet object declares them, not `minReplicas` nor `maxReplicas`).
 * Not counted: a PyTorchJob with a Master gives each Worker the operator's `init-pytorch`
   init container (50m CPU, 10Mi memory requested, from a template the member's operator
   config may replace); it asks less than any worker container does in practice.
@@ -21,7 +34,7 @@ JAXJob, and the shared layout MPIJob builds on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from fleet.core.errors import FieldError
@@ -38,6 +51,9 @@ from fleet.core.kinds.adapter import (
 
 #: Where Kubeflow training jobs keep their gang minimum.
 RUN_POLICY_MIN_AVAILABLE = "spec.runPolicy.schedulingPolicy.minAvailable"
+#: A PyTorchJob's elastic policy, and the replica type its HPA scales.
+ELASTIC_POLICY = "spec.elasticPolicy"
+ELASTIC_ROLE = "Worker"
 
 
 class KubeflowJob(KindAdapter):
@@ -78,14 +94,82 @@ class KubeflowJob(KindAdapter):
         roles: tuple[str, ...],
         *,
         added: str = "nothing",
+        elastic: bool = False,
     ) -> None:
         self.api_version = api_version
         self.kind = kind
         self.field = field
         self.roles = roles
+        #: Whether the kind has `spec.elasticPolicy` (PyTorchJob).
+        self.elastic = elastic
         self.pod_spec_paths = (f"{field}.*.template.spec",)
         self.doc_gang = f"`{field}` ({', '.join(roles)}); minimum in `runPolicy`"
+        if elastic:
+            self.doc_gang += (
+                ", else with `elasticPolicy` the other roles plus `minReplicas` workers"
+            )
         self.doc_added = added
+
+    def _replica_key(self, obj: Mapping[str, Any], role: str) -> str | None:
+        """The key `obj` gives `role` under `field` (any case, as the operator reads it)."""
+        specs = at(obj, self.field)
+        if not isinstance(specs, Mapping):
+            return None
+        return next((str(k) for k in specs if str(k).lower() == role.lower()), None)
+
+    def _elastic_policy(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if not self.elastic:
+            return None
+        policy = at(obj, ELASTIC_POLICY)
+        return None if policy is None else mapping(policy, ELASTIC_POLICY)
+
+    def default_min_member(
+        self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int
+    ) -> tuple[int, str]:
+        """An elastic PyTorchJob's minimum: the other roles plus `minReplicas` workers."""
+        policy = self._elastic_policy(obj)
+        if policy is None:
+            return super().default_min_member(obj, templates, total)
+        workers = next((t for t in templates if t.role == ELASTIC_ROLE), None)
+        if workers is None:
+            # The operator's webhook refuses it too.
+            raise FieldError(
+                f"{self.field}.{ELASTIC_ROLE}", f"must be given when {ELASTIC_POLICY} is"
+            )
+        # The operator's defaults (pytorch_defaults.go): each bound falls back on the other,
+        # both on the Worker replicas.
+        low = optional_count(policy, "minReplicas", ELASTIC_POLICY)
+        high = optional_count(policy, "maxReplicas", ELASTIC_POLICY)
+        if low is not None:
+            where = f"{ELASTIC_POLICY}.minReplicas"
+        elif high is not None:
+            low, where = high, f"{ELASTIC_POLICY}.maxReplicas"
+        else:
+            return super().default_min_member(obj, templates, total)
+        if low < 1:
+            raise FieldError(where, f"must be at least 1, got {low}")
+        if low > workers.replicas:
+            spec = workers.field.removesuffix(".template")
+            raise FieldError(
+                where,
+                f"{low} is larger than the {workers.replicas} replicas of {spec}: "
+                f"set its replicas to at least {low} (the workers the job starts with)",
+            )
+        return total - workers.replicas + low, where
+
+    def keep_member_owned(self, desired: dict[str, Any], member_obj: Mapping[str, Any]) -> None:
+        """With `elasticPolicy.metrics` the member's HPA scales the Worker replicas: the copy
+        keeps the member's count."""
+        policy = self._elastic_policy(desired)
+        if policy is None or not policy.get("metrics"):
+            return
+        ours = self._replica_key(desired, ELASTIC_ROLE)
+        theirs = self._replica_key(member_obj, ELASTIC_ROLE)
+        if ours is None or theirs is None:
+            return
+        scaled = at(member_obj, f"{self.field}.{theirs}.replicas")
+        if isinstance(scaled, int) and not isinstance(scaled, bool):
+            at(desired, f"{self.field}.{ours}")["replicas"] = scaled
 
     def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
         specs = mapping(at(obj, self.field), self.field)
@@ -146,6 +230,7 @@ PYTORCHJOB = KubeflowJob(
     "spec.pytorchReplicaSpecs",
     ("Master", "Worker"),
     added="workers, with a Master: `init-pytorch` init container, 50m CPU, 10Mi (not counted)",
+    elastic=True,
 )
 TFJOB = KubeflowJob(
     "kubeflow.org/v1",

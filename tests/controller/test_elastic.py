@@ -1,0 +1,87 @@
+"""An elastic PyTorchJob in the shell: placed where its minimum (the Master plus `minReplicas`
+workers) fits, and the Worker replicas the member's HPA scaled are not taken back when fleet
+applies the copy again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet.testing.workloads import gang_policy, pytorchjob
+from tests.controller.harness import NAMESPACE, World
+
+METRICS = [
+    {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+    }
+]
+
+
+def elastic_job(name: str, *, metrics: bool = True) -> dict[str, Any]:
+    """A Master and 4 Workers, one GPU each; elastic from 2 to 4 workers."""
+    job = pytorchjob(name, workers=4)
+    job["spec"]["elasticPolicy"] = {"minReplicas": 2, "maxReplicas": 4}
+    if metrics:
+        job["spec"]["elasticPolicy"]["metrics"] = METRICS
+    return job
+
+
+def workers(copy: dict[str, Any] | None) -> int:
+    assert copy is not None
+    return int(copy["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
+
+
+async def test_an_elastic_job_goes_where_its_minimum_fits_and_keeps_what_the_hpa_scaled():
+    world = World()
+    only = world.add_member("member-1", gpus=4)  # 5 GPUs for every replica, 3 for the minimum
+    world.apply_policy(gang_policy("gang", NAMESPACE, cluster_names=["member-1"]))
+    key = world.submit(elastic_job("job"))
+
+    await world.reconcile(key)
+
+    copy = only.copy("job")
+    assert copy is not None
+    assert copy["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
+    assert workers(copy) == 4
+
+    # The member's HPA scales the workers down to 3 (the kind's scale subresource).
+    only.api.merge(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        "job",
+        NAMESPACE,
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 3}}}},
+    )
+    # The user edits the fleet object: fleet applies the copy again...
+    world.fleet_api.merge(
+        key.api_version, key.kind, key.name, NAMESPACE, {"metadata": {"labels": {"team": "a"}}}
+    )
+    applies = len(only.api.asked("PATCH", "/pytorchjobs/job"))
+    await world.reconcile(key)
+
+    copy = only.copy("job")
+    assert copy is not None
+    assert len(only.api.asked("PATCH", "/pytorchjobs/job")) == applies + 1
+    assert copy["metadata"]["labels"]["team"] == "a"
+    # ...with the HPA's worker count, not the fleet object's 4.
+    assert workers(copy) == 3
+
+
+async def test_without_metrics_fleets_worker_count_is_applied_again():
+    world = World()
+    only = world.add_member("member-1", gpus=8)
+    world.apply_policy(gang_policy("gang", NAMESPACE, cluster_names=["member-1"]))
+    key = world.submit(elastic_job("job", metrics=False))
+    await world.reconcile(key)
+    only.api.merge(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        "job",
+        NAMESPACE,
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 3}}}},
+    )
+    world.fleet_api.merge(
+        key.api_version, key.kind, key.name, NAMESPACE, {"metadata": {"labels": {"team": "a"}}}
+    )
+    await world.reconcile(key)
+    assert workers(only.copy("job")) == 4
