@@ -134,6 +134,39 @@ def ray_pod_spec(cluster: Mapping[str, Any], path: str, template: PodTemplate) -
     return {**spec, "initContainers": [*inits, WAIT_GCS_READY]}
 
 
+def autoscaled_growth(
+    cluster: Mapping[str, Any], path: str, found: Sequence[tuple[PodTemplate, int]]
+) -> list[str]:
+    """One sentence per worker group the in-tree autoscaler may grow beyond the pods fleet
+    placed for it (`found`, from `cluster_templates` of the same spec): up to maxReplicas x
+    numOfHosts, or without bound when maxReplicas is not given."""
+    if cluster.get("enableInTreeAutoscaling") is not True:
+        return []
+    out = []
+    workers = {t.component: t.replicas for t, _least in found}
+    for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
+        gpath = f"{path}.workerGroupSpecs[{i}]"
+        name = name_at(group, "groupName", gpath)
+        if group.get("suspend") is True:
+            continue
+        hosts = optional_count(group, "numOfHosts", gpath)
+        most = optional_count(group, "maxReplicas", gpath)
+        placed = workers[name]
+        if most is None:
+            upto = "without bound (no maxReplicas)"
+        elif most * (1 if hosts is None else hosts) > placed:
+            upto = f"up to {most * (1 if hosts is None else hosts)} pods ({gpath}.maxReplicas)"
+        else:
+            continue
+        out.append(
+            f"{path}.enableInTreeAutoscaling: the autoscaler may grow worker group {name} "
+            f"beyond the {placed} pods fleet placed ({gpath}.replicas) {upto}; those are "
+            "outside the gang: not counted, reserved or charged, placed by the member's "
+            "scheduler or left Pending. Set replicas to hold room for more."
+        )
+    return out
+
+
 def ray_minimum(found: Sequence[tuple[PodTemplate, int]]) -> tuple[int, str]:
     return sum(min(least, t.replicas) for t, least in found), MINIMUM_SOURCE
 
@@ -196,6 +229,9 @@ class RayClusterAdapter(KindAdapter):
 
     def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
         return ray_pod_spec(*self.cluster(obj), template)
+
+    def outside_gang(self, obj: Mapping[str, Any]) -> list[str]:
+        return autoscaled_growth(*self.cluster(obj), self._found(obj))
 
     def min_member(
         self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int

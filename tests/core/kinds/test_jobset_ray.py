@@ -185,6 +185,34 @@ def test_ray_autoscaled_workers_beyond_replicas_are_outside_the_gang():
     assert gang.min_member == 1 + 1
 
 
+def test_ray_autoscaler_growth_beyond_the_gang_is_said_per_group():
+    """What the OutsideGang Event says: each group the autoscaler may grow past what fleet
+    placed, naming the fields; nothing without autoscaling or where maxReplicas is reached."""
+    obj = _named(raycluster("j", workers=2))
+    first = obj["spec"]["workerGroupSpecs"][0]
+    first.update(minReplicas=1, maxReplicas=5, numOfHosts=2)
+    capped = {**copy.deepcopy(first), "groupName": "capped", "maxReplicas": 2}
+    unbounded = {**copy.deepcopy(first), "groupName": "open", "numOfHosts": 1}
+    unbounded.pop("maxReplicas")
+    obj["spec"]["workerGroupSpecs"] += [capped, unbounded]
+    assert RAYCLUSTER.outside_gang(obj) == []
+    said = RAYCLUSTER.outside_gang(_autoscaled(obj))
+    assert len(said) == 2
+    assert said[0].startswith("spec.enableInTreeAutoscaling: ")
+    assert "group workers beyond the 4 pods fleet placed" in said[0]
+    assert "up to 10 pods (spec.workerGroupSpecs[0].maxReplicas)" in said[0]
+    assert "group open beyond the 2 pods" in said[1]
+    assert "without bound" in said[1]
+
+
+def test_rayjob_autoscaler_growth_names_its_cluster_spec():
+    obj = _autoscaled(_named(rayjob("j", workers=2)))
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"] = 3
+    (said,) = RAYJOB.outside_gang(obj)
+    assert said.startswith("spec.rayClusterSpec.enableInTreeAutoscaling: ")
+    assert "up to 3 pods (spec.rayClusterSpec.workerGroupSpecs[0].maxReplicas)" in said
+
+
 def test_rayjob_gang_is_its_clusters():
     gang = gang_from_workload(_named(rayjob("j", workers=3, gpus=2)))
     assert [(c.name, c.replicas) for c in gang.components] == [("head", 1), ("workers", 3)]
