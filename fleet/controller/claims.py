@@ -11,6 +11,7 @@ a policy edit never changes a failover under way.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -36,6 +37,9 @@ from fleet.kube import ApiError, Obj, merge_patch
 
 log = logging.getLogger(__name__)
 
+#: The Event that says what the kind's operator may add beyond the gang (`say_outside_gang`).
+REASON_OUTSIDE_GANG = "OutsideGang"
+
 #: Annotation on a GangBinding: the workload generation its copy of the policy's terms was last
 #: synced at (what activationPreference Lazy compares).
 TERMS_GENERATION_ANNOTATION = "fleet.dev/terms-generation"
@@ -58,6 +62,18 @@ async def interpret(shell: Shell, workload: Obj, needed: Needed | None = None) -
             await shell.events.record(workload, "InvalidWorkload", str(e), warning=True)
             await set_scheduled_condition(shell, workload, "False", "InvalidWorkload", str(e))
         return None
+
+
+async def say_outside_gang(shell: Shell, workload: Obj) -> None:
+    """A Normal `OutsideGang` Event, once per object and sentence, for each thing its kind's
+    operator may add beyond the gang fleet placed (`KindAdapter.outside_gang`: a Ray
+    autoscaler's workers past `replicas`). A changed spec that says something new says it
+    again; a recreated object of the same name too (the uid is in the Event's identity)."""
+    adapter = adapter_for(str(workload.get("apiVersion")), str(workload.get("kind")))
+    uid = str(workload["metadata"].get("uid"))
+    for sentence in adapter.outside_gang(workload) if adapter else []:
+        digest = hashlib.sha256(f"{uid}\n{sentence}".encode()).hexdigest()[:16]
+        await shell.events.record(workload, REASON_OUTSIDE_GANG, sentence, once=f"og-{digest}")
 
 
 async def needed_by(shell: Shell, workload: Obj) -> Needed:

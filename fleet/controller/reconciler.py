@@ -89,6 +89,7 @@ class Reconciler:
             binding = await claims.bind(shell, key, workload, gang)
             if binding is None:
                 return
+        await claims.say_outside_gang(shell, workload)
         job = Job(key, kind, workload, binding, lifecycle_of(binding, now), gang, needed)
         await self._bound(job)
         # Every step has acted on the binding's spec as it now stands.

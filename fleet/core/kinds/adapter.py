@@ -252,6 +252,12 @@ class KindAdapter:
         template's own. A kind whose operator adds containers fleet can know overrides it."""
         return mapping(template.template.get("spec"), f"{template.field}.spec")
 
+    def outside_gang(self, obj: Mapping[str, Any]) -> list[str]:
+        """What the kind's operator may add in the member beyond the gang fleet placed, one
+        sentence each naming the field (a Ray autoscaler's workers): the controller says each
+        once on the object (`OutsideGang` Event). None, by default."""
+        return []
+
     def min_member(
         self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int
     ) -> tuple[int, str]:

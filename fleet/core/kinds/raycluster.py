@@ -7,7 +7,14 @@
   `minReplicas x numOfHosts` per group (or the pod-group label on the templates). With several
   groups whose minReplicas is below replicas the minimum set takes the groups in order.
 * Requests: KubeRay gives every worker an init container `wait-gcs-ready` (200m CPU, 256Mi)
-  that waits for the head; fleet counts it (`pod_spec`), as the member will.
+  that waits for the head; fleet counts it (`pod_spec`), as the member will. With
+  `enableInTreeAutoscaling: true` KubeRay adds the `autoscaler` sidecar to the head pod, whose
+  resources are `autoscalerOptions.resources` when given (whole: its limits stand in for missing
+  requests, as the API server defaults them), else 500m CPU and 512Mi; fleet counts it too.
+* Autoscaling: the gang is what the spec says now (`replicas` per group, its minimum the
+  minReplicas). Workers the autoscaler adds later, up to maxReplicas, are outside the gang:
+  fleet does not count, reserve or charge them; the member's scheduler places them (or leaves
+  them Pending) like any pod (docs/kinds.md).
 * Copy: nothing to drop. KubeRay runs without a batch scheduler (its scheduler-plugins mode
   refuses RayJobs), so on a coscheduling member fleet writes the gang (`fleet_pod_group`).
 * State: `status.state` ready -> Running, suspended -> Suspended, failed -> Failed. Fleet's
@@ -32,6 +39,7 @@ from fleet.core.kinds.adapter import (
     object_at,
     optional_count,
 )
+from fleet.core.requests import container_requests
 
 CLUSTER_LABEL = "ray.io/cluster"
 ROLE_LABEL = "ray.io/group"
@@ -45,6 +53,32 @@ WAIT_GCS_READY = {
         "requests": {"cpu": "200m", "memory": "256Mi"},
     },
 }
+
+#: The sidecar KubeRay (v1.5.1, `BuildAutoscalerContainer`) appends to the head pod's containers
+#: when `enableInTreeAutoscaling` is true. `autoscalerOptions.resources`, when given, replaces
+#: these resources whole (`mergeAutoscalerOverrides`).
+AUTOSCALER = "autoscaler"
+AUTOSCALER_RESOURCES = {
+    "limits": {"cpu": "500m", "memory": "512Mi"},
+    "requests": {"cpu": "500m", "memory": "512Mi"},
+}
+
+
+def autoscaler_container(cluster: Mapping[str, Any], path: str) -> Mapping[str, Any] | None:
+    """The autoscaler sidecar KubeRay adds to the head of the RayCluster spec `cluster` at
+    `path` (only what placement reads: its name and resources), or None without in-tree
+    autoscaling. A malformed `autoscalerOptions.resources` raises a FieldError naming it."""
+    if cluster.get("enableInTreeAutoscaling") is not True:
+        return None
+    options = cluster.get("autoscalerOptions")
+    resources: object = None
+    if options is not None:
+        resources = mapping(options, f"{path}.autoscalerOptions").get("resources")
+    if resources is None:
+        resources = AUTOSCALER_RESOURCES
+    container = {"name": AUTOSCALER, "resources": resources}
+    container_requests(container, f"{path}.autoscalerOptions")  # names the field if malformed
+    return container
 
 
 def cluster_templates(spec: Mapping[str, Any], path: str) -> list[tuple[PodTemplate, int]]:
@@ -84,15 +118,53 @@ def cluster_templates(spec: Mapping[str, Any], path: str) -> list[tuple[PodTempl
     return out
 
 
-def worker_pod_spec(template: PodTemplate) -> Mapping[str, Any]:
-    """A Ray pod's spec as KubeRay creates it: workers get `wait-gcs-ready`."""
+def ray_pod_spec(cluster: Mapping[str, Any], path: str, template: PodTemplate) -> Mapping[str, Any]:
+    """A Ray pod's spec as KubeRay creates it from the RayCluster spec `cluster` at `path`:
+    workers get `wait-gcs-ready`, the head the autoscaler sidecar when autoscaling is on."""
     spec = mapping(template.template.get("spec"), f"{template.field}.spec")
     if template.component == HEAD:
-        return spec
+        sidecar = autoscaler_container(cluster, path)
+        containers = spec.get("containers") or []
+        if sidecar is None or not isinstance(containers, list):
+            return spec  # malformed containers: the requests reading names the field
+        return {**spec, "containers": [*containers, sidecar]}
     inits = list(spec.get("initContainers") or [])
     if any(isinstance(c, Mapping) and c.get("name") == WAIT_GCS_READY["name"] for c in inits):
         return spec
     return {**spec, "initContainers": [*inits, WAIT_GCS_READY]}
+
+
+def autoscaled_growth(
+    cluster: Mapping[str, Any], path: str, found: Sequence[tuple[PodTemplate, int]]
+) -> list[str]:
+    """One sentence per worker group the in-tree autoscaler may grow beyond the pods fleet
+    placed for it (`found`, from `cluster_templates` of the same spec): up to maxReplicas x
+    numOfHosts, or without bound when maxReplicas is not given."""
+    if cluster.get("enableInTreeAutoscaling") is not True:
+        return []
+    out = []
+    workers = {t.component: t.replicas for t, _least in found}
+    for i, group in enumerate(cluster.get("workerGroupSpecs") or []):
+        gpath = f"{path}.workerGroupSpecs[{i}]"
+        name = name_at(group, "groupName", gpath)
+        if group.get("suspend") is True:
+            continue
+        hosts = optional_count(group, "numOfHosts", gpath)
+        most = optional_count(group, "maxReplicas", gpath)
+        placed = workers[name]
+        if most is None:
+            upto = "without bound (no maxReplicas)"
+        elif most * (1 if hosts is None else hosts) > placed:
+            upto = f"up to {most * (1 if hosts is None else hosts)} pods ({gpath}.maxReplicas)"
+        else:
+            continue
+        out.append(
+            f"{path}.enableInTreeAutoscaling: the autoscaler may grow worker group {name} "
+            f"beyond the {placed} pods fleet placed ({gpath}.replicas) {upto}; those are "
+            "outside the gang: not counted, reserved or charged, placed by the member's "
+            "scheduler or left Pending. Set replicas to hold room for more."
+        )
+    return out
 
 
 def ray_minimum(found: Sequence[tuple[PodTemplate, int]]) -> tuple[int, str]:
@@ -133,20 +205,33 @@ class RayClusterAdapter(KindAdapter):
     #: metav1.Condition (RayClusterProvisioned, HeadPodReady, ...); none ends a cluster, whose
     #: end is `state: failed` (`fleet_word`).
     conditions: ClassVar[ConditionStyle | None] = ConditionStyle("metav1", ended=(), failed=())
-    doc_gang = "the head plus each worker group's minReplicas x numOfHosts"
+    doc_gang = (
+        "the head plus each worker group's `replicas` (within minReplicas..maxReplicas) x "
+        "numOfHosts; minimum: the head plus each group's minReplicas x numOfHosts"
+    )
     doc_added = (
         "workers' init container `wait-gcs-ready` (200m CPU, 256Mi: counted), probes, "
-        "a shared-memory volume; on coscheduling members fleet writes the PodGroup"
+        "a shared-memory volume; with `enableInTreeAutoscaling` the head's `autoscaler` "
+        "sidecar (`autoscalerOptions.resources`, else 500m CPU, 512Mi: counted), and the "
+        "workers the autoscaler adds beyond `replicas` (outside the gang: not counted); on "
+        "coscheduling members fleet writes the PodGroup"
     )
 
+    def cluster(self, obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+        """(the RayCluster spec, its path): the object's own spec."""
+        return object_at(obj, "spec", ""), "spec"
+
     def _found(self, obj: Mapping[str, Any]) -> list[tuple[PodTemplate, int]]:
-        return cluster_templates(object_at(obj, "spec", ""), "spec")
+        return cluster_templates(*self.cluster(obj))
 
     def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
         return [t for t, _least in self._found(obj)]
 
     def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
-        return worker_pod_spec(template)
+        return ray_pod_spec(*self.cluster(obj), template)
+
+    def outside_gang(self, obj: Mapping[str, Any]) -> list[str]:
+        return autoscaled_growth(*self.cluster(obj), self._found(obj))
 
     def min_member(
         self, obj: Mapping[str, Any], templates: Sequence[PodTemplate], total: int

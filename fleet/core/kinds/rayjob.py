@@ -19,8 +19,8 @@ from typing import Any, ClassVar, Literal
 
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState
-from fleet.core.kinds.adapter import ConditionStyle, PodTemplate, object_at
-from fleet.core.kinds.raycluster import CLUSTER_LABEL, RayClusterAdapter, cluster_templates
+from fleet.core.kinds.adapter import ConditionStyle, object_at
+from fleet.core.kinds.raycluster import CLUSTER_LABEL, RayClusterAdapter
 
 _STATES: dict[str, JobState] = {
     "Complete": "Succeeded",
@@ -63,12 +63,13 @@ class RayJobAdapter(RayClusterAdapter):
     #: KubeRay's RayJob (v1.5) has no conditions list: its words are `jobDeploymentStatus`
     #: (`fleet_word`), and fleet writes no condition on it (the API server would drop it).
     conditions: ClassVar[ConditionStyle | None] = None
-    doc_gang = "its rayClusterSpec: the head plus each worker group's minReplicas x numOfHosts"
+    doc_gang = "its rayClusterSpec's, as a RayCluster's"
     doc_added = (
         "as RayCluster, and a submitter Job pod (500m CPU, 200Mi) after the gang runs: not counted"
     )
 
-    def _found(self, obj: Mapping[str, Any]) -> list[tuple[PodTemplate, int]]:
+    def cluster(self, obj: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
+        """(`spec.rayClusterSpec`, its path); a RayJob on an existing cluster is refused."""
         spec = object_at(obj, "spec", "")
         if spec.get("clusterSelector") and spec.get("rayClusterSpec") is None:
             raise FieldError(
@@ -76,7 +77,7 @@ class RayJobAdapter(RayClusterAdapter):
                 "runs on an existing RayCluster: fleet places RayJobs that bring their own "
                 "(spec.rayClusterSpec)",
             )
-        return cluster_templates(object_at(spec, "rayClusterSpec", "spec"), "spec.rayClusterSpec")
+        return object_at(spec, "rayClusterSpec", "spec"), "spec.rayClusterSpec"
 
     def state(self, status: Mapping[str, Any] | None) -> JobState:
         return _STATES.get(str((status or {}).get("jobDeploymentStatus") or ""), "Pending")

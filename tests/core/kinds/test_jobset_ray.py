@@ -116,6 +116,103 @@ def test_ray_replicas_are_clamped_to_min_and_max():
     assert gang.min_member == 2
 
 
+def _autoscaled(obj: dict[str, Any], resources: Any = "absent") -> dict[str, Any]:
+    """`obj` with in-tree autoscaling on, and `autoscalerOptions.resources` unless absent."""
+    cluster = obj["spec"].get("rayClusterSpec") or obj["spec"]
+    cluster["enableInTreeAutoscaling"] = True
+    if resources != "absent":
+        cluster["autoscalerOptions"] = {"resources": resources}
+    return obj
+
+
+@pytest.mark.parametrize("make", [raycluster, rayjob])
+@pytest.mark.parametrize(
+    ("resources", "sidecar"),
+    [
+        # absent: KubeRay v1.5.1's default (BuildAutoscalerContainer), requests = limits
+        ("absent", {"cpu": "500m", "memory": "512Mi"}),
+        (None, {"cpu": "500m", "memory": "512Mi"}),
+        # given: it replaces the default whole, requests first
+        (
+            {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
+            {"cpu": "1", "memory": "1Gi"},
+        ),
+        # limits only: the API server makes them the requests
+        ({"limits": {"cpu": "2", "memory": "2Gi"}}, {"cpu": "2", "memory": "2Gi"}),
+        # per resource: a request where given, else the limit
+        (
+            {"requests": {"cpu": "250m"}, "limits": {"memory": "1Gi"}},
+            {"cpu": "250m", "memory": "1Gi"},
+        ),
+        # given empty: the sidecar asks for nothing
+        ({}, {}),
+    ],
+)
+def test_ray_head_is_counted_with_kuberays_autoscaler_sidecar(make, resources, sidecar):
+    """With enableInTreeAutoscaling KubeRay adds the `autoscaler` container to the head pod:
+    its resources are autoscalerOptions.resources when given, else 500m CPU and 512Mi."""
+    plain_head, plain_worker = gang_from_workload(_named(make("j", workers=2))).components
+    obj = _autoscaled(_named(make("j", workers=2)), resources)
+    head, worker = gang_from_workload(obj).components
+    assert head.requests == plain_head.requests + Resources.parse(sidecar)
+    assert worker.requests == plain_worker.requests
+    # fleet never writes that container into the job
+    cluster = obj["spec"].get("rayClusterSpec") or obj["spec"]
+    assert len(cluster["headGroupSpec"]["template"]["spec"]["containers"]) == 1
+
+
+@pytest.mark.parametrize("enabled", [None, False])
+def test_ray_head_has_no_autoscaler_sidecar_without_in_tree_autoscaling(enabled):
+    """autoscalerOptions alone adds nothing: KubeRay adds the sidecar only when
+    enableInTreeAutoscaling is true."""
+    plain_head, _ = gang_from_workload(_named(raycluster("j"))).components
+    obj = _autoscaled(_named(raycluster("j")), {"requests": {"cpu": "3", "memory": "3Gi"}})
+    if enabled is None:
+        obj["spec"].pop("enableInTreeAutoscaling")
+    else:
+        obj["spec"]["enableInTreeAutoscaling"] = enabled
+    head, _ = gang_from_workload(obj).components
+    assert head.requests == plain_head.requests
+
+
+def test_ray_autoscaled_workers_beyond_replicas_are_outside_the_gang():
+    """The rule docs/kinds.md states: with autoscaling on the gang is still `replicas` workers
+    (its minimum minReplicas); the autoscaler's growth toward maxReplicas is not placed."""
+    obj = _autoscaled(_named(raycluster("j", workers=2)))
+    obj["spec"]["workerGroupSpecs"][0].update(minReplicas=1, maxReplicas=10)
+    gang = gang_from_workload(obj)
+    assert [(c.name, c.replicas) for c in gang.components] == [("head", 1), ("workers", 2)]
+    assert gang.min_member == 1 + 1
+
+
+def test_ray_autoscaler_growth_beyond_the_gang_is_said_per_group():
+    """What the OutsideGang Event says: each group the autoscaler may grow past what fleet
+    placed, naming the fields; nothing without autoscaling or where maxReplicas is reached."""
+    obj = _named(raycluster("j", workers=2))
+    first = obj["spec"]["workerGroupSpecs"][0]
+    first.update(minReplicas=1, maxReplicas=5, numOfHosts=2)
+    capped = {**copy.deepcopy(first), "groupName": "capped", "maxReplicas": 2}
+    unbounded = {**copy.deepcopy(first), "groupName": "open", "numOfHosts": 1}
+    unbounded.pop("maxReplicas")
+    obj["spec"]["workerGroupSpecs"] += [capped, unbounded]
+    assert RAYCLUSTER.outside_gang(obj) == []
+    said = RAYCLUSTER.outside_gang(_autoscaled(obj))
+    assert len(said) == 2
+    assert said[0].startswith("spec.enableInTreeAutoscaling: ")
+    assert "group workers beyond the 4 pods fleet placed" in said[0]
+    assert "up to 10 pods (spec.workerGroupSpecs[0].maxReplicas)" in said[0]
+    assert "group open beyond the 2 pods" in said[1]
+    assert "without bound" in said[1]
+
+
+def test_rayjob_autoscaler_growth_names_its_cluster_spec():
+    obj = _autoscaled(_named(rayjob("j", workers=2)))
+    obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["maxReplicas"] = 3
+    (said,) = RAYJOB.outside_gang(obj)
+    assert said.startswith("spec.rayClusterSpec.enableInTreeAutoscaling: ")
+    assert "up to 3 pods (spec.rayClusterSpec.workerGroupSpecs[0].maxReplicas)" in said
+
+
 def test_rayjob_gang_is_its_clusters():
     gang = gang_from_workload(_named(rayjob("j", workers=3, gpus=2)))
     assert [(c.name, c.replicas) for c in gang.components] == [("head", 1), ("workers", 3)]
@@ -160,6 +257,24 @@ def test_rayjob_gang_is_its_clusters():
             lambda o: o["spec"]["workerGroupSpecs"][0].update(groupName="head"),
             "spec.workerGroupSpecs[0].groupName",
             "given twice",
+        ),
+        (
+            raycluster,
+            lambda o: _autoscaled(o, {"requests": "lots"}),
+            "spec.autoscalerOptions.resources.requests",
+            "expected a map of resource quantities",
+        ),
+        (
+            raycluster,
+            lambda o: (_autoscaled(o), o["spec"].update(autoscalerOptions="big")),
+            "spec.autoscalerOptions",
+            "expected an object",
+        ),
+        (
+            rayjob,
+            lambda o: _autoscaled(o, ["500m"]),
+            "spec.rayClusterSpec.autoscalerOptions.resources",
+            "expected an object",
         ),
         (
             rayjob,
