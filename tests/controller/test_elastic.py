@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.testing.workloads import gang_policy, pytorchjob
-from tests.controller.harness import NAMESPACE, World
+from tests.controller.harness import NAMESPACE, FakeMember, World
 
 METRICS = [
     {
@@ -31,6 +31,21 @@ def workers(copy: dict[str, Any] | None) -> int:
     return int(copy["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
 
 
+def scale_then_edit(world: World, member: FakeMember, key: Any) -> None:
+    """The member's HPA scales the copy's workers to 3; then a label is edited on the fleet
+    object, so that fleet applies the copy again."""
+    member.api.merge(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        "job",
+        NAMESPACE,
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 3}}}},
+    )
+    world.fleet_api.merge(
+        key.api_version, key.kind, key.name, NAMESPACE, {"metadata": {"labels": {"team": "a"}}}
+    )
+
+
 async def test_an_elastic_job_goes_where_its_minimum_fits_and_keeps_what_the_hpa_scaled():
     world = World()
     only = world.add_member("member-1", gpus=4)  # 5 GPUs for every replica, 3 for the minimum
@@ -44,18 +59,9 @@ async def test_an_elastic_job_goes_where_its_minimum_fits_and_keeps_what_the_hpa
     assert copy["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 3
     assert workers(copy) == 4
 
-    # The member's HPA scales the workers down to 3 (the kind's scale subresource).
-    only.api.merge(
-        "kubeflow.org/v1",
-        "PyTorchJob",
-        "job",
-        NAMESPACE,
-        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 3}}}},
-    )
-    # The user edits the fleet object: fleet applies the copy again...
-    world.fleet_api.merge(
-        key.api_version, key.kind, key.name, NAMESPACE, {"metadata": {"labels": {"team": "a"}}}
-    )
+    # The member's HPA scales the workers down to 3 (the kind's scale subresource); the user
+    # edits the fleet object: fleet applies the copy again...
+    scale_then_edit(world, only, key)
     applies = len(only.api.asked("PATCH", "/pytorchjobs/job"))
     await world.reconcile(key)
 
@@ -73,15 +79,6 @@ async def test_without_metrics_fleets_worker_count_is_applied_again():
     world.apply_policy(gang_policy("gang", NAMESPACE, cluster_names=["member-1"]))
     key = world.submit(elastic_job("job", metrics=False))
     await world.reconcile(key)
-    only.api.merge(
-        "kubeflow.org/v1",
-        "PyTorchJob",
-        "job",
-        NAMESPACE,
-        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 3}}}},
-    )
-    world.fleet_api.merge(
-        key.api_version, key.kind, key.name, NAMESPACE, {"metadata": {"labels": {"team": "a"}}}
-    )
+    scale_then_edit(world, only, key)
     await world.reconcile(key)
     assert workers(only.copy("job")) == 4
