@@ -32,10 +32,12 @@ ENCODED = base64.b64encode(SECRET_VALUE.encode()).decode()
 MARKED = {"metadata": {"labels": {c.MANAGED_BY_LABEL: FLEET_ID}}}
 
 
-def _stored_token_client(fleet: Fleet, name: str) -> SyncKubeClient:
-    secret = fleet.api.get("v1", "Secret", f"{name}-kubeconfig", SECRETS_NAMESPACE)
-    assert secret is not None
-    config = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
+def _stored_token_client(fleet: Fleet, name: str, secret: str = "kubeconfig") -> SyncKubeClient:
+    """A client of member `name` with the kubeconfig join stored on the fleet in the Secret
+    `<name>-<secret>` (the dispatch token's, or `viewer-kubeconfig`: the people's)."""
+    stored = fleet.api.get("v1", "Secret", f"{name}-{secret}", SECRETS_NAMESPACE)
+    assert stored is not None, f"fleet join stores {name}-{secret}"
+    config = yaml.safe_load(base64.b64decode(stored["data"]["kubeconfig"]))
     return SyncKubeClient(from_kubeconfig(config), name=name, retries=0)
 
 
@@ -308,10 +310,7 @@ def test_the_member_cluster_says_it_is_guarded(live: Fleet):
 
 
 def _viewer_client(fleet: Fleet, name: str) -> SyncKubeClient:
-    secret = fleet.api.get("v1", "Secret", f"{name}-viewer-kubeconfig", SECRETS_NAMESPACE)
-    assert secret is not None, "fleet join stores the viewer's kubeconfig"
-    config = yaml.safe_load(base64.b64decode(secret["data"]["kubeconfig"]))
-    return SyncKubeClient(from_kubeconfig(config), name=name, retries=0)
+    return _stored_token_client(fleet, name, "viewer-kubeconfig")
 
 
 @pytest.fixture
