@@ -242,7 +242,10 @@ def test_behind_a_proxy_a_job_is_served_only_to_a_user_the_fleet_lets_get_it(
     demo.sandbox.add_nodes(held_gang.GROWS, held_gang.NEW_NODES)
     try:
         wait_until(
-            lambda: demo.running_in(held_gang.GROWS, name, 5), timeout=180, what=f"{name} running"
+            lambda: demo.running_in(held_gang.GROWS, name, 5),
+            timeout=180,
+            what=f"{name} running",
+            why=lambda: demo.situation(held_gang.TFJOB, name),
         )
         with _dashboard_process(demo, tmp_path / "dashboard.log", "--auth-headers") as url:
             page, log = f"{url}api/jobs/default/{name}", f"{url}api/jobs/default/{name}/log"

@@ -15,6 +15,7 @@ describes it. The last story's objects stay for the user to explore.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -214,6 +215,78 @@ class Demo:
         return len(pods) == count and all(
             (p.get("status") or {}).get("phase") == "Running" for p in pods
         )
+
+    def situation(self, api: tuple[str, str], name: str, namespace: str = "default") -> str:
+        """Where a job stands, in lines: its binding (phase, target, conditions, pending
+        reasons), its last Events on the fleet, and in each member its copy, its pods (phase,
+        node, why not scheduled), the member's nodes (taints, unschedulable) and its last
+        FailedScheduling Events. For a failed wait's message: never raises."""
+        lines: list[str] = []
+
+        def said(what: str, read: Callable[[], list[str]]) -> None:
+            try:
+                lines.extend(read())
+            except (KubeError, KeyError, TypeError) as e:
+                lines.append(f"{what}: unreadable ({e})")
+
+        def binding() -> list[str]:
+            found = self.binding(api[1], name, namespace)
+            status = found.get("status") or {}
+            out = [f"binding: phase {status.get('phase')}, target {self.target(api[1], name)}"]
+            out += [
+                f"  {c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}"
+                for c in status.get("conditions") or []
+            ]
+            out += [
+                f"  pending in {r.get('cluster')}: {r.get('reason')}"
+                for r in status.get("pendingReasons") or []
+            ]
+            return out
+
+        def events() -> list[str]:
+            found = sorted(
+                self.fleet.events(namespace, name), key=lambda e: str(e.get("lastTimestamp"))
+            )
+            return [f"event {e.get('reason')}: {e.get('message')}" for e in found[-8:]]
+
+        def member(m: str) -> list[str]:
+            client = self.cluster(m)
+            copy = client.get(*api, name, namespace)
+            out = [f"{m}: copy {'present' if copy is not None else 'absent'}"]
+            for pod in self.pods(m, name, namespace):
+                status = pod.get("status") or {}
+                why = [
+                    f"{c.get('reason')}: {c.get('message')}"
+                    for c in status.get("conditions") or []
+                    if c.get("type") == "PodScheduled" and c.get("status") != "True"
+                ]
+                out.append(
+                    f"  pod {pod['metadata']['name']}: {status.get('phase')} on "
+                    f"{(pod.get('spec') or {}).get('nodeName')} {'; '.join(why)}".rstrip()
+                )
+            if copy is not None or out[1:]:
+                for node in client.items("v1", "Node"):
+                    spec = node.get("spec") or {}
+                    taints = [f"{t.get('key')}:{t.get('effect')}" for t in spec.get("taints") or []]
+                    out.append(
+                        f"  node {node['metadata']['name']}"
+                        f"{' unschedulable' if spec.get('unschedulable') else ''} {taints or ''}"
+                    )
+                refused = [
+                    e
+                    for e in client.items("v1", "Event", namespace)
+                    if e.get("reason") == "FailedScheduling"
+                    and str(e["involvedObject"].get("name", "")).startswith(name)
+                ]
+                refused.sort(key=lambda e: str(e.get("lastTimestamp")))
+                out += [f"  FailedScheduling: {e.get('message')}" for e in refused[-4:]]
+            return out
+
+        said("binding", binding)
+        said("events", events)
+        for m in self.members:
+            said(m, functools.partial(member, m))
+        return "\n".join(lines)
 
     def delete_jobs(
         self, api: tuple[str, str], names: Sequence[str], namespace: str = "default"

@@ -25,8 +25,11 @@ def wait_until(
     timeout: float = 60.0,
     interval: float = 0.25,
     what: str = "condition",
+    why: Callable[[], str] | None = None,
 ) -> T:
-    """Poll `probe` until it returns something truthy; fail with `what` and the last value."""
+    """Poll `probe` until it returns something truthy; fail with `what` and the last value,
+    and with what `why` says of the state then (where the wait stopped, for the reader of a
+    failure that cannot be rerun: a CI log)."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while True:
@@ -34,8 +37,9 @@ def wait_until(
         if last:
             return last
         if time.monotonic() > deadline:
+            said = f"\n{why()}" if why is not None else ""
             raise AssertionError(
-                f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}"
+                f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}{said}"
             )
         time.sleep(interval)
 
