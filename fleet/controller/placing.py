@@ -42,6 +42,7 @@ PENDING_REASONS_LIMIT = 10
 async def schedule(shell: Shell, job: Job) -> str | None:
     """Place the gang; the chosen cluster, or None when it waits (the binding says why)."""
     now = shell.clock.now()
+    news = shell.triggers.news  # before any snapshot is read: what comes later wakes it
     first = not job.life.stays  # its first placement: fleet_placement_seconds counts it
     rules = rules_of_placement(job.binding.spec.placement)
     estimator = estimator_named(job.binding.spec.estimator or shell.settings.estimator)
@@ -85,7 +86,7 @@ async def schedule(shell: Shell, job: Job) -> str | None:
         # What the gang needs, so a member's capacity wakes it only if that member could now
         # hold it; a claimant's room is held for it alone, so any news wakes it (None).
         demand = Demand(gang, estimator) if hold is None else None
-        await _wait_for_capacity(shell, job, decision, demand)
+        await _wait_for_capacity(shell, job, decision, demand, news)
         return None
     target = members.get(chosen.cluster)
     assert target is not None
@@ -187,7 +188,7 @@ def _evicting(life: lifecycle.Binding) -> list[str]:
 
 
 async def _wait_for_capacity(
-    shell: Shell, job: Job, decision: Decision, demand: Demand | None
+    shell: Shell, job: Job, decision: Decision, demand: Demand | None, news: int
 ) -> None:
     """No cluster can take the gang: the binding gives the reasons of the closest
     `PENDING_REASONS_LIMIT` clusters and counts every cluster's code, and the gang is retried
@@ -233,6 +234,7 @@ async def _wait_for_capacity(
         evicting=_evicting(life),
         waiting_since=shell.clock.monotonic(),
         demand=demand,
+        news_seen=news,
     )
     shell.metrics.pending.set(len(shell.triggers.pending))
     ends = [life.next_exclusion_end(now), wait.until if wait is not None else None]

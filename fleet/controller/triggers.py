@@ -94,6 +94,14 @@ class Triggers:
         self._members: dict[str, str] = {}
         #: Members whose capacity changed since the coalesced wake was scheduled.
         self._capacity_changed: set[str] = set()
+        #: News that may let a waiting gang in, numbered: the number of the last (`news`),
+        #: of each member's last capacity change, and of the last news about any member (one
+        #: joined, turned Ready, changed what placement reads). A decision that found no room
+        #: remembers the number it started at; news in between, which found the gang not yet
+        #: waiting and so woke nothing, wakes it when it is recorded as waiting (`track`).
+        self.news = 0
+        self._capacity_news: dict[str, int] = {}
+        self._any_news = 0
         #: What each workload's decision-relevant fields last were (see workload_changed).
         self._fingerprints: dict[WorkloadKey, tuple[object, ...]] = {}
         self._capacity_scheduled = False
@@ -211,6 +219,8 @@ class Triggers:
         """Coalesce a burst of a member's pod and node events (and its other news: a kind
         found, its gang scheduler detected, fenced) into one wake, `CAPACITY_COALESCE_SECONDS`
         later, of the waiting workloads one of the changed members could then hold."""
+        self.news += 1
+        self._capacity_news[member] = self.news
         if not self.pending:
             return
         self._capacity_changed.add(member)
@@ -248,6 +258,8 @@ class Triggers:
                 self.queue.add(key)
 
     def retry_pending(self) -> None:
+        self.news += 1
+        self._any_news = self.news
         for key, _ in sorted(self.pending.items(), key=lambda kv: kv[1].since):
             self.queue.add(key)
 
@@ -265,9 +277,12 @@ class Triggers:
         evicting: Iterable[str] = (),
         waiting_since: float | None = None,
         demand: Demand | None = None,
+        news_seen: int | None = None,
     ) -> None:
         """Record where a workload stands after a reconcile: with `waiting_since`, it waits for
-        capacity, needing `demand` (None: unknown, any member's capacity wakes it)."""
+        capacity, needing `demand` (None: unknown, any member's capacity wakes it). `news_seen`:
+        `news` when the decision that found no room began; what came since, and could hold the
+        gang, wakes it now (it came while the gang was not yet waiting)."""
         if cluster is None:
             self.placed.pop(key, None)
         else:
@@ -283,6 +298,18 @@ class Triggers:
             before = self.pending.get(key)
             since = before.since if before is not None else waiting_since
             self.pending[key] = Waiting(since, demand)
+            if news_seen is not None and self._missed(news_seen, demand):
+                self.queue.add(key)
+
+    def _missed(self, seen: int, demand: Demand | None) -> bool:
+        """Whether news numbered after `seen` may let a gang of `demand` in."""
+        if seen >= self.news:
+            return False
+        if self._any_news > seen or demand is None or self.room is None:
+            return True
+        changed = [m for m, at in self._capacity_news.items() if at > seen]
+        rooms = [room for name in changed if (room := self.room(name)) is not None]
+        return any(demand.may_fit(room) for room in rooms)
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload is gone: drop it from every index and cache."""
