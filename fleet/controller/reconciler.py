@@ -147,7 +147,7 @@ class Reconciler:
         applied = await member_copy.apply(shell, job, member)
         if applied is not None:
             await status_mirror.mirror(shell, job, member, applied)
-            await gate.observe(shell, job)  # an ended job releases its quota
+            await gate.observe(shell, job, applied)  # an ended job releases its quota
             await reserving.release_after_use(shell, job, member)
 
     async def _workload(self, key: WorkloadKey) -> Obj | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import NAMESPACE, FakeMember, World
+from tests.controller.test_queue import gpu_tree, phase, queue_world, submit_and_admit, unit, work
 
 METRICS = [
     {
@@ -82,3 +83,33 @@ async def test_without_metrics_fleets_worker_count_is_applied_again():
     scale_then_edit(world, only, key)
     await world.reconcile(key)
     assert workers(only.copy("job")) == 4
+
+
+async def test_a_queued_elastic_job_is_charged_the_workers_its_member_runs():
+    """Queued, it asks its quota for every declared replica; running, for the workers its
+    member's HPA runs: scaled from 4 to 2, it frees two GPUs of its team's quota, and another
+    job of the team is admitted into them."""
+    world = await queue_world(gpu_tree(5), gpus=8)
+    member = world.members["member-1"]
+    key = world.submit(elastic_job("job"))  # a Master and 4 Workers, a GPU each
+    await world.reconcile(key)
+    await work(world)
+    await world.reconcile(key)
+    assert phase(world, key) == "Running"
+    assert unit(world, key)["spec"]["resource"]["nvidia.com/gpu"] == "5"
+
+    other = await submit_and_admit(world, "other", workers=1, gpus=1)  # 2 GPUs
+    assert phase(world, other) == "Enqueued"  # the team's 5 GPUs are all charged
+
+    member.api.merge(
+        "kubeflow.org/v1",
+        "PyTorchJob",
+        "job",
+        NAMESPACE,
+        {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}},
+    )
+    await world.reconcile(key)
+    assert unit(world, key)["spec"]["resource"]["nvidia.com/gpu"] == "3"
+    await work(world)
+    await world.reconcile(other)
+    assert phase(world, other) in ("Dequeued", "Running")

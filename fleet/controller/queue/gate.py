@@ -200,9 +200,10 @@ async def placed(
     return False
 
 
-async def observe(shell: Shell, job: Job) -> None:
+async def observe(shell: Shell, job: Job, copy: Obj | None = None) -> None:
     """A job that ended releases its quota at once (exactly once; the core's rule says when a
-    job has ended, the same the simulator uses)."""
+    job has ended, the same the simulator uses). One that runs, its member copy `copy`, is
+    charged what the copy runs (`running_charge`: an elastic job its member scales)."""
     kq = shell.kube_queue
     key = key_of_job(job.key)
     if not kq.knows(key):
@@ -215,6 +216,8 @@ async def observe(shell: Shell, job: Job) -> None:
     )
     if end is not None:
         await kq.finish(key, end, shell.clock.now())
+    elif copy is not None and kq.phase(key) == RUNNING:
+        await kq.resize(key, job.kind.running_charge(job.gang, copy))
 
 
 async def release(shell: Shell, key: WorkloadKey) -> None:

@@ -68,6 +68,7 @@ from fleet.core.admission import (
     restored_state,
 )
 from fleet.core.placement import ClusterAffinity, filter_rejection
+from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
 from fleet.core.workload import Gang
 from fleet.kube import ApiError, KubeClient, Obj, Unreachable
@@ -394,6 +395,16 @@ class KubeQueue:
         updated = await self.units.mark(key, priority=priority, reclaimable=reclaimable)
         if updated is not None and updated is not unit and key in self.admission:
             self.admission.upsert(spec_of(updated))
+
+    async def resize(self, key: str, charge: Resources) -> None:
+        """A running job's charge changed (its member scaled it): the unit asks `charge` from
+        now on and the admission charges it so (above a max if it must: the member's
+        scaling is not fleet's to refuse); a pass follows, for the room it may have freed."""
+        unit = self.units.get(key)
+        updated = await self.units.resize(key, charge)
+        if updated is not None and updated is not unit and key in self.admission:
+            self.admission.upsert(spec_of(updated))
+            self.request_pass()
 
     async def create_unit(self, key: str, unit: QueueUnit, now: float) -> Obj:
         """Create a job's unit; one the admission still knows (deleted by hand) is made again

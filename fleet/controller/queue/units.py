@@ -334,6 +334,23 @@ class Units:
         self.offer(updated)
         return updated
 
+    async def resize(self, key: str, charge: Resources) -> Obj | None:
+        """The unit asks `charge` of its quota from now on (a job its member scales): one patch
+        of `spec.resource`, only when it differs. None when the unit is not known."""
+        unit = self.objects.get(key)
+        if unit is None:
+            return None
+        held = spec_of(unit).resources
+        if held == charge:
+            return unit
+        wanted = dict(charge.quantities())
+        resource: dict[str, Any] = {k: None for k in held if k not in wanted} | wanted
+        meta = unit["metadata"]
+        patch = {"spec": {"resource": resource}}
+        updated = await self.fleet.patch(*UNIT, meta["name"], patch, meta["namespace"])
+        self.offer(updated)
+        return updated
+
     async def delete(self, key: str) -> None:
         unit = self.objects.get(key)
         self.drop(key)

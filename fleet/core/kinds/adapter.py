@@ -574,6 +574,12 @@ class KindAdapter:
             total = total + component.requests * component.replicas
         return total
 
+    def running_charge(self, gang: Gang, member_obj: Mapping[str, Any]) -> Resources:
+        """What the unit of a job that runs is charged, its member copy `member_obj` as the
+        member holds it: what it declares (`charge`), unless the member scales it (an elastic
+        PyTorchJob's HPA), then what the copy runs."""
+        return self.charge(gang)
+
 
 # -- helpers the kind modules share ----------------------------------------------------------
 

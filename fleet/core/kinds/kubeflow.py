@@ -26,7 +26,8 @@ JAXJob, and the shared layout MPIJob builds on.
 * `kubectl amc`: pods are `<job>-<replica type, lowercased>-<index>`.
 * Queue: `runPolicy.schedulingPolicy.priorityClass`, else the first template's
   priorityClassName; charged every replica (an elastic PyTorchJob: its Worker `replicas` as
-  the fleet object declares them, not `minReplicas` nor `maxReplicas`).
+  the fleet object declares them while it waits; once it runs under its member's HPA, the
+  Worker replicas its copy has there: `running_charge`).
 * Not counted: a PyTorchJob with a Master gives each Worker the operator's `init-pytorch`
   init container (50m CPU, 10Mi memory requested, from a template the member's operator
   config may replace); it asks less than any worker container does in practice.
@@ -48,6 +49,8 @@ from fleet.core.kinds.adapter import (
     mapping,
     optional_count,
 )
+from fleet.core.resources import EMPTY, Resources
+from fleet.core.workload import Gang
 
 #: Where Kubeflow training jobs keep their gang minimum.
 RUN_POLICY_MIN_AVAILABLE = "spec.runPolicy.schedulingPolicy.minAvailable"
@@ -170,6 +173,27 @@ class KubeflowJob(KindAdapter):
         scaled = at(member_obj, f"{self.field}.{theirs}.replicas")
         if isinstance(scaled, int) and not isinstance(scaled, bool):
             at(desired, f"{self.field}.{ours}")["replicas"] = scaled
+
+    def running_charge(self, gang: Gang, member_obj: Mapping[str, Any]) -> Resources:
+        """An elastic PyTorchJob whose member HPA scales it (`metrics`) is charged the Worker
+        replicas its copy has there (what runs, between minReplicas and maxReplicas), the
+        other roles as declared."""
+        policy = self._elastic_policy(member_obj)
+        theirs = self._replica_key(member_obj, ELASTIC_ROLE)
+        scaled = at(member_obj, f"{self.field}.{theirs}.replicas") if theirs else None
+        if (
+            policy is None
+            or not policy.get("metrics")
+            or not isinstance(scaled, int)
+            or isinstance(scaled, bool)
+            or scaled < 0
+        ):
+            return super().running_charge(gang, member_obj)
+        total = EMPTY
+        for component in gang.components:
+            count = scaled if component.name == ELASTIC_ROLE.lower() else component.replicas
+            total = total + component.requests * count
+        return total
 
     def templates(self, obj: Mapping[str, Any]) -> list[PodTemplate]:
         specs = mapping(at(obj, self.field), self.field)

@@ -1,7 +1,7 @@
 """Elastic PyTorchJobs (`spec.elasticPolicy`): the gang minimum is what must start at once (the
 Master plus `minReplicas` workers), the member's gang is written with it, the queue charges the
-declared replicas, and a Worker count the member's HPA scaled is kept when the copy is applied
-again."""
+declared replicas while it waits and what its member's HPA runs once it runs, and a Worker count
+the member's HPA scaled is kept when the copy is applied again."""
 
 from __future__ import annotations
 
@@ -201,3 +201,35 @@ def test_the_minimum_never_exceeds_the_pods_the_job_creates(
     if min_available is None:
         assert gang.min_member == master + low
     assert sum(n for _, n in gang.minimum_parts) == gang.min_member
+
+
+METRICS = [{"type": "Resource", "resource": {"name": "cpu"}}]
+
+
+@pytest.mark.parametrize(
+    ("policy", "scaled", "cpu"),
+    [
+        ({"minReplicas": 2, "maxReplicas": 4, "metrics": METRICS}, 2, 4000),  # its HPA's 2
+        ({"minReplicas": 2, "maxReplicas": 4, "metrics": METRICS}, 3, 5000),
+        ({"minReplicas": 2, "maxReplicas": 4}, 2, 6000),  # no HPA: as declared
+    ],
+)
+def test_a_running_elastic_job_is_charged_the_workers_its_member_scaled_it_to(
+    policy: dict[str, Any], scaled: int, cpu: int
+) -> None:
+    obj = elastic(policy=policy)
+    gang = gang_from_workload(obj)
+    copy = elastic(policy=policy)
+    copy["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = scaled
+    # The Master's 2 CPUs, and a CPU for each Worker the copy runs.
+    assert PYTORCHJOB.running_charge(gang, copy).get("cpu") == cpu
+
+
+def test_a_job_that_is_not_elastic_is_charged_as_declared_while_it_runs() -> None:
+    obj = elastic(policy={"minReplicas": 2, "maxReplicas": 4, "metrics": METRICS})
+    del obj["spec"]["elasticPolicy"]
+    gang = gang_from_workload(obj)
+    copy = elastic(policy={"minReplicas": 2, "maxReplicas": 4, "metrics": METRICS})
+    copy["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
+    del copy["spec"]["elasticPolicy"]
+    assert PYTORCHJOB.running_charge(gang, copy) == PYTORCHJOB.charge(gang)
