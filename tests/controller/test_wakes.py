@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 
 from fleet.api import constants as c
 from fleet.controller.keys import WorkloadKey
@@ -174,15 +175,19 @@ async def test_pending_reasons_name_the_closest_members_and_count_every_one():
     assert "pendingReasons" not in status and "pendingReasonCounts" not in status
 
 
-async def test_capacity_that_comes_while_a_gang_is_found_no_room_wakes_it():
+@pytest.mark.parametrize(("workers", "woken"), [(1, True), (15, False)])
+async def test_a_node_that_comes_while_a_gang_is_found_no_room_wakes_it_if_it_can_hold_it(
+    workers: int, woken: bool
+) -> None:
     """A node that joins after the decision found no room but before the gang was recorded as
     waiting (its binding's Pending status still being written) found nothing waiting to wake;
-    the gang is woken when it is recorded, as it would have been a moment later. (Seen on the
-    sandbox: a job created just before its node was added waited for minutes.)"""
+    the gang is woken when it is recorded, as it would have been a moment later, if the node
+    can hold it (a 4-GPU node: the gang of 1 worker, 4 GPUs in all, yes; of 15, 64, no). Seen
+    on the sandbox: a job created just before its node was added waited for minutes."""
     world = World()
     member = world.add_member("member-1", gpus=1)
     world.apply_policy(policy())
-    key = world.submit(pytorchjob("job", workers=1, gpus=2))  # 4 GPUs, 2 a pod
+    key = world.submit(pytorchjob("job", workers=workers, gpus=2 if workers == 1 else 4))
     came: list[int] = []  # how many keys were queued when the node came
 
     def node_comes(request: httpx.Request) -> None:
@@ -194,28 +199,12 @@ async def test_capacity_that_comes_while_a_gang_is_found_no_room_wakes_it():
     world.fleet_api.interceptors.append(node_comes)
     await world.reconcile(key)
 
-    assert came and status_of(world, key)["phase"] == "Pending"
+    assert came and key in world.triggers.pending
+    assert status_of(world, key)["phase"] == "Pending"
+    if not woken:
+        # Recorded as waiting, it was not woken by a node that cannot hold it.
+        assert key not in world.queue.added[came[0] :]
+        return
     await world.until_queued(key, after=came[0])
     await world.reconcile(key)
     assert status_of(world, key)["phase"] != "Pending"
-
-
-async def test_capacity_that_comes_during_a_decision_and_cannot_hold_the_gang_wakes_nothing():
-    world = World()
-    member = world.add_member("member-1", gpus=1)
-    world.apply_policy(policy())
-    key = world.submit(pytorchjob("job", workers=15, gpus=4))  # 64 GPUs, 4 a pod
-    came: list[int] = []  # how many keys were queued when the node came
-
-    def node_comes(request: httpx.Request) -> None:
-        if not came and request.method != "GET" and "/gangbindings" in request.url.path:
-            came.append(len(world.queue.added))
-            member.add_node("member-1-n1", gpus=4)
-            world.triggers.capacity_changed("member-1")
-
-    world.fleet_api.interceptors.append(node_comes)
-    await world.reconcile(key)
-
-    # Recorded as waiting, it was not woken by a node that cannot hold it.
-    assert came and key in world.triggers.pending
-    assert key not in world.queue.added[came[0] :]
