@@ -29,6 +29,7 @@ from fleet.core.kinds.adapter import (
     ConditionStyle,
     KindAdapter,
     PodTemplate,
+    Stage,
     job_pods,
     mapping,
     name_at,
@@ -81,6 +82,32 @@ class JobSetAdapter(KindAdapter):
             out.append(PodTemplate(name, name, count, template, f"{path}.template.spec.template"))
         return out
 
+    def stages(self, obj: Mapping[str, Any]) -> tuple[Stage, ...]:
+        """The JobSet controller's stages (v0.10): with `startupPolicyOrder: InOrder` it
+        creates each replicated job only once the one before has started, so each is a stage;
+        with `dependsOn` it creates a replicated job once its dependencies reached their status,
+        so those with the same dependencies (none: the first stage) are created at one moment,
+        one stage. Else every Job at once: one gang (no stages)."""
+        templates = self.templates(obj)
+        spec = mapping(obj.get("spec"), "spec")
+        jobs: list[dict[str, Any]] = spec["replicatedJobs"]
+        depends = [_depends_on(job, i, jobs) for i, job in enumerate(jobs)]
+        if _startup_order(spec) == "InOrder":
+            keys: list[object] = list(range(len(jobs)))
+        elif any(depends):
+            keys = [frozenset(d) for d in depends]
+        else:
+            return ()
+        members: dict[object, list[PodTemplate]] = {}
+        for key, t in zip(keys, templates, strict=True):
+            members.setdefault(key, []).append(t)
+        if len(members) < 2:
+            return ()
+        return tuple(
+            Stage(ts[0].role, tuple(t.component for t in ts), sum(t.replicas for t in ts))
+            for ts in members.values()
+        )
+
     def state(self, status: Mapping[str, Any] | None) -> JobState:
         status = status or {}
         true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
@@ -125,3 +152,56 @@ class JobSetAdapter(KindAdapter):
 
 
 JOBSET = JobSetAdapter()
+
+#: `startupPolicy.startupPolicyOrder` values (JobSet's CRD enum; AnyOrder by default).
+STARTUP_ORDERS = ("AnyOrder", "InOrder")
+#: `dependsOn[].status` values (JobSet's CRD enum).
+DEPENDENCY_STATUSES = ("Ready", "Complete")
+
+
+def _startup_order(spec: Mapping[str, Any]) -> str:
+    """`spec.startupPolicy.startupPolicyOrder`, AnyOrder when not given."""
+    policy = spec.get("startupPolicy")
+    if policy is None:
+        return "AnyOrder"
+    order = mapping(policy, "spec.startupPolicy").get("startupPolicyOrder") or "AnyOrder"
+    if order not in STARTUP_ORDERS:
+        raise FieldError(
+            "spec.startupPolicy.startupPolicyOrder",
+            f"expected one of {', '.join(STARTUP_ORDERS)}, got {order!r}",
+        )
+    return str(order)
+
+
+def _depends_on(job: Mapping[str, Any], index: int, jobs: list[dict[str, Any]]) -> set[str]:
+    """(name, status) of each dependency of replicated job `index`, as JobSet's webhook admits
+    them: none on the first replicated job, each naming a replicated job before it (or itself)
+    with status Ready or Complete."""
+    path = f"spec.replicatedJobs[{index}].dependsOn"
+    items = job.get("dependsOn")
+    if items is None:
+        return set()
+    if not isinstance(items, list):
+        raise FieldError(path, f"expected a list, got {items!r}")
+    if items and index == 0:
+        raise FieldError(path, "the first replicated job cannot depend on another (JobSet)")
+    earlier = {str(j.get("name")) for j in jobs[: index + 1]}
+    out: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]"
+        item = mapping(item, where)
+        name = name_at(item, "name", where)
+        if name not in earlier:
+            raise FieldError(
+                f"{where}.name",
+                f"{name!r} is not a replicated job before {job.get('name')!r}: a replicated "
+                "job depends only on earlier ones",
+            )
+        status = item.get("status")
+        if status not in DEPENDENCY_STATUSES:
+            raise FieldError(
+                f"{where}.status",
+                f"expected one of {', '.join(DEPENDENCY_STATUSES)}, got {status!r}",
+            )
+        out.add(f"{name}={status}")
+    return out
