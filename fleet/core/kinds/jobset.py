@@ -87,7 +87,8 @@ class JobSetAdapter(KindAdapter):
         creates each replicated job only once the one before has started, so each is a stage;
         with `dependsOn` it creates a replicated job once its dependencies reached their status,
         so those with the same dependencies (none: the first stage) are created at one moment,
-        one stage. Else every Job at once: one gang (no stages)."""
+        one stage. Else every Job at once: one gang (no stages), as when only one stage has
+        pods."""
         templates = self.templates(obj)
         spec = mapping(obj.get("spec"), "spec")
         jobs: list[dict[str, Any]] = spec["replicatedJobs"]
@@ -100,7 +101,8 @@ class JobSetAdapter(KindAdapter):
             return ()
         members: dict[object, list[PodTemplate]] = {}
         for key, t in zip(keys, templates, strict=True):
-            members.setdefault(key, []).append(t)
+            if t.replicas:  # a replicated job of no pods has no gang to start
+                members.setdefault(key, []).append(t)
         if len(members) < 2:
             return ()
         return tuple(
