@@ -6,7 +6,9 @@ An adapter answers, for its kind and from plain values only (no I/O):
   `FieldError` naming the field on bad input); `pod_spec(obj, t)` the pod spec the member's
   operator will actually create from a template, so placement counts what it adds where fleet
   can know it (an MPIJob launcher's init container); `min_member(...)` the gang minimum;
-  `gang(obj)` puts these together (generic);
+  `gang(obj)` puts these together (generic); `stages(obj)` the stages the member's operator
+  creates the pods in, one after the other (a staged JobSet), so the member-side gang is
+  written per stage (placement still holds room for the whole job);
 * `member_copy(...)`: the object to create in the member: the spec without the fields the
   fleet's API server set (they would be refused there), with its pods marked (`mark_pods`, the
   one hook that puts the member's schedulerName, the gang in what the member's gang scheduler

@@ -1,12 +1,22 @@
-"""JobSet (jobset.x-k8s.io/v1alpha2): every replicated job's pods are one gang.
+"""JobSet (jobset.x-k8s.io/v1alpha2): every replicated job's pods are one gang, written per
+stage in the member when the JobSet controller creates them in stages.
 
 * Gang: each replicated job is one role (named as the JobSet names it, in its order): `replicas`
-  (default 1) Jobs of min(parallelism (default 1), completions) pods each. The JobSet controller
-  starts every Job at once (startupPolicy AnyOrder, its default), so the minimum is all pods
-  (or the pod-group label / Koordinator annotation on the templates).
+  (default 1) Jobs of min(parallelism (default 1), completions) pods each. The minimum is all
+  pods (or the pod-group label / Koordinator annotation on the templates), and placement holds
+  room for all of them, staged or not.
+* Stages (`stages`): the JobSet controller (v0.10) starts every Job at once under startupPolicy
+  AnyOrder, its default; with `startupPolicyOrder: InOrder` it creates each replicated job once
+  the one before has started (each is a stage), and with `dependsOn` once the jobs it names
+  reached their status (jobs with the same dependencies are one stage, those with none the
+  first). What JobSet's admission refuses of these (a dependsOn on the first job or naming a
+  job not before it, an unknown status or order) is refused naming the field.
 * Copy: nothing to drop. The JobSet controller makes no PodGroup, so on a coscheduling member
   fleet writes the gang itself: `scheduling.x-k8s.io/pod-group` on every template and a PodGroup
-  owned by the copy (`fleet_pod_group`); ACK's pod-group labels on Koordinator.
+  owned by the copy (`fleet_pod_group`); ACK's pod-group labels on Koordinator; the native
+  PodGroup on a Kubernetes member. A staged JobSet gets one group per stage,
+  `<jobset>-<first replicated job of the stage>`, its minimum the stage's pods
+  (docs/kinds.md, "Staged JobSets").
 * State: Failed (condition or terminalState), Completed, Suspended; Running while a child Job
   has active or ready pods, else Pending. Mirrored: replicatedJobsStatus, terminalState,
   restarts. Fleet's own conditions are metav1.Conditions; failing over drops the old copy's
@@ -53,7 +63,10 @@ class JobSetAdapter(KindAdapter):
     #: `Suspended` and `StartupPolicyCompleted` are the controller's own. It has no
     #: waiting or restarting type: fleet's `Scheduled` says those.
     conditions = ConditionStyle("metav1", ended=("Failed", "Completed"))
-    doc_gang = "every replicated job's pods: `replicas` x min(parallelism, completions) each"
+    doc_gang = (
+        "every replicated job's pods: `replicas` x min(parallelism, completions) each; with "
+        "`startupPolicyOrder: InOrder` or `dependsOn`, the member's gang per stage"
+    )
     doc_added = (
         "a headless Service, pod subdomain/hostname, `jobset.sigs.k8s.io/*` labels; "
         "on coscheduling members fleet writes the PodGroup"
