@@ -189,9 +189,9 @@ def _startup_order(spec: Mapping[str, Any]) -> str:
 
 
 def _depends_on(job: Mapping[str, Any], index: int, jobs: list[dict[str, Any]]) -> set[str]:
-    """(name, status) of each dependency of replicated job `index`, as JobSet's webhook admits
-    them: none on the first replicated job, each naming a replicated job before it (or itself)
-    with status Ready or Complete."""
+    """`name=status` of each dependency of replicated job `index` (jobs with the same set are
+    created at one moment), as JobSet's webhook admits them: none on the first replicated job,
+    each naming a replicated job before it (or itself) with status Ready or Complete."""
     path = f"spec.replicatedJobs[{index}].dependsOn"
     items = job.get("dependsOn")
     if items is None:
