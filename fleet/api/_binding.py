@@ -7,7 +7,6 @@ until when) lives in this object, so each controller step can be recomputed from
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, Literal
 
@@ -41,6 +40,7 @@ from fleet.api._types import (
     Time,
 )
 from fleet.api.constants import API_VERSION, FLEET_API_VERSION, FLEET_GROUP
+from fleet.core.names import bounded
 
 __all__ = [
     "AggregatedStatusItem",
@@ -86,12 +86,7 @@ def binding_name(kind: str, name: str) -> str:
     """Deterministic GangBinding name `<kind-lowercase>-<name>`, so a restarted controller finds
     the binding it already made instead of creating a second one. Over-long names are cut and
     suffixed with a hash of the full name to stay unique and a valid DNS subdomain."""
-    full = f"{kind.lower()}-{name}"
-    if len(full) <= _MAX_NAME:
-        return full
-    digest = hashlib.sha256(full.encode()).hexdigest()[:10]
-    head = full[: _MAX_NAME - len(digest) - 1].rstrip(".-")
-    return f"{head}-{digest}"
+    return bounded(f"{kind.lower()}-{name}", _MAX_NAME)
 
 
 class WorkloadReference(KubeModel):

@@ -292,12 +292,13 @@ def _dispatched(shell: Shell, job: Job) -> None:
 
 
 async def _apply_pod_group(job: Job, member: Member, copy: Obj) -> None:
-    """The PodGroup fleet writes beside the copy: for kinds whose operator makes none on
+    """The PodGroups fleet writes beside the copy: for kinds whose operator makes none on
     coscheduling members, and for every kind on a member with Kubernetes' own gang scheduling,
     there with the level of the domain placement chose for the whole gang, if it requires one
     (the member's scheduler then keeps the group in one domain of it; the pods' node affinity
-    names the very domain)."""
-    group = job.kind.pod_group(
+    names the very domain). One, or one per stage of a staged job (`KindAdapter.pod_groups`),
+    each owned by the copy, so the member's garbage collector deletes them all with it."""
+    groups = job.kind.pod_groups(
         copy,
         min_member=job.gang.min_member,
         gang_scheduler=member.gang_scheduler,
@@ -307,15 +308,13 @@ async def _apply_pod_group(job: Job, member: Member, copy: Obj) -> None:
             else None
         ),
     )
-    if group is None:
-        return
-    group["metadata"]["labels"] = copies.member_labels(job.uid, copy_fleet_id(copy))
-    client = member.client
-    assert client is not None
-    try:
-        await member.writer.apply(group, field_manager=FIELD_MANAGER)
-    except ApiError as e:
-        log.warning("%s: PodGroup not written in %s: %s", job.key, member.name, e)
+    for group in groups:
+        group["metadata"]["labels"] = copies.member_labels(job.uid, copy_fleet_id(copy))
+        try:
+            await member.writer.apply(group, field_manager=FIELD_MANAGER)
+        except ApiError as e:
+            name = group["metadata"]["name"]
+            log.warning("%s: PodGroup %s not written in %s: %s", job.key, name, member.name, e)
 
 
 def copy_fleet_id(copy: Obj) -> str:

@@ -341,6 +341,116 @@ def jobset(
     return job
 
 
+def _staged_job(
+    rname: str,
+    pods: int | None,
+    container: dict[str, Any],
+    node_selector: dict[str, str] | None,
+    depends_on: list[tuple[str, str]] | None = None,
+    backoff_limit: int | None = None,
+) -> dict[str, Any]:
+    """One replicated job of a staged JobSet, as JobSet's examples write them (one Job, no
+    `replicas`): `pods` sets parallelism and completions, None leaves them unset (one pod)."""
+    job_spec: dict[str, Any] = {
+        "template": {
+            "spec": {
+                "containers": [container],
+                **({"nodeSelector": dict(node_selector)} if node_selector else {}),
+            }
+        }
+    }
+    if backoff_limit is not None:
+        job_spec = {"backoffLimit": backoff_limit, **job_spec}
+    if pods is not None:
+        job_spec = {"parallelism": pods, "completions": pods, **job_spec}
+    out: dict[str, Any] = {"name": rname, "template": {"spec": job_spec}}
+    if depends_on:
+        out["dependsOn"] = [{"name": n, "status": status} for n, status in depends_on]
+    return out
+
+
+def _staged(name: str, namespace: str | None, spec: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+def jobset_in_order(
+    name: str = "startup-driver-ready",
+    *,
+    namespace: str | None = None,
+    gpus: int = 1,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """JobSet's `examples/startup-policy/startup-driver-ready.yaml` (v0.10.1):
+    `startupPolicyOrder: InOrder`, a `driver` (1 pod, with a readiness probe), then `workers`
+    (4 pods) once the driver is ready; each pod asks for `gpus` GPUs (and 100m CPU)."""
+    driver = _container("sleep", "100m", gpus, "docker.io/library/busybox:1.36")
+    driver |= {
+        "command": ["sleep"],
+        "args": ["1000s"],
+        "readinessProbe": {"exec": {"command": ["echo", "ready"]}, "initialDelaySeconds": 30},
+    }
+    worker = _container("sleep", "100m", gpus, "docker.io/library/busybox:1.36")
+    worker |= {"command": ["sleep"], "args": ["100s"]}
+    return _staged(
+        name,
+        namespace,
+        {
+            "startupPolicy": {"startupPolicyOrder": "InOrder"},
+            "replicatedJobs": [
+                _staged_job("driver", 1, driver, node_selector, backoff_limit=0),
+                _staged_job("workers", 4, worker, node_selector, backoff_limit=0),
+            ],
+        },
+    )
+
+
+def jobset_depends_on(
+    name: str = "depends-on",
+    *,
+    namespace: str | None = None,
+    gpus: int = 1,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """JobSet's `examples/depends-on/depends-on.yaml` (v0.10.1): an `initializer` (1 pod), a
+    `launcher` (1 pod, with a startup probe) once the initializer is Complete, and a `worker`
+    (4 pods) once the launcher is Ready; each pod asks for `gpus` GPUs (and 100m CPU)."""
+
+    def container(what: str, seconds: int) -> dict[str, Any]:
+        out = _container(what, "100m", gpus, "docker.io/library/busybox:1.36")
+        out["command"] = [
+            "/bin/sh",
+            "-c",
+            f"echo '{what} runs for {seconds} seconds' && sleep {seconds}",
+        ]
+        return out
+
+    launcher = container("launcher", 20)
+    launcher["startupProbe"] = {"exec": {"command": ["echo", "started"]}, "initialDelaySeconds": 5}
+    return _staged(
+        name,
+        namespace,
+        {
+            "replicatedJobs": [
+                _staged_job("initializer", None, container("initializer", 10), node_selector),
+                _staged_job(
+                    "launcher", None, launcher, node_selector, [("initializer", "Complete")]
+                ),
+                _staged_job(
+                    "worker", 4, container("worker", 20), node_selector, [("launcher", "Ready")]
+                ),
+            ]
+        },
+    )
+
+
 def training_runtime(
     name: str,
     *,

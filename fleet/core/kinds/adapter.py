@@ -6,7 +6,9 @@ An adapter answers, for its kind and from plain values only (no I/O):
   `FieldError` naming the field on bad input); `pod_spec(obj, t)` the pod spec the member's
   operator will actually create from a template, so placement counts what it adds where fleet
   can know it (an MPIJob launcher's init container); `min_member(...)` the gang minimum;
-  `gang(obj)` puts these together (generic);
+  `gang(obj)` puts these together (generic); `stages(obj)` the stages the member's operator
+  creates the pods in, one after the other (a staged JobSet), so the member-side gang is
+  written per stage (placement still holds room for the whole job);
 * `member_copy(...)`: the object to create in the member: the spec without the fields the
   fleet's API server set (they would be refused there), with its pods marked (`mark_pods`, the
   one hook that puts the member's schedulerName, the gang in what the member's gang scheduler
@@ -40,6 +42,7 @@ from fleet.core import gangmarks
 from fleet.core.constraints import PodConstraints
 from fleet.core.errors import FieldError
 from fleet.core.jobstate import JobState, first_true
+from fleet.core.names import LABEL_VALUE_MAX, bounded
 from fleet.core.requests import pod_requests
 from fleet.core.resources import EMPTY, Resources
 from fleet.core.topology import rules_from_templates
@@ -142,6 +145,32 @@ class PodTemplate:
     template: dict[str, Any]
     #: Where the template is, for error messages: `spec.pytorchReplicaSpecs.Worker.template`.
     field: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """Pods the member's operator creates at one moment, and only once the stage before it has
+    started (or ended): a staged job's own gang in the member (`KindAdapter.stages`). Placement
+    still holds room for every stage at once; only the member-side gang is written per stage,
+    so no stage waits for pods only a later stage creates."""
+
+    #: What its member-side group's name adds to the copy's (`group_name`): the first
+    #: component's role, as the kind spells it.
+    suffix: str
+    #: Its components (`PodTemplate.component`), in the kind's order.
+    components: tuple[str, ...]
+    #: The pods it creates at once.
+    pods: int
+
+    def group_name(self, copy_name: str) -> str:
+        """Its member-side group's name: `<copy>-<suffix>`, within a label value's 63
+        characters (cut, with a hash of the whole, when longer)."""
+        return bounded(f"{copy_name}-{self.suffix}", LABEL_VALUE_MAX)
+
+    def min_member(self, gang_min: int) -> int:
+        """Its member-side minimum: its pods, or the gang's minimum when that is smaller (a
+        stage never waits for more than the job as a whole does)."""
+        return min(self.pods, gang_min)
 
 
 class KindAdapter:
@@ -247,6 +276,14 @@ class KindAdapter:
         another object (`needs`)."""
         return self.templates(obj)
 
+    def stages(self, obj: Mapping[str, Any]) -> tuple[Stage, ...]:
+        """The stages the member's operator creates the job's pods in, one after the other, when
+        it does not create them all at once (a JobSet with `startupPolicyOrder: InOrder` or
+        `dependsOn`): the member-side gang is then written per stage (`place_gang`,
+        `pod_groups`). None, by default: one gang of every pod. Raises `FieldError` naming the
+        field when the staging is malformed."""
+        return ()
+
     def pod_spec(self, obj: Mapping[str, Any], template: PodTemplate) -> Mapping[str, Any]:
         """The pod spec the member's operator creates from `template`: by default the
         template's own. A kind whose operator adds containers fleet can know overrides it."""
@@ -328,6 +365,8 @@ class KindAdapter:
             )
         total = sum(c.replicas for c in components)
         min_member, source = self.min_member(obj, templates, total)
+        # Placement holds room for every stage; their staging must read too (FieldError).
+        self.stages(obj)
         # Kueue's topology annotations on the templates: each template is one pod set.
         topology = rules_from_templates([(t.component, t.field, t.template) for t in templates])
         return Gang(ref, tuple(components), min_member, self.multi_role, source, topology)
@@ -432,21 +471,36 @@ class KindAdapter:
         when the member runs Koordinator or its scheduler is unknown; a user's own gang labels
         (or Koordinator gang annotation) are kept, never overwritten. On a member with
         Kubernetes' own gang scheduling, every kind's templates name the native PodGroup fleet
-        writes beside the copy (`pod_group`)."""
+        writes beside the copy (`pod_group`). A staged job's templates name their stage's group
+        and minimum instead (`stage_groups`)."""
+        groups = self.stage_groups(copy_obj, name, min_member)
         if gang_scheduler == gangmarks.KUBERNETES:
             for t in self.templates(copy_obj):
                 labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
-                labels.setdefault(gangmarks.KUBERNETES_POD_GROUP_LABEL, name)
+                group, _ = groups.get(t.component, (name, min_member))
+                labels.setdefault(gangmarks.KUBERNETES_POD_GROUP_LABEL, group)
             return
         if self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING:
             for t in self.templates(copy_obj):
                 labels = t.template.setdefault("metadata", {}).setdefault("labels", {})
-                labels.setdefault(gangmarks.COSCHEDULING_POD_GROUP_LABEL, name)
+                group, _ = groups.get(t.component, (name, min_member))
+                labels.setdefault(gangmarks.COSCHEDULING_POD_GROUP_LABEL, group)
             return
         if not gangmarks.writes_pod_group_labels(gang_scheduler):
             return
         for t in self.templates(copy_obj):
-            pod_group_labels(t.template, name, min_member)
+            pod_group_labels(t.template, *groups.get(t.component, (name, min_member)))
+
+    def stage_groups(
+        self, obj: Mapping[str, Any], name: str, min_member: int
+    ) -> dict[str, tuple[str, int]]:
+        """component -> (its member-side group's name, that group's minimum) of a staged job
+        (`stages`) whose copy is `name` and gang minimum `min_member`; empty for one gang."""
+        return {
+            component: (stage.group_name(name), stage.min_member(min_member))
+            for stage in self.stages(obj)
+            for component in stage.components
+        }
 
     def pod_group(
         self,
@@ -468,6 +522,39 @@ class KindAdapter:
         if not (self.fleet_pod_group and gang_scheduler == gangmarks.COSCHEDULING):
             return None
         return self._pod_group(member_obj, min_member)
+
+    def pod_groups(
+        self,
+        member_obj: Mapping[str, Any],
+        *,
+        min_member: int,
+        gang_scheduler: str | None,
+        topology: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every PodGroup fleet writes beside a copy: `pod_group`'s, or for a staged job
+        (`stages`) one per stage, named after it (`Stage.group_name`, as its templates name
+        it), its minimum the stage's (`Stage.min_member`), each owned by the copy and with the
+        same `topology`."""
+        stages = self.stages(member_obj)
+        if not stages:
+            group = self.pod_group(
+                member_obj, min_member=min_member, gang_scheduler=gang_scheduler, topology=topology
+            )
+            return [] if group is None else [group]
+        out = []
+        copy_name = member_obj["metadata"]["name"]
+        for stage in stages:
+            group = self.pod_group(
+                member_obj,
+                min_member=stage.min_member(min_member),
+                gang_scheduler=gang_scheduler,
+                topology=topology,
+            )
+            if group is None:
+                return []
+            group["metadata"]["name"] = stage.group_name(copy_name)
+            out.append(group)
+        return out
 
     def _pod_group(self, member_obj: Mapping[str, Any], min_member: int) -> dict[str, Any]:
         return {
