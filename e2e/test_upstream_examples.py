@@ -73,6 +73,8 @@ class Example:
     #: A resource the members' base nodes lack: the job is held whole, every member saying
     #: Insufficient for it, until a node with 4 of it joins member-1.
     lacks: str | None = None
+    #: The member's operator makes an HPA for it (an elastic PyTorchJob with `metrics`).
+    hpa: bool = False
 
 
 OPERATORS = ("member-2", "member-3")
@@ -83,7 +85,9 @@ EXAMPLES = {
     # elasticPolicy minReplicas 1 of 2 workers: the minimum is 1, both run (there is room).
     "pytorch-elastic-echo": Example("training-operator/pytorch-elastic-echo.yaml", 2, 1),
     # the same with elasticPolicy.metrics: the operator makes an HPA for it in the member
-    "pytorch-elastic-imagenet": Example("training-operator/pytorch-elastic-imagenet.yaml", 2, 1),
+    "pytorch-elastic-imagenet": Example(
+        "training-operator/pytorch-elastic-imagenet.yaml", 2, 1, hpa=True
+    ),
     "tfjob-simple": Example("training-operator/tfjob-simple.yaml", 2, 2),
     "xgboostjob": Example("training-operator/xgboostjob.yaml", 3, 3),
     "paddle-simple-cpu": Example("training-operator/paddle-simple-cpu.yaml", 2, 2),
@@ -326,9 +330,12 @@ def test_upstream_example_runs_whole_in_one_member_and_leaves_nothing(
         )
         assert target in example.members, f"placed in {target}, not one of {example.members}"
         _runs_whole_in(live, members, job, example, target)
-        if any(d["kind"] == CLUSTER_RUNTIME[1] for d in deps):
-            runtime = live.clusters[target].get(*CLUSTER_RUNTIME, _name(deps[0]))
-            assert runtime is not None, f"the runtime did not go along to {target}"
+        # What the deletion must take away is there: the manifest's other documents went along
+        # (fleet's mark on them), and the operator made its HPA.
+        held = _held_in(live.clusters[target], job, deps)
+        assert {f"{d['kind']} {_name(d)}" for d in deps} <= set(held), held
+        hpas = [h for h in held if h.startswith("HorizontalPodAutoscaler ")]
+        assert len(hpas) == example.hpa, held
 
         live.api.delete(*kind, _name(job), namespace)
         left: dict[str, list[str]] = {}
