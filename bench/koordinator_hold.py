@@ -1,6 +1,6 @@
 """Does a Koordinator member keep a reclaim's freed room for the claimant? koord-scheduler alone.
 
-    .venv/bin/python bench/koordinator_hold.py [--runs 5] [--ways pending,...] [--preemption]
+    .venv/bin/python bench/koordinator_hold.py [--runs 5] [--ways 'pending;...'] [--preemption]
         [--state-dir DIR]
 
 Issue #26 asks that, while fleet holds the room a reclaim frees for its claimant, a member-local
@@ -220,8 +220,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="trials per way (default 5)")
     parser.add_argument(
         "--ways",
-        default=",".join(WAYS),
-        help=f"comma-separated, of: {'; '.join(WAYS)} (default: all)",
+        default=";".join(WAYS),
+        help=f"separated by ';', of: {'; '.join(WAYS)} (default: all)",
     )
     parser.add_argument(
         "--preemption",
@@ -230,7 +230,7 @@ def main() -> int:
     )
     parser.add_argument("--state-dir", type=Path, default=None)
     args = parser.parse_args()
-    ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+    ways = [w.strip() for w in args.ways.split(";") if w.strip()]
     unknown = [w for w in ways if w not in WAYS]
     if unknown:
         parser.error(f"unknown ways {unknown}: choose of {list(WAYS)}")
