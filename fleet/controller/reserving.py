@@ -247,8 +247,11 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
 async def hold_room(shell: Shell, job: Job, hold: Hold) -> None:
     """While a reclaim holds room for this gang (`fleet.core.admission.hold`) in a member that
     takes Reservations, reserve it there for the gang now: the same Reservations its placement
-    makes (same names, so `reserve` adopts them), so member-local pods do not take the room
-    its victims free. Deleted when the hold ends without the gang placed (`release`)."""
+    makes (same names, so `reserve` adopts them), pinned to the domain the held room is in
+    when the gang requires one (`hold.held_domains`). They keep the room from member-local pods
+    that come after the Reservations take it, not from one already waiting for it: which of
+    them koord-scheduler gives the freed room is its doing (docs/queue.md, measured). Deleted
+    when the hold ends without the gang placed (`release`)."""
     member = shell.members.get(hold.cluster)
     terms = job.binding.spec.placement
     strategy = terms.replica_scheduling if terms else None
