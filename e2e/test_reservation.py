@@ -21,6 +21,7 @@ from fleet.testing.pytest_plugin import KOORDINATOR_MEMBER
 from fleet.testing.workloads import JOBSET_NAME_LABEL, gang_policy, jobset, pytorchjob
 
 from .conftest import PYTORCHJOB, Fleet, joined_apart
+from .test_topology import RACK, _rack_job, _racks_of_pods
 
 RESERVATION = ("scheduling.koordinator.sh/v1alpha1", "Reservation")
 JOBSET = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -304,3 +305,29 @@ def test_deleting_a_job_while_it_reserves_deletes_its_reservations(
     finally:
         koordinator.delete(*RESERVATION, local)
         _member_settings(live.api)
+
+
+def test_a_rack_bound_gangs_reservations_are_made_in_its_rack_and_its_pods_use_them(
+    live: Fleet, koordinator: ClusterClient, namespace, add_nodes
+):
+    """Its Reservations are pinned to the rack placement chose, as its pods are: each pod is
+    bound through one of them, every one on a node of that rack (an unpinned Reservation
+    could be made in the other rack, where the pinned pods could not use it)."""
+    for rack, count, gpu in (("a", 2, 1), ("c", 1, 4)):  # master + 2 workers fit only in c
+        labels = {"test": namespace, RACK: f"{namespace}-{rack}"}
+        add_nodes(KOORDINATOR_MEMBER, count=count, gpu=gpu, labels=labels)
+    live.api.create(_policy(namespace))
+    live.api.create(_rack_job(namespace, "job", workers=2, gpus=1))
+    uid = _uid(live, namespace)
+
+    live.wait_running(namespace, "job", KOORDINATOR_MEMBER, timeout=120)
+    (target,) = live.binding(namespace, "job")["spec"]["clusters"]
+    assert [(d["level"], d["value"]) for d in target["domains"]] == [(RACK, f"{namespace}-c")]
+    pods = koordinator.pods(namespace, f"{UID_LABEL}={uid}")
+    assert len(pods) == 3
+    allocated = {
+        p["metadata"]["annotations"].get("scheduling.koordinator.sh/reservation-allocated", "")
+        for p in pods
+    }
+    assert all(f"fleet-{uid}-" in a for a in allocated), allocated
+    assert _racks_of_pods(live, KOORDINATOR_MEMBER, namespace) == {f"{namespace}-c"}

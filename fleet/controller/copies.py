@@ -82,14 +82,20 @@ def member_copy(
         meta["annotations"].pop(key, None)
     meta["annotations"][c.BINDING_ANNOTATION] = binding
     if pin:
-        templates = [(t.component, t.template) for t in kind.templates(out)]
-        pin_templates(templates, [(d.level, d.value, d.components) for d in pin if d.required])
-        pin_templates(
-            templates,
-            [(d.level, d.value, d.components) for d in pin if not d.required],
-            required=False,
-        )
+        pin_domains([(t.component, t.template) for t in kind.templates(out)], pin)
     return stamped(out)
+
+
+def pin_domains(templates: Sequence[tuple[str, dict[str, Any]]], pin: Sequence[Domain]) -> None:
+    """Pin, in place, pod templates (component, template) to the placed domains `pin`: a
+    required one as required node affinity, a preferred one as preferred (`member_copy`'s
+    `pin`; a gang's Reservations get the same, `reserving.reservation_objects`)."""
+    pin_templates(templates, [(d.level, d.value, d.components) for d in pin if d.required])
+    pin_templates(
+        templates,
+        [(d.level, d.value, d.components) for d in pin if not d.required],
+        required=False,
+    )
 
 
 def _digest(obj: Mapping[str, Any]) -> str:

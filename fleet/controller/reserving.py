@@ -24,18 +24,21 @@ when fleet itself is gone.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.api import constants as c
+from fleet.api.rules import rules_of_placement
 from fleet.controller.context import Job, Shell, save
-from fleet.controller.copies import member_labels
+from fleet.controller.copies import member_labels, pin_domains
 from fleet.controller.keys import WorkloadKey
 from fleet.controller.members import Member
 from fleet.controller.status_mirror import binding_conditions
 from fleet.core import lifecycle
-from fleet.core.admission.hold import Hold
+from fleet.core.admission.hold import Hold, held_domains
+from fleet.core.assignment import Domain
 from fleet.core.gangmarks import KOORDINATOR
 from fleet.core.reservation import (
     DEFAULT_RETRY_AFTER_SECONDS,
@@ -76,9 +79,17 @@ def wanted(member: Member | None, policy: str | None = None, *, reservable: bool
     )
 
 
-def reservation_objects(job: Job, plan: ReservationPlan, fleet_id: str) -> list[dict[str, Any]]:
-    """The Reservations of `plan`, as created in the member (pure)."""
-    templates = {t.component: t.template for t in job.kind.templates(job.workload)}
+def reservation_objects(
+    job: Job, plan: ReservationPlan, fleet_id: str, pin: Sequence[Domain] = ()
+) -> list[dict[str, Any]]:
+    """The Reservations of `plan`, as created in the member (pure). `pin`: the topology
+    domains they must keep to, pinned as the member copy's pods are (`copies.pin_domains`):
+    the placement's domains, or the domains a hold's room is in (`hold.held_domains`), so the
+    member reserves the room where the gang's pods may use it."""
+    listed = [(t.component, copy.deepcopy(t.template)) for t in job.kind.templates(job.workload)]
+    if pin:
+        pin_domains(listed, pin)
+    templates = dict(listed)
     return [
         _reservation(job, plan, planned, templates.get(planned.role.lower()) or {}, fleet_id)
         for planned in plan.reservations
@@ -131,6 +142,11 @@ def _container(container: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _affinity(obj: Mapping[str, Any]) -> object:
+    """A Reservation's template's affinity: where its room may be (`pin`)."""
+    return (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("affinity")
+
+
 def seen_reservation(obj: Obj) -> SeenReservation:
     """What a member's Reservation says: its phase, node, and why it is not (yet) usable."""
     status = obj.get("status") or {}
@@ -155,10 +171,19 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
     try:
         existing = await _ours(member, job.uid)
         created = 0
-        for body in reservation_objects(job, plan, shell.settings.fleet_id):
+        pin = job.life.domains if job.life.cluster == member.name else ()
+        for body in reservation_objects(job, plan, shell.settings.fleet_id, pin):
             name = body["metadata"]["name"]
-            if name in existing:
-                seen[name] = seen_reservation(existing[name])
+            found = existing.get(name)
+            if found is not None and _affinity(found) == _affinity(body):
+                seen[name] = seen_reservation(found)
+                continue
+            if found is not None:
+                # Made for a hold in another domain than the placement chose (or by an older
+                # controller): its room is not where the pods may run. Made again, pinned, once
+                # it is gone (until then it is waited for, as one not Available yet).
+                await member.writer.delete(*RESERVATION, name, uid=found["metadata"]["uid"])
+                seen[name] = SeenReservation()
                 continue
             try:
                 seen[name] = seen_reservation(await member.writer.create(body))
@@ -222,8 +247,11 @@ async def reserve(shell: Shell, job: Job, member: Member) -> bool:
 async def hold_room(shell: Shell, job: Job, hold: Hold) -> None:
     """While a reclaim holds room for this gang (`fleet.core.admission.hold`) in a member that
     takes Reservations, reserve it there for the gang now: the same Reservations its placement
-    makes (same names, so `reserve` adopts them), so member-local pods do not take the room
-    its victims free. Deleted when the hold ends without the gang placed (`release`)."""
+    makes (same names, so `reserve` adopts them), pinned to the domain the held room is in
+    when the gang requires one (`hold.held_domains`). They keep the room from member-local pods
+    that come after the Reservations take it, not from one already waiting for it: which of
+    them koord-scheduler gives the freed room is its doing (docs/queue.md, measured). Deleted
+    when the hold ends without the gang placed (`release`)."""
     member = shell.members.get(hold.cluster)
     terms = job.binding.spec.placement
     strategy = terms.replica_scheduling if terms else None
@@ -236,9 +264,13 @@ async def hold_room(shell: Shell, job: Job, hold: Hold) -> None:
         return
     ttl, _ = member.reservation or (DEFAULT_TTL_SECONDS, DEFAULT_WAIT_SECONDS)
     plan = plan_reservations(job.gang, job.uid, ttl_seconds=ttl)
+    # The gang's required topology (the policy's default included, as its placement reads it):
+    # the Reservations keep to the domain the held room is in.
+    rules = job.gang.with_default_topology(rules_of_placement(terms).topology).topology
+    pin = held_domains(hold, rules, lambda node: _labels(member, node))
     existing = await _ours(member, job.uid)
     created = 0
-    for body in reservation_objects(job, plan, shell.settings.fleet_id):
+    for body in reservation_objects(job, plan, shell.settings.fleet_id, pin):
         if body["metadata"]["name"] in existing:
             continue
         with contextlib.suppress(Conflict):  # not fleet's: the placement's reserve says so
@@ -251,6 +283,12 @@ async def hold_room(shell: Shell, job: Job, hold: Hold) -> None:
             f"reserving {len(plan.names)} pods in {member.name} for the room held for this "
             f"gang (Reservations {plan.prefix}-*, TTL {ttl}s)",
         )
+
+
+def _labels(member: Member, node: str) -> Mapping[str, str]:
+    """A node's labels in fleet's view of the member (none: it is not there)."""
+    found = member.snapshot.node(node)
+    return found.labels if found is not None else {}
 
 
 async def release_held(shell: Shell, hold: Hold, why: str | None, job: Obj) -> None:

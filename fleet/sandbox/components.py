@@ -314,8 +314,20 @@ _KOORDINATOR_PLUGINS: dict[str, list[str]] = {
 _KOORDINATOR_REPLACES = ("postFilter", "bind")
 
 
-def koord_scheduler_config(c: ClusterLayout) -> dict[str, object]:
-    """One profile, the member's default scheduler, with Coscheduling and Reservation."""
+def koord_scheduler_config(
+    c: ClusterLayout, *, reservation_preemption: bool = False
+) -> dict[str, object]:
+    """One profile, the member's default scheduler, with Coscheduling and Reservation.
+
+    `reservation_preemption`: the Reservation plugin's `enablePreemption` (koord-scheduler
+    v1.8.0, `ReservationArgs`; off by default there too). On, the plugin's PostFilter runs
+    upstream's preemption for every pod it schedules, a Reservation's reserve pod included: a
+    pending Reservation that does not fit deletes preemptible pods of lower priority (a
+    Reservation with no priority of its own has the highest, `math.MaxInt32`) and is nominated
+    on the node, and that nomination, in the scheduler's memory only (koordinator#3069), keeps
+    pods of equal or lower priority off the room until the Reservation is scheduled there.
+    Upstream's DefaultPreemption stays off either way (`_KOORDINATOR_REPLACES`): this is the
+    one preemption a member's koord-scheduler runs."""
     plugins: dict[str, object] = {}
     for point, names in _KOORDINATOR_PLUGINS.items():
         entry: dict[str, object] = {
@@ -326,12 +338,24 @@ def koord_scheduler_config(c: ClusterLayout) -> dict[str, object]:
         if point in _KOORDINATOR_REPLACES:
             entry["disabled"] = [{"name": "*"}]
         plugins[point] = entry
+    profile: dict[str, object] = {"schedulerName": KOORDINATOR_PROFILE, "plugins": plugins}
+    if reservation_preemption:
+        profile["pluginConfig"] = [
+            {
+                "name": "Reservation",
+                "args": {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "ReservationArgs",
+                    "enablePreemption": True,
+                },
+            }
+        ]
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
         "clientConnection": {"kubeconfig": str(c.kubeconfig), "qps": 100, "burst": 200},
-        "profiles": [{"schedulerName": KOORDINATOR_PROFILE, "plugins": plugins}],
+        "profiles": [profile],
     }
 
 

@@ -11,6 +11,7 @@ Loaded from a YAML file (`fleet sandbox up --config sandbox.yaml`) or built in c
          labels: {pool: cpu}, taints: [{key: dedicated, value: cpu, effect: NoSchedule}]}
     - name: member-k
       scheduler: koordinator   # koord-scheduler instead of scheduler-plugins coscheduling
+      reservation_preemption: true   # its Reservations may preempt (off by default)
 
 `scheduler` picks a member's gang scheduler: `coscheduling` (scheduler-plugins, the default: the
 training operator makes a PodGroup for every job), `koordinator` (koord-scheduler, built on
@@ -92,6 +93,10 @@ class MemberSpec(BaseModel):
     nodes: list[NodePool] = Field(default_factory=lambda: [NodePool(count=2)])
     scheduler: MemberScheduler = "coscheduling"
     operators: list[MemberOperator] = Field(default_factory=lambda: list(DEFAULT_OPERATORS))
+    #: Koordinator members only: koord-scheduler's Reservation preemption (the Reservation
+    #: plugin's `enablePreemption`; `fleet.sandbox.components.koord_scheduler_config`). Off: no
+    #: pod or Reservation preempts anything, as Koordinator's own default.
+    reservation_preemption: bool = False
 
     @field_validator("name")
     @classmethod
@@ -109,6 +114,15 @@ class MemberSpec(BaseModel):
         if missing:
             raise ValueError("; ".join(missing) + " (TrainJobs run as JobSets)")
         return list(dict.fromkeys(v))
+
+    @model_validator(mode="after")
+    def _preemption(self) -> MemberSpec:
+        if self.reservation_preemption and self.scheduler != "koordinator":
+            raise ValueError(
+                f"member {self.name}: reservation_preemption is koord-scheduler's: it needs "
+                "scheduler: koordinator"
+            )
+        return self
 
 
 class SandboxConfig(BaseModel):

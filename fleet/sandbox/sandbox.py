@@ -364,7 +364,11 @@ class Sandbox:
             layout.config("trainer.yaml").write_text(yaml.safe_dump(comp.trainer_config(layout)))
         if member is not None and member.scheduler == "koordinator":
             layout.config("koord-scheduler.yaml").write_text(
-                yaml.safe_dump(comp.koord_scheduler_config(layout))
+                yaml.safe_dump(
+                    comp.koord_scheduler_config(
+                        layout, reservation_preemption=member.reservation_preemption
+                    )
+                )
             )
         elif member is not None and member.scheduler == "kubernetes":
             layout.config("scheduler.yaml").write_text(

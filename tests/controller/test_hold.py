@@ -27,12 +27,14 @@ from fleet.core.admission import DEQUEUED, TIMEOUT_BACKOFF
 from fleet.core.admission.hold import hold_key
 from fleet.core.inventory import PodInfo
 from fleet.core.resources import Resources
+from fleet.core.topology import REQUIRED_ANNOTATION
 from fleet.testing.workloads import gang_policy, pytorchjob
 from tests.controller.harness import World
 from tests.controller.test_queue import phase, placed_on, work
 from tests.controller.test_reclaim import (
     GPU,
     borrowed_fleet,
+    job,
     pods_gone,
     reclaim_world,
     start,
@@ -459,6 +461,43 @@ async def test_the_claimant_placed_on_its_koordinator_member_keeps_the_reservati
     await work(world)  # the hold ends (Placed): they are the placement's now
     assert reservations(world) == made
     assert released(world, b) == ["room held in member-1 released: the claimant was placed"]
+
+
+RACK = "topology.kubernetes.io/rack"
+
+
+async def test_a_rack_bound_claimants_held_room_is_reserved_in_that_rack():
+    """B's pods must share a rack: the Reservations made for its hold are pinned to the rack
+    of the node its victim frees, so koord-scheduler cannot reserve the room in another."""
+    world = await reclaim_world()
+    fake = world.members["member-1"]
+    for i in range(2):  # the member's two 4-GPU nodes, each a rack of its own
+        fake.add_node(f"member-1-n{i}", gpus=4, labels={RACK: f"r{i}"})
+    _, second = await borrowed_fleet(world)
+    koordinator(world)
+    world.clock.advance(3600)
+    body = job("b1", "b")
+    for spec in body["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"].setdefault("metadata", {})["annotations"] = {REQUIRED_ANNOTATION: RACK}
+    b = world.submit(body)
+    await world.reconcile(b)
+    await work(world)
+    await world.reconcile(second)  # the victim records its eviction
+    await work(world)
+    await world.reconcile(b)  # its victim still leaving: the room is reserved for it
+    held = record(world, b)
+    assert held is not None
+    (node,) = {slot["node"] for slot in held["slots"]}
+    rack = f"r{node.rsplit('-n', 1)[1]}"
+    made = fake.api.list(*RESERVATION)
+    assert len(made) == 2
+    for reservation in made:
+        spec = reservation["spec"]["template"]["spec"]
+        required = spec["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        expression = {"key": RACK, "operator": "In", "values": [rack]}
+        assert required["nodeSelectorTerms"] == [{"matchExpressions": [expression]}]
 
 
 STEPS = (

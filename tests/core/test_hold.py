@@ -29,18 +29,20 @@ from fleet.core.admission.hold import (
     HOLD_PREFIX,
     Hold,
     ended,
+    held_domains,
     hold_for,
     hold_key,
     placement_order,
     restore,
     sync,
 )
-from fleet.core.assignment import Assignment, Slot
+from fleet.core.assignment import Assignment, Domain, Slot
 from fleet.core.inventory import NodeInfo, PodInfo
 from fleet.core.packing import pack
 from fleet.core.quota import check_tree
 from fleet.core.resources import GPU, Resources
 from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.topology import PREFERRED, TopologyRule
 from fleet.core.workload import Component, Gang
 
 GPU8 = Resources({GPU: 8, "cpu": 1000})
@@ -459,3 +461,39 @@ def test_a_claimant_has_its_whole_placement_timeout_from_the_moment_its_victims_
     assert w.admission.phase("b1") == DEQUEUED
     plan = w.admission.plan(gone + timeout + 1)
     assert [b.key for b in plan.backoff] == ["b1"]
+
+
+RACK = "topology.kubernetes.io/rack"
+RACKS = {"n1": {RACK: "r1"}, "n2": {RACK: "r1"}, "n3": {RACK: "r2"}}
+
+
+def held_on(*slots: tuple[str, str | None]) -> Hold:
+    """A hold whose room is one pod of each (component, node)."""
+    return hold_for(
+        "b", "m", Assignment(tuple(Slot(c, n, 1, GPU8) for c, n in slots)), ["a"], now=0.0
+    )
+
+
+def racks(node: str) -> dict[str, str]:
+    return RACKS.get(node, {})
+
+
+def test_a_rack_bound_claimants_hold_is_pinned_to_the_rack_its_room_is_in():
+    hold = held_on(("master", "n1"), ("worker", "n2"))
+    assert held_domains(hold, [TopologyRule(RACK)], racks) == (Domain(RACK, "r1"),)
+    # A rule on one component: that component's nodes alone, its components kept.
+    hold = held_on(("master", "n3"), ("worker", "n1"))
+    rule = TopologyRule(RACK, components=("worker",))
+    assert held_domains(hold, [rule], racks) == (Domain(RACK, "r1", ("worker",)),)
+
+
+def test_a_hold_gives_no_domain_to_pin_when_its_room_is_in_none():
+    across = held_on(("master", "n1"), ("worker", "n3"))  # two racks: none to pin
+    assert held_domains(across, [TopologyRule(RACK)], racks) == ()
+    unlabelled = held_on(("master", "n1"), ("worker", "n9"))
+    assert held_domains(unlabelled, [TopologyRule(RACK)], racks) == ()
+    counted = held_on(("master", None))  # the sum estimator's proof: no nodes
+    assert held_domains(counted, [TopologyRule(RACK)], racks) == ()
+    same = held_on(("master", "n1"), ("worker", "n2"))
+    assert held_domains(same, [TopologyRule(RACK, PREFERRED)], racks) == ()
+    assert held_domains(same, [], racks) == ()

@@ -60,6 +60,24 @@ def test_koord_scheduler_profile_has_gang_and_reservation(tmp_path):
     assert plugins["bind"]["disabled"] == [{"name": "*"}]
 
 
+def test_koord_scheduler_preempts_for_reservations_only_when_the_member_says(tmp_path):
+    """Off by default (no pluginConfig: the Reservation plugin's own default, no preemption);
+    `reservation_preemption` turns the plugin's `enablePreemption` on, upstream's
+    DefaultPreemption still disabled."""
+    (plain,) = comp.koord_scheduler_config(_layout(tmp_path))["profiles"]
+    assert "pluginConfig" not in plain
+    (profile,) = comp.koord_scheduler_config(_layout(tmp_path), reservation_preemption=True)[
+        "profiles"
+    ]
+    (args,) = profile["pluginConfig"]
+    assert args["name"] == "Reservation" and args["args"]["enablePreemption"] is True
+    assert args["args"]["kind"] == "ReservationArgs"
+    assert profile["plugins"]["postFilter"]["disabled"] == [{"name": "*"}]
+    assert MemberSpec(name="k", scheduler="koordinator").reservation_preemption is False
+    with pytest.raises(ValueError, match="reservation_preemption is koord-scheduler's"):
+        MemberSpec(name="c", reservation_preemption=True)
+
+
 def test_koord_scheduler_runs_as_the_members_scheduler(tmp_path):
     layout = _layout(tmp_path)
     ktc = toolchain.Toolchain(tmp_path / "k")

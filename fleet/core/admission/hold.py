@@ -38,9 +38,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal, TypeVar
 
-from fleet.core.assignment import Assignment, Slot
+from fleet.core.assignment import Assignment, Domain, Slot
 from fleet.core.resources import Resources
 from fleet.core.snapshot import ClusterSnapshot
+from fleet.core.topology import TopologyRule
 
 T = TypeVar("T")
 
@@ -180,6 +181,33 @@ def place_claimant(
     return result
 
 
+def held_domains(
+    hold: Hold, rules: Iterable[TopologyRule], labels: Callable[[str], Mapping[str, str]]
+) -> tuple[Domain, ...]:
+    """The domains the hold's room is in, for the claimant's required topology `rules` (the
+    gang's, the policy's default included): per rule, the one value of its level that every
+    node its components hold room on has (`labels`: a node's labels). What the Reservations
+    made for the hold are pinned to, as the placement's are to the domains it chose, so the
+    member does not reserve the room outside the domain the gang must run in. A rule whose room
+    lies on no node (the `sum` estimator's proof), on nodes without the label, or across more
+    than one domain gives no domain: nothing is pinned for it."""
+    out: list[Domain] = []
+    for rule in rules:
+        if not rule.required:
+            continue
+        nodes = {
+            node
+            for component, node, _pods, _requests in hold.slots
+            if not rule.components or component in rule.components
+        }
+        if not nodes or None in nodes:
+            continue
+        values = {labels(str(node)).get(rule.level) for node in nodes}
+        if len(values) == 1 and (value := values.pop()) is not None:
+            out.append(Domain(rule.level, value, rule.components, True))
+    return tuple(out)
+
+
 def ended(
     hold: Hold,
     *,
@@ -227,6 +255,7 @@ __all__ = [
     "Hold",
     "HoldEnd",
     "ended",
+    "held_domains",
     "hold_for",
     "hold_key",
     "place_claimant",
