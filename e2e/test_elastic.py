@@ -34,7 +34,11 @@ def test_an_elastic_pytorchjob_starts_where_only_its_minimum_fits(
 
     member = wait_until(lambda: live.target(namespace, "elastic"), what="the job placed")
     assert member == "member-1"
-    copy = live.clusters[member].get(*PYTORCHJOB, "elastic", namespace) or {}
+    # The binding names the member before the copy is created there: wait for the copy.
+    copy = wait_until(
+        lambda: live.clusters[member].get(*PYTORCHJOB, "elastic", namespace),
+        what="the copy in member-1",
+    )
     assert copy["spec"]["runPolicy"]["schedulingPolicy"]["minAvailable"] == 2
 
     adapter = adapter_for(*PYTORCHJOB)
