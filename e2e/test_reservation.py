@@ -146,6 +146,20 @@ def foreign_reservation(member: ClusterClient, namespace: str, gpus: int) -> str
     return name
 
 
+def _bound_through_reservations(
+    koordinator: ClusterClient, namespace: str, uid: str, count: int
+) -> None:
+    """The gang's `count` pods were each bound through one of fleet's Reservations
+    (koord-scheduler says which, in an annotation)."""
+    pods = koordinator.pods(namespace, f"{UID_LABEL}={uid}")
+    assert len(pods) == count
+    allocated = {
+        p["metadata"]["annotations"].get("scheduling.koordinator.sh/reservation-allocated", "")
+        for p in pods
+    }
+    assert all(f"fleet-{uid}-" in a for a in allocated), allocated
+
+
 def test_reserves_then_dispatches_and_cleans_up_after_use(
     live: Fleet, koordinator: ClusterClient, namespace, add_nodes
 ):
@@ -155,14 +169,7 @@ def test_reserves_then_dispatches_and_cleans_up_after_use(
     uid = _uid(live, namespace)
 
     live.wait_running(namespace, "job", KOORDINATOR_MEMBER, timeout=120)
-    pods = koordinator.pods(namespace, f"{UID_LABEL}={uid}")
-    assert len(pods) == 3
-    # Each pod was bound through one of fleet's Reservations (koord-scheduler says which).
-    allocated = {
-        p["metadata"]["annotations"].get("scheduling.koordinator.sh/reservation-allocated", "")
-        for p in pods
-    }
-    assert all(f"fleet-{uid}-" in a for a in allocated), allocated
+    _bound_through_reservations(koordinator, namespace, uid, 3)
     assert _stamp(live, namespace, "Reserving") <= _stamp(live, namespace, "Reserved")
     # Used: fleet deletes them.
     wait_until(lambda: _ours(koordinator, uid) == [], timeout=60, what="Reservations deleted")
@@ -323,11 +330,5 @@ def test_a_rack_bound_gangs_reservations_are_made_in_its_rack_and_its_pods_use_t
     live.wait_running(namespace, "job", KOORDINATOR_MEMBER, timeout=120)
     (target,) = live.binding(namespace, "job")["spec"]["clusters"]
     assert [(d["level"], d["value"]) for d in target["domains"]] == [(RACK, f"{namespace}-c")]
-    pods = koordinator.pods(namespace, f"{UID_LABEL}={uid}")
-    assert len(pods) == 3
-    allocated = {
-        p["metadata"]["annotations"].get("scheduling.koordinator.sh/reservation-allocated", "")
-        for p in pods
-    }
-    assert all(f"fleet-{uid}-" in a for a in allocated), allocated
+    _bound_through_reservations(koordinator, namespace, uid, 3)
     assert _racks_of_pods(live, KOORDINATOR_MEMBER, namespace) == {f"{namespace}-c"}
