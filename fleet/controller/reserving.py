@@ -269,13 +269,24 @@ async def hold_room(shell: Shell, job: Job, hold: Hold) -> None:
     rules = job.gang.with_default_topology(rules_of_placement(terms).topology).topology
     pin = held_domains(hold, rules, lambda node: _labels(member, node))
     existing = await _ours(member, job.uid)
-    created = 0
+    created = missing = 0
     for body in reservation_objects(job, plan, shell.settings.fleet_id, pin):
-        if body["metadata"]["name"] in existing:
+        found = existing.get(body["metadata"]["name"])
+        if found is not None and seen_reservation(found).phase != "Failed":
             continue
-        with contextlib.suppress(Conflict):  # not fleet's: the placement's reserve says so
+        if found is not None:
+            # Expired (the victims' pods took longer to leave than its TTL) or refused: it keeps
+            # nothing, and placement would fall back on it. Made again while the hold lasts.
+            name = found["metadata"]["name"]
+            await member.writer.delete(*RESERVATION, name, uid=found["metadata"]["uid"])
+        try:
             await member.writer.create(body)
             created += 1
+        except Conflict:  # not fleet's (the placement's reserve says so), or not gone yet
+            missing += 1
+    # Looked at again before their TTL can run out, however long the victims take (soon, if
+    # one that expired is not gone yet).
+    shell.queue.add_after(job.key, RECHECK_SECONDS if missing else ttl / 2)
     if created:
         await shell.events.record(
             job.workload,

@@ -604,3 +604,40 @@ async def _orders(steps: list[str]) -> None:
 @example(["kill", "leave", "settle", "restart", "time", "time", "time"])
 def test_the_hold_stands_exactly_until_one_of_its_exits_whatever_the_order(steps: list[str]):
     asyncio.run(_orders(steps))
+
+
+async def test_a_hold_reservation_that_expired_while_the_victims_leave_is_made_again():
+    """The victim's pods take longer to leave than the Reservations' TTL (600 s here): one that
+    expired in the member (phase Failed) keeps nothing, so the next look makes it again."""
+    world = await reclaim_world()
+    _, second = await borrowed_fleet(world)
+    koordinator(world)
+    world.clock.advance(3600)
+    b = await start(world, "b1", "b")
+    await world.reconcile(second)
+    await work(world)
+    mark = len(world.queue.later)
+    await world.reconcile(b)
+    made = reservations(world)
+    assert len(made) == 2
+    # It asked to be looked at again before the TTL runs out.
+    assert any(key == b and delay < 600 for key, delay in world.queue.later[mark:])
+
+    member = world.members["member-1"]
+    expired = sorted(made)[0]
+    before = member.api.get(*RESERVATION, expired)
+    assert before is not None
+    member.api.merge(
+        *RESERVATION,
+        expired,
+        None,
+        {"status": {"phase": "Failed", "conditions": [{"type": "Ready", "reason": "Expired"}]}},
+    )
+    world.clock.advance(600)
+    await world.reconcile(b)
+
+    again = member.api.get(*RESERVATION, expired)
+    assert again is not None
+    assert again["metadata"]["uid"] != before["metadata"]["uid"]
+    assert (again.get("status") or {}).get("phase") != "Failed"
+    assert reservations(world) == made
