@@ -282,7 +282,8 @@ class Triggers:
         """Record where a workload stands after a reconcile: with `waiting_since`, it waits for
         capacity, needing `demand` (None: unknown, any member's capacity wakes it). `news_seen`:
         `news` when the decision that found no room began; what came since, and could hold the
-        gang, wakes it now (it came while the gang was not yet waiting)."""
+        gang, wakes it (it came while the gang was not yet waiting), coalesced as that wake
+        would have been."""
         if cluster is None:
             self.placed.pop(key, None)
         else:
@@ -299,7 +300,9 @@ class Triggers:
             since = before.since if before is not None else waiting_since
             self.pending[key] = Waiting(since, demand)
             if news_seen is not None and self._missed(news_seen, demand):
-                self.queue.add(key)
+                # As the wake it missed would have: after the same coalescing delay, so a
+                # member whose capacity changes all the time cannot retry a gang back to back.
+                self.queue.add_after(key, CAPACITY_COALESCE_SECONDS)
 
     def _missed(self, seen: int, demand: Demand | None) -> bool:
         """Whether news numbered after `seen` may let a gang of `demand` in."""

@@ -202,8 +202,9 @@ async def test_a_node_that_comes_while_a_gang_is_found_no_room_wakes_it_if_it_ca
     assert came and key in world.triggers.pending
     assert status_of(world, key)["phase"] == "Pending"
     if not woken:
-        # Recorded as waiting, it was not woken by a node that cannot hold it.
+        # Recorded as waiting, it was not woken by a node that cannot hold it, now or later.
         assert key not in world.queue.added[came[0] :]
+        assert key not in [k for k, _ in world.queue.later]
         return
     await world.until_queued(key, after=came[0])
     await world.reconcile(key)
