@@ -11,16 +11,20 @@ runs there (docs/queue.md, "The hold"; what a member's own scheduler does with i
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from fleet.api import parse_time, to_epoch
 from fleet.api.guard import open_label
+from fleet.kube import KubeError
 from fleet.testing.kube import wait_until
-from fleet.testing.workloads import gang_policy, pytorchjob
+from fleet.testing.workloads import JOB_NAME_LABEL, gang_policy, pytorchjob
 
-from .conftest import FLEET_ID, PYTORCHJOB, Fleet
+from .conftest import FLEET_ID, PYTORCHJOB, QUEUE_PLACEMENT_TIMEOUT, Fleet
 from .test_reclaim import (
     QUOTA_LABEL,
     _eviction,
@@ -133,3 +137,62 @@ def test_the_claimant_not_a_queued_gang_that_fits_gets_the_room_it_freed(
     assert live.copies(namespace, "c1") == []
     released = [m for r, m, _ in live.events(namespace, "b1") if r == "HoldReleased"]
     assert released and "the claimant was placed" in released[-1]
+
+
+#: Holds a deleted pod of the victim, as a long `terminationGracePeriodSeconds` would: kwok has
+#: no kubelet and removes a deleted pod at once.
+SLOW_STOP = "e2e.fleet.dev/slow-stop"
+
+
+def test_the_hold_outlasts_a_victim_whose_pods_stop_slower_than_the_claimants_timeout(
+    live: Fleet, namespace, add_nodes, teams
+):
+    """The victim's pods take three times the claimant's placement timeout (10 s here) to stop
+    after its copy is deleted. The claimant's timeout counts from when they are gone, so the
+    hold stands meanwhile, no second victim is taken, and the claimant gets the room."""
+    teams()
+    add_nodes("member-1", count=2, gpu=4, labels={"test": namespace})
+    live.api.create(_policy(namespace))
+    _start(live, namespace, "a1", "a")
+    _start(live, namespace, "a2", "a")
+    member = live.clusters["member-1"]
+    a_pods = {name: member.pods(namespace, f"{JOB_NAME_LABEL}={name}") for name in ("a1", "a2")}
+    assert all(len(pods) == 2 for pods in a_pods.values()), a_pods
+    for pods in a_pods.values():
+        for pod in pods:
+            patch = {"metadata": {"finalizers": [SLOW_STOP]}}
+            member.patch("v1", "Pod", pod["metadata"]["name"], patch, namespace)
+    try:
+        live.api.create(_job(namespace, "b1", "b"))
+        victim = _victim(live, namespace)
+        survivor = "a1" if victim == "a2" else "a2"
+
+        def stopping_for(seconds: float) -> bool:
+            """Every pod of the victim deleted, and the first of them `seconds` ago or more."""
+            pods = member.pods(namespace, f"{JOB_NAME_LABEL}={victim}")
+            stamps = [p["metadata"].get("deletionTimestamp") for p in pods]
+            if len(pods) != 2 or not all(stamps):
+                return False
+            return time.time() - min(to_epoch(parse_time(str(s))) for s in stamps) >= seconds
+
+        wait_until(lambda: stopping_for(0), timeout=90, what=f"{victim}'s pods deleted")
+        wait_until(
+            lambda: stopping_for(3 * QUEUE_PLACEMENT_TIMEOUT),
+            timeout=90,
+            what=f"{victim}'s pods stopping for 3 times the claimant's timeout",
+        )
+        assert live.target(namespace, "b1") is None  # the room is not free yet
+    finally:
+        for pods in a_pods.values():
+            for pod in pods:
+                name = pod["metadata"]["name"]
+                with contextlib.suppress(KubeError):
+                    member.patch("v1", "Pod", name, {"metadata": {"finalizers": None}}, namespace)
+
+    _wait_phase(live, namespace, "b1", "Running", timeout=90)
+    live.wait_running(namespace, "b1", "member-1")
+    # One hold, ended by the placement, not by the timeout; the other gang of a kept its room.
+    released = [m for r, m, _ in live.events(namespace, "b1") if r == "HoldReleased"]
+    assert len(released) == 1 and "the claimant was placed" in released[0], released
+    assert _eviction(live, namespace, survivor) is None
+    live.wait_running(namespace, survivor, "member-1")
