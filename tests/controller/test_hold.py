@@ -421,7 +421,9 @@ def reservations(world: World) -> set[str]:
     return {o["metadata"]["name"] for o in world.members["member-1"].api.list(*RESERVATION)}
 
 
-async def test_on_a_koordinator_member_the_held_room_is_reserved_for_the_claimant():
+async def held_on_koordinator() -> tuple[World, WorkloadKey]:
+    """B reclaims from A on member-1, which takes Koordinator Reservations; B's victim is still
+    leaving (its pods are there), B not reconciled under the hold yet."""
     world = await reclaim_world()
     _, second = await borrowed_fleet(world)
     koordinator(world)
@@ -429,6 +431,11 @@ async def test_on_a_koordinator_member_the_held_room_is_reserved_for_the_claiman
     b = await start(world, "b1", "b")
     await world.reconcile(second)
     await work(world)
+    return world, b
+
+
+async def test_on_a_koordinator_member_the_held_room_is_reserved_for_the_claimant():
+    world, b = await held_on_koordinator()
     await world.reconcile(b)  # its victim still leaving: its room is reserved for it already
     uid = world.workload(b)["metadata"]["uid"]  # type: ignore[index]
     made = reservations(world)
@@ -609,13 +616,7 @@ def test_the_hold_stands_exactly_until_one_of_its_exits_whatever_the_order(steps
 async def test_a_hold_reservation_that_expired_while_the_victims_leave_is_made_again():
     """The victim's pods take longer to leave than the Reservations' TTL (600 s here): one that
     expired in the member (phase Failed) keeps nothing, so the next look makes it again."""
-    world = await reclaim_world()
-    _, second = await borrowed_fleet(world)
-    koordinator(world)
-    world.clock.advance(3600)
-    b = await start(world, "b1", "b")
-    await world.reconcile(second)
-    await work(world)
+    world, b = await held_on_koordinator()
     mark = len(world.queue.later)
     await world.reconcile(b)
     made = reservations(world)
