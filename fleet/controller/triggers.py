@@ -189,6 +189,7 @@ class Triggers:
         name = str(meta.get("name") or "")
         if deleted:
             self._members.pop(name, None)
+            self._capacity_news.pop(name, None)
         else:
             fingerprint = _member_fingerprint(obj)
             if self._members.get(name) == fingerprint:
